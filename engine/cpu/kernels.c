@@ -1,0 +1,191 @@
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+typedef __m512 vec16;
+#define V_ZERO() _mm512_setzero_ps()
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_LOAD_TAIL(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (p))
+#define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+
+static inline float v_reduce(vec16 v)
+{
+    __m256 lo = _mm512_castps512_ps256(v);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
+#else /* portable: the same lanes, the same roundings */
+
+typedef struct {
+    float l[16];
+} vec16;
+
+static inline vec16 V_ZERO(void)
+{
+    vec16 v;
+    memset(&v, 0, sizeof v);
+    return v;
+}
+static inline vec16 V_LOAD(const float *p)
+{
+    vec16 v;
+    memcpy(v.l, p, sizeof v.l);
+    return v;
+}
+static inline vec16 V_LOAD_TAIL(const float *p, int n)
+{
+    vec16 v = V_ZERO();
+    memcpy(v.l, p, (size_t)n * sizeof(float));
+    return v;
+}
+static inline vec16 V_FMA(vec16 a, vec16 b, vec16 c)
+{
+    for (int i = 0; i < 16; i++)
+        c.l[i] = fmaf(a.l[i], b.l[i], c.l[i]);
+    return c;
+}
+static inline float v_reduce(vec16 v)
+{
+    float s8[8], s4[4], s2[2];
+    for (int i = 0; i < 8; i++)
+        s8[i] = v.l[i] + v.l[i + 8];
+    for (int i = 0; i < 4; i++)
+        s4[i] = s8[i] + s8[i + 4];
+    for (int i = 0; i < 2; i++)
+        s2[i] = s4[i] + s4[i + 2];
+    return s2[0] + s2[1];
+}
+#endif
+
+float k_dot(const float *a, const float *b, int n)
+{
+    vec16 acc = V_ZERO();
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = V_FMA(V_LOAD(a + i), V_LOAD(b + i), acc);
+    if (i < n)
+        acc = V_FMA(V_LOAD_TAIL(a + i, n - i), V_LOAD_TAIL(b + i, n - i), acc);
+    return v_reduce(acc);
+}
+
+/* 4 rows of x against 4 rows of w: 16 dot products, each in canonical order. */
+static void tile_4x4(const float *x, int K, const float *w, float *y, int ldy)
+{
+    vec16 acc[4][4];
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 4; j++)
+            acc[t][j] = V_ZERO();
+    int i = 0;
+    for (; i + 16 <= K; i += 16) {
+        vec16 xv[4], wv[4];
+        for (int t = 0; t < 4; t++)
+            xv[t] = V_LOAD(x + (size_t)t * K + i);
+        for (int j = 0; j < 4; j++)
+            wv[j] = V_LOAD(w + (size_t)j * K + i);
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 4; j++)
+                acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+    }
+    if (i < K) {
+        int r = K - i;
+        vec16 xv[4], wv[4];
+        for (int t = 0; t < 4; t++)
+            xv[t] = V_LOAD_TAIL(x + (size_t)t * K + i, r);
+        for (int j = 0; j < 4; j++)
+            wv[j] = V_LOAD_TAIL(w + (size_t)j * K + i, r);
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 4; j++)
+                acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+    }
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 4; j++)
+            y[(size_t)t * ldy + j] = v_reduce(acc[t][j]);
+}
+
+/* 1 row of x against 4 rows of w. */
+static void tile_1x4(const float *x, int K, const float *w, float *y)
+{
+    vec16 acc[4];
+    for (int j = 0; j < 4; j++)
+        acc[j] = V_ZERO();
+    int i = 0;
+    for (; i + 16 <= K; i += 16) {
+        vec16 xv = V_LOAD(x + i);
+        for (int j = 0; j < 4; j++)
+            acc[j] = V_FMA(xv, V_LOAD(w + (size_t)j * K + i), acc[j]);
+    }
+    if (i < K) {
+        int r = K - i;
+        vec16 xv = V_LOAD_TAIL(x + i, r);
+        for (int j = 0; j < 4; j++)
+            acc[j] = V_FMA(xv, V_LOAD_TAIL(w + (size_t)j * K + i, r), acc[j]);
+    }
+    for (int j = 0; j < 4; j++)
+        y[j] = v_reduce(acc[j]);
+}
+
+/* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
+ * rows of w over it, so w is streamed from memory once per block. */
+#define TOKEN_BLOCK 32
+
+static void linear_range(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
+                         int ldy)
+{
+    for (int t0 = 0; t0 < T; t0 += TOKEN_BLOCK) {
+        int t1 = t0 + TOKEN_BLOCK < T ? t0 + TOKEN_BLOCK : T;
+        int j = j0;
+        for (; j + 4 <= j1; j += 4) {
+            const float *wj = w + (size_t)j * K;
+            int t = t0;
+            for (; t + 4 <= t1; t += 4)
+                tile_4x4(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy);
+            for (; t < t1; t++)
+                tile_1x4(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j);
+        }
+        for (; j < j1; j++)
+            for (int t = t0; t < t1; t++)
+                y[(size_t)t * ldy + j] = k_dot(x + (size_t)t * K, w + (size_t)j * K, K);
+    }
+}
+
+void k_linear(const float *x, int T, int K, const float *w, int N, float *y, int ldy,
+              int n_threads)
+{
+    /* Split the output columns in multiples of 4 so threads stay on the fast
+     * tiles; the arithmetic of each value is the same whoever computes it. */
+    int groups = (N + 3) / 4;
+    int parts = n_threads < groups ? n_threads : groups;
+    if (parts < 1)
+        parts = 1;
+    if ((long)T * K * N < 64L * 1024)
+        parts = 1; /* too small to be worth waking threads */
+#pragma omp parallel for num_threads(parts) schedule(static, 1) if (parts > 1)
+    for (int p = 0; p < parts; p++) {
+        int g0 = (int)((long)groups * p / parts), g1 = (int)((long)groups * (p + 1) / parts);
+        int j0 = g0 * 4, j1 = g1 * 4 < N ? g1 * 4 : N;
+        linear_range(x, T, K, w, j0, j1, y, ldy);
+    }
+}
+
+void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
+{
+    float ms = k_dot(x, x, n) / (float)n;
+    float inv = 1.0f / sqrtf(ms + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * inv * w[i];
+}
+
+void k_axpy(float s, const float *row, float *acc, int n)
+{
+    for (int c = 0; c < n; c++)
+        acc[c] = fmaf(s, row[c], acc[c]);
+}

@@ -1,0 +1,335 @@
+/*
+ * forward.c — one engine step over a batch of sequences (SPEC §2.4).
+ *
+ * All tokens of the step, whatever sequence they belong to, go through the
+ * norms, projections and MLP together as rows of one matrix; only the token
+ * mixer looks at sequences, each with its own recurrent state. Row arithmetic
+ * never depends on the other rows (see cpu/kernels.h), so a sequence's logits
+ * are the same bits alone or in any batch.
+ */
+#include "cpu/kernels.h"
+#include "internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Rows of final hidden states turned into logits per lm_head call. */
+#define LOGIT_ROWS 64
+
+struct mhla_engine {
+    const mhla_model *model;
+    int n_threads;
+    int cap; /* token rows the scratch buffers hold */
+    float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
+    float *logit_rows, *logit_buf;
+    int *row_item; /* which batch item each token row belongs to */
+};
+
+int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, mhla_engine **out,
+                       mhla_error *err)
+{
+    *out = NULL;
+    mhla_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return mhla_fail(err, "out of memory");
+    e->model = model;
+    e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (e->n_threads < 1)
+        e->n_threads = 1;
+    const mhla_config *c = &model->cfg;
+    e->logit_rows = malloc((size_t)LOGIT_ROWS * c->hidden_size * sizeof(float));
+    e->logit_buf = malloc((size_t)LOGIT_ROWS * c->vocab_size * sizeof(float));
+    if (!e->logit_rows || !e->logit_buf) {
+        mhla_engine_free(e);
+        return mhla_fail(err, "out of memory for the engine's buffers");
+    }
+    *out = e;
+    return 0;
+}
+
+void mhla_engine_free(mhla_engine *e)
+{
+    if (!e)
+        return;
+    float *bufs[] = {e->x, e->h, e->q, e->k, e->v, e->g, e->att, e->up, e->gate,
+                     e->logit_rows, e->logit_buf};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        free(bufs[i]);
+    free(e->row_item);
+    free(e);
+}
+
+static int grow(float **p, size_t n, mhla_error *err)
+{
+    float *np = realloc(*p, n * sizeof(float));
+    if (!np)
+        return mhla_fail(err, "out of memory for %zu activation values", n);
+    *p = np;
+    return 0;
+}
+
+static int ensure_capacity(mhla_engine *e, int T, mhla_error *err)
+{
+    if (T <= e->cap)
+        return 0;
+    const mhla_config *c = &e->model->cfg;
+    size_t n = (size_t)T, D = c->hidden_size, I = c->intermediate_size;
+    size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
+    size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
+    if (grow(&e->x, n * D, err) || grow(&e->h, n * D, err) || grow(&e->q, n * qd, err) ||
+        grow(&e->k, n * kd, err) || grow(&e->v, n * vd, err) || grow(&e->g, n * od, err) ||
+        grow(&e->att, n * od, err) || grow(&e->up, n * I, err) || grow(&e->gate, n * I, err))
+        return -1;
+    int *ri = realloc(e->row_item, n * sizeof *ri);
+    if (!ri)
+        return mhla_fail(err, "out of memory");
+    e->row_item = ri;
+    e->cap = T;
+    return 0;
+}
+
+static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_items, int *T,
+                    mhla_error *err)
+{
+    const mhla_config *c = &e->model->cfg;
+    long total = 0;
+    for (int b = 0; b < n_items; b++) {
+        const mhla_batch_item *it = &items[b];
+        if (!it->seq || it->seq->model != e->model)
+            return mhla_fail(err, "batch item %d: no sequence of this model", b);
+        if (it->n_tokens < 1 || !it->tokens)
+            return mhla_fail(err, "batch item %d: no tokens", b);
+        if (it->logits_from < 0 || it->logits_from > it->n_tokens)
+            return mhla_fail(err, "batch item %d: logits_from %d outside [0, %d]", b,
+                             it->logits_from, it->n_tokens);
+        if (it->logits_from < it->n_tokens && !it->logits)
+            return mhla_fail(err, "batch item %d: logits requested without a buffer", b);
+        if ((long)it->seq->pos + it->n_tokens > c->max_positions)
+            return mhla_fail(err,
+                             "context length exceeded: position %d + %d tokens passes the model's "
+                             "context of %d tokens (%d blocks of %d)",
+                             it->seq->pos, it->n_tokens, c->max_positions, c->num_blocks,
+                             c->chunk_size);
+        for (int t = 0; t < it->n_tokens; t++)
+            if (it->tokens[t] < 0 || it->tokens[t] >= c->vocab_size)
+                return mhla_fail(err, "batch item %d: token id %d outside the vocabulary [0, %d)",
+                                 b, it->tokens[t], c->vocab_size);
+        for (int o = 0; o < b; o++)
+            if (items[o].seq == it->seq)
+                return mhla_fail(err, "batch items %d and %d feed the same sequence", o, b);
+        total += it->n_tokens;
+        if (total > (1L << 24))
+            return mhla_fail(err, "batch of more than %ld tokens", 1L << 24);
+    }
+    *T = (int)total;
+    return 0;
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+static void feature_map(mhla_feature_map fm, float *x, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (fm == MHLA_FEATURE_RELU)
+            x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        else if (fm == MHLA_FEATURE_ELU)
+            x[i] = (x[i] > 0.0f ? x[i] : expm1f(x[i])) + 1.0f;
+    }
+}
+
+/* Rotary embedding, halves rotated (non-interleaved). */
+static void rope(const mhla_model *m, int pos, float *x, int dk)
+{
+    int half = dk / 2;
+    const float *cs = m->rope_cos + (size_t)pos * half, *sn = m->rope_sin + (size_t)pos * half;
+    for (int r = 0; r < half; r++) {
+        float a = x[r], b = x[r + half];
+        x[r] = a * cs[r] - b * sn[r];
+        x[r + half] = b * cs[r] + a * sn[r];
+    }
+}
+
+/* φ, rotary and (for q) the scale, for every head of every token row. */
+static void prepare_qk(mhla_engine *e, const mhla_batch_item *items, const int *row_start,
+                       int T)
+{
+    const mhla_model *m = e->model;
+    const mhla_config *c = &m->cfg;
+    int dk = c->head_k_dim, H = c->num_heads, Hkv = c->num_kv_heads;
+#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 8)
+    for (int t = 0; t < T; t++) {
+        int b = e->row_item[t];
+        int pos = items[b].seq->pos + (t - row_start[b]);
+        for (int j = 0; j < H; j++) {
+            float *q = e->q + (size_t)t * H * dk + (size_t)j * dk;
+            feature_map(c->feature_map, q, dk);
+            rope(m, pos, q, dk);
+            for (int a = 0; a < dk; a++)
+                q[a] *= m->q_scale;
+        }
+        for (int j = 0; j < Hkv; j++) {
+            float *k = e->k + (size_t)t * Hkv * dk + (size_t)j * dk;
+            feature_map(c->feature_map, k, dk);
+            rope(m, pos, k, dk);
+        }
+    }
+}
+
+/* Runs the token mixer: one work unit per (sequence, kv head). */
+static void token_mixer(mhla_engine *e, int layer, mhla_batch_item *items, int n_items,
+                        const int *row_start)
+{
+    const mhla_config *c = &e->model->cfg;
+    int Hkv = c->num_kv_heads, units = n_items * Hkv;
+    size_t qs = (size_t)c->num_heads * c->head_k_dim, ks = (size_t)Hkv * c->head_k_dim;
+    size_t vs = (size_t)Hkv * c->head_v_dim, os = (size_t)c->num_heads * c->head_v_dim;
+#pragma omp parallel for num_threads(e->n_threads) schedule(dynamic, 1) if (units > 1)
+    for (int u = 0; u < units; u++) {
+        int b = u / Hkv, g = u % Hkv;
+        size_t r0 = (size_t)row_start[b];
+        mhla_mixer_io io = {
+            .q = e->q + r0 * qs, .q_stride = (int)qs,
+            .k = e->k + r0 * ks, .k_stride = (int)ks,
+            .v = e->v + r0 * vs, .v_stride = (int)vs,
+            .out = e->att + r0 * os, .out_stride = (int)os,
+            .n = items[b].n_tokens,
+        };
+        mhla_mix_run(items[b].seq, layer, g, &io);
+    }
+}
+
+/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate. */
+static void output_norm(mhla_engine *e, const mhla_layer *ly, int T)
+{
+    const mhla_config *c = &e->model->cfg;
+    int H = c->num_heads, dv = c->head_v_dim;
+#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 8)
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < H; j++) {
+            float *o = e->att + ((size_t)t * H + j) * dv;
+            k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
+            if (ly->wg) {
+                const float *g = e->g + ((size_t)t * H + j) * dv;
+                for (int i = 0; i < dv; i++)
+                    o[i] *= silu(g[i]);
+            }
+        }
+}
+
+static void rmsnorm_rows(mhla_engine *e, const float *x, const float *w, float *out, int T)
+{
+    const mhla_config *c = &e->model->cfg;
+    int D = c->hidden_size;
+#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 16)
+    for (int t = 0; t < T; t++)
+        k_rmsnorm(x + (size_t)t * D, w, D, c->norm_eps, out + (size_t)t * D);
+}
+
+static void add_rows(float *x, const float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] += y[i];
+}
+
+static void layer_forward(mhla_engine *e, int l, mhla_batch_item *items, int n_items, int T,
+                          const int *row_start)
+{
+    const mhla_config *c = &e->model->cfg;
+    const mhla_layer *ly = &e->model->layers[l];
+    int D = c->hidden_size, I = c->intermediate_size, nt = e->n_threads;
+    int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
+    int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
+
+    rmsnorm_rows(e, e->x, ly->attn_norm, e->h, T);
+    k_linear(e->h, T, D, ly->wq, qd, e->q, qd, nt);
+    k_linear(e->h, T, D, ly->wk, kd, e->k, kd, nt);
+    k_linear(e->h, T, D, ly->wv, vd, e->v, vd, nt);
+    if (ly->wg)
+        k_linear(e->h, T, D, ly->wg, od, e->g, od, nt);
+    prepare_qk(e, items, row_start, T);
+    token_mixer(e, l, items, n_items, row_start);
+    output_norm(e, ly, T);
+    k_linear(e->att, T, od, ly->wo, D, e->h, D, nt);
+    add_rows(e->x, e->h, (size_t)T * D);
+
+    rmsnorm_rows(e, e->x, ly->mlp_norm, e->h, T);
+    k_linear(e->h, T, D, ly->w_gate, I, e->gate, I, nt);
+    k_linear(e->h, T, D, ly->w_up, I, e->up, I, nt);
+    for (size_t i = 0; i < (size_t)T * I; i++)
+        e->gate[i] = silu(e->gate[i]) * e->up[i];
+    k_linear(e->gate, T, I, ly->w_down, D, e->h, D, nt);
+    add_rows(e->x, e->h, (size_t)T * D);
+}
+
+/* Final norm and lm_head for the requested rows, LOGIT_ROWS at a time. */
+static void flush_logits(mhla_engine *e, float **dst, int n)
+{
+    const mhla_model *m = e->model;
+    int V = m->cfg.vocab_size;
+    k_linear(e->logit_rows, n, m->cfg.hidden_size, m->lm_head, V, e->logit_buf, V, e->n_threads);
+    for (int r = 0; r < n; r++)
+        memcpy(dst[r], e->logit_buf + (size_t)r * V, (size_t)V * sizeof(float));
+}
+
+static void compute_logits(mhla_engine *e, mhla_batch_item *items, int n_items,
+                           const int *row_start)
+{
+    const mhla_model *m = e->model;
+    int D = m->cfg.hidden_size, V = m->cfg.vocab_size, n = 0;
+    float *dst[LOGIT_ROWS];
+    for (int b = 0; b < n_items; b++)
+        for (int t = items[b].logits_from; t < items[b].n_tokens; t++) {
+            if (n == LOGIT_ROWS) {
+                flush_logits(e, dst, n);
+                n = 0;
+            }
+            k_rmsnorm(e->x + (size_t)(row_start[b] + t) * D, m->final_norm, D, m->cfg.norm_eps,
+                      e->logit_rows + (size_t)n * D);
+            dst[n++] = items[b].logits + (size_t)(t - items[b].logits_from) * V;
+        }
+    if (n > 0)
+        flush_logits(e, dst, n);
+}
+
+int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_error *err)
+{
+    const mhla_model *m = e->model;
+    const mhla_config *c = &m->cfg;
+    int T = 0;
+    if (n_items < 0 || (n_items > 0 && !items))
+        return mhla_fail(err, "bad batch");
+    if (validate(e, items, n_items, &T, err))
+        return -1;
+    if (T == 0)
+        return 0;
+    for (int b = 0; b < n_items; b++) {
+        mhla_seq *s = items[b].seq;
+        if (mhla_seq_reserve_pages(s, (s->pos + items[b].n_tokens) / c->chunk_size, err))
+            return -1;
+    }
+    if (ensure_capacity(e, T, err))
+        return -1;
+    int *row_start = malloc(((size_t)n_items + 1) * sizeof *row_start);
+    if (!row_start)
+        return mhla_fail(err, "out of memory");
+    int D = c->hidden_size, t = 0;
+    for (int b = 0; b < n_items; b++) {
+        row_start[b] = t;
+        for (int i = 0; i < items[b].n_tokens; i++, t++) {
+            e->row_item[t] = b;
+            memcpy(e->x + (size_t)t * D, m->embeddings + (size_t)items[b].tokens[i] * D,
+                   (size_t)D * sizeof(float));
+        }
+    }
+    row_start[n_items] = t;
+    for (int l = 0; l < c->num_layers; l++)
+        layer_forward(e, l, items, n_items, T, row_start);
+    compute_logits(e, items, n_items, row_start);
+    for (int b = 0; b < n_items; b++)
+        items[b].seq->pos += items[b].n_tokens;
+    free(row_start);
+    return 0;
+}

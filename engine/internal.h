@@ -1,0 +1,134 @@
+/*
+ * internal.h — what the engine's own files share. Not part of the public API:
+ * other modules include engine.h only.
+ */
+#ifndef MHLA_ENGINE_INTERNAL_H
+#define MHLA_ENGINE_INTERNAL_H
+
+#include "engine.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+
+/* Formats a message into err (if non-NULL) and returns -1. */
+int mhla_fail(mhla_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- config.json ---------------------------------------------------------- */
+
+/* Parses config.json text into cfg. num_blocks / max_positions stay 0: they
+ * come from the mixing matrix's shape. */
+int mhla_config_parse(const char *json, size_t len, mhla_config *cfg, mhla_error *err);
+
+/* ---- safetensors ------------------------------------------------------------ */
+
+typedef enum {
+    ST_F32,
+    ST_F16,
+    ST_BF16,
+    ST_OTHER, /* a known safetensors dtype the engine cannot use for weights */
+} st_dtype;
+
+#define ST_MAX_DIMS 8
+
+typedef struct {
+    char *name;
+    char dtype_name[16];
+    st_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    const void *data;
+    size_t nbytes;
+    const char *file; /* which file holds it, for messages */
+} st_tensor;
+
+typedef struct {
+    void *base;
+    size_t size;
+    char *path;
+} st_mapping;
+
+typedef struct {
+    st_mapping *maps;
+    int n_maps;
+    st_tensor *tensors;
+    int n_tensors;
+} st_set;
+
+/* Opens model.safetensors, or model.safetensors.index.json and its shards. */
+int st_open_dir(const char *dir, st_set *set, mhla_error *err);
+const st_tensor *st_find(const st_set *set, const char *name);
+void st_close(st_set *set);
+
+/* ---- model ------------------------------------------------------------------ */
+
+typedef struct {
+    const float *attn_norm; /* [D] */
+    const float *wq;        /* [H*dk, D] */
+    const float *wk;        /* [Hkv*dk, D] */
+    const float *wv;        /* [Hkv*dv, D] */
+    const float *wg;        /* [H*dv, D] or NULL without output gate */
+    const float *g_norm;    /* [dv] */
+    const float *wo;        /* [D, H*dv] */
+    float *mix;             /* [Lm, Lm] clamped to [1e-5, 1] */
+    const float *mlp_norm;  /* [D] */
+    const float *w_gate;    /* [I, D] */
+    const float *w_up;      /* [I, D] */
+    const float *w_down;    /* [D, I] */
+} mhla_layer;
+
+struct mhla_model {
+    mhla_config cfg;
+    st_set st;
+    const float *embeddings; /* [V, D] */
+    const float *final_norm; /* [D] */
+    const float *lm_head;    /* [V, D] */
+    mhla_layer *layers;
+    float *rope_cos; /* [max_positions, dk/2] */
+    float *rope_sin;
+    float q_scale; /* dk^-0.5 */
+    void **owned;  /* converted (non-f32 or unaligned) tensors */
+    int n_owned;
+    size_t weight_bytes;
+};
+
+/* ---- per-sequence state --------------------------------------------------- */
+
+/*
+ * The recurrent state of one sequence (SPEC §2.5), for every layer and kv head.
+ * A page holds one finished block's summaries for all layers and kv heads:
+ * [L][Hkv][dk*dv] (S_b), followed, with mhla_normalize, by [L][Hkv][dk]
+ * (the block's key sums).
+ */
+struct mhla_seq {
+    const mhla_model *model;
+    int pos;
+    float **pages;   /* [num_blocks] finished (or being filled) block pages */
+    int n_pages;     /* pages allocated so far */
+    float *prefix;   /* P_i: [L][Hkv][dk*dv] */
+    float *prefix_k; /* normalizer prefix: [L][Hkv][dk], with mhla_normalize */
+    float *cur_k;    /* current block's k~: [L][Hkv][C][dk] */
+    float *cur_v;    /* current block's v:  [L][Hkv][C][dv] */
+};
+
+size_t mhla_page_floats(const mhla_config *cfg);
+/* Makes sure pages for blocks [0, n_blocks) exist. */
+int mhla_seq_reserve_pages(mhla_seq *seq, int n_blocks, mhla_error *err);
+
+/* Runs the token mixer of one layer and one kv head over a run of n tokens of
+ * one sequence, starting at seq->pos (which it does not advance).
+ * q: [n][q_stride] (head rows at q + j*dk), k, v likewise; out: [n][o_stride]. */
+typedef struct {
+    const float *q;
+    int q_stride;
+    const float *k;
+    int k_stride;
+    const float *v;
+    int v_stride;
+    float *out;
+    int out_stride;
+    int n;
+} mhla_mixer_io;
+
+void mhla_mix_run(mhla_seq *seq, int layer, int kv_head, const mhla_mixer_io *io);
+
+#endif

@@ -1,0 +1,299 @@
+/*
+ * model.c — binds a checkpoint's tensors to the model, checking each name,
+ * shape and dtype against config.json (SPEC §2.3). F32 tensors are used in
+ * place from the mapping; F16 and BF16 are widened to f32 once, at load.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: renormalise */
+            int e = -1;
+            do {
+                man <<= 1;
+                e++;
+            } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static int keep_owned(mhla_model *m, void *p, mhla_error *err)
+{
+    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
+    if (!no) {
+        free(p);
+        return mhla_fail(err, "out of memory");
+    }
+    m->owned = no;
+    m->owned[m->n_owned++] = p;
+    return 0;
+}
+
+/* Finds name, checks its shape, and returns its data as f32. */
+static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape, const float **out,
+                mhla_error *err)
+{
+    const st_tensor *t = st_find(&m->st, name);
+    if (!t)
+        return mhla_fail(err, "tensor '%s' is missing from the checkpoint", name);
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++)
+        ok = t->shape[i] == shape[i];
+    if (!ok) {
+        char want[128] = "", got[128] = "";
+        for (int i = 0; i < ndim; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? ", " : "",
+                     (long long)shape[i]);
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "",
+                     (long long)t->shape[i]);
+        return mhla_fail(err, "tensor '%s' has shape [%s], config.json implies [%s]", name, got,
+                         want);
+    }
+    size_t n = t->nbytes / (t->dtype == ST_F32 ? 4 : 2);
+    if (t->dtype == ST_OTHER)
+        return mhla_fail(err, "tensor '%s' has dtype %s; weights must be F32, F16 or BF16", name,
+                         t->dtype_name);
+    if (t->dtype == ST_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
+        *out = t->data;
+        return 0;
+    }
+    float *buf = malloc(n ? n * sizeof(float) : 1);
+    if (!buf)
+        return mhla_fail(err, "out of memory converting tensor '%s'", name);
+    const unsigned char *src = t->data;
+    for (size_t i = 0; i < n; i++) {
+        if (t->dtype == ST_F32) {
+            memcpy(&buf[i], src + 4 * i, 4);
+        } else {
+            uint16_t h = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
+            buf[i] = t->dtype == ST_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+        }
+    }
+    if (keep_owned(m, buf, err))
+        return -1;
+    *out = buf;
+    return 0;
+}
+
+#define BIND(m, name, out, ...)                                                                  \
+    bind((m), (name), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                 \
+         (int64_t[]){__VA_ARGS__}, (out), err)
+
+/* The mixing matrix fixes Lm: [Lm, Lm, 1, 1, 1, 1] (trailing ones optional). */
+static int bind_mixing(mhla_model *m, int l, float **out, mhla_error *err)
+{
+    char name[128];
+    snprintf(name, sizeof name, "model.layers.%d.attn.mixing_matrix", l);
+    const st_tensor *t = st_find(&m->st, name);
+    if (!t)
+        return mhla_fail(err, "tensor '%s' is missing from the checkpoint", name);
+    int ok = t->ndim >= 2 && t->shape[0] == t->shape[1] && t->shape[0] > 0 &&
+             t->shape[0] <= 1 << 16;
+    for (int i = 2; ok && i < t->ndim; i++)
+        ok = t->shape[i] == 1;
+    if (!ok)
+        return mhla_fail(err, "tensor '%s' has a bad shape: expected [Lm, Lm, 1, 1, 1, 1]", name);
+    int Lm = (int)t->shape[0];
+    if (m->cfg.num_blocks == 0) {
+        m->cfg.num_blocks = Lm;
+    } else if (Lm != m->cfg.num_blocks) {
+        return mhla_fail(err, "tensor '%s' has shape [%d, %d, ...], layer 0 has %d blocks", name,
+                         Lm, Lm, m->cfg.num_blocks);
+    }
+    int64_t shape[ST_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    const float *raw = NULL;
+    if (bind(m, name, t->ndim, shape, &raw, err))
+        return -1;
+    float *mix = malloc((size_t)Lm * Lm * sizeof(float));
+    if (!mix || keep_owned(m, mix, err))
+        return mhla_fail(err, "out of memory");
+    for (size_t i = 0; i < (size_t)Lm * Lm; i++) {
+        float v = raw[i];
+        /* Only b <= i is ever read. A NaN there would poison every output
+         * after it, so it is refused rather than clamped. */
+        if (i % (size_t)Lm <= i / (size_t)Lm && v != v)
+            return mhla_fail(err, "tensor '%s' holds NaN at [%zu, %zu]", name, i / (size_t)Lm,
+                             i % (size_t)Lm);
+        mix[i] = v < 1e-5f ? 1e-5f : (v > 1.0f ? 1.0f : v);
+    }
+    *out = mix;
+    return 0;
+}
+
+static int bind_layer(mhla_model *m, int l, mhla_error *err)
+{
+    const mhla_config *c = &m->cfg;
+    int64_t D = c->hidden_size, H = c->num_heads, Hkv = c->num_kv_heads, dk = c->head_k_dim,
+            dv = c->head_v_dim, I = c->intermediate_size;
+    mhla_layer *y = &m->layers[l];
+    char n[160];
+#define LNAME(suffix) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), n)
+    if (BIND(m, LNAME("attn_norm.weight"), &y->attn_norm, D) ||
+        BIND(m, LNAME("attn.q_proj.weight"), &y->wq, H * dk, D) ||
+        BIND(m, LNAME("attn.k_proj.weight"), &y->wk, Hkv * dk, D) ||
+        BIND(m, LNAME("attn.v_proj.weight"), &y->wv, Hkv * dv, D) ||
+        BIND(m, LNAME("attn.o_proj.weight"), &y->wo, D, H * dv) ||
+        BIND(m, LNAME("mlp_norm.weight"), &y->mlp_norm, D) ||
+        BIND(m, LNAME("mlp.gate_proj.weight"), &y->w_gate, I, D) ||
+        BIND(m, LNAME("mlp.up_proj.weight"), &y->w_up, I, D) ||
+        BIND(m, LNAME("mlp.down_proj.weight"), &y->w_down, D, I))
+        return -1;
+    if (c->use_output_gate) {
+        if (BIND(m, LNAME("attn.g_proj.weight"), &y->wg, H * dv, D) ||
+            BIND(m, LNAME("attn.g_norm_swish_gate.weight"), &y->g_norm, dv))
+            return -1;
+    } else if (BIND(m, LNAME("attn.g_norm.weight"), &y->g_norm, dv)) {
+        return -1;
+    }
+#undef LNAME
+    return bind_mixing(m, l, &y->mix, err);
+}
+
+static int build_rope(mhla_model *m, mhla_error *err)
+{
+    const mhla_config *c = &m->cfg;
+    int half = c->head_k_dim / 2;
+    size_t n = (size_t)c->max_positions * half;
+    m->rope_cos = malloc(n * sizeof(float));
+    m->rope_sin = malloc(n * sizeof(float));
+    if (!m->rope_cos || !m->rope_sin)
+        return mhla_fail(err, "out of memory for the rotary tables");
+    for (int r = 0; r < half; r++) {
+        /* The reference computes the frequency and the angle in fp32. */
+        float inv_freq = 1.0f / powf(10000.0f, (float)(2 * r) / (float)c->head_k_dim);
+        for (int p = 0; p < c->max_positions; p++) {
+            float angle = (float)p * inv_freq;
+            m->rope_cos[(size_t)p * half + r] = (float)cos((double)angle);
+            m->rope_sin[(size_t)p * half + r] = (float)sin((double)angle);
+        }
+    }
+    return 0;
+}
+
+static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
+        return mhla_fail(err, "model directory path is too long");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mhla_fail(err, "cannot open %s: no config.json in the model directory", path);
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (n == cap) {
+            if (cap > (1u << 24)) {
+                rc = mhla_fail(err, "config.json is larger than 16 MiB");
+                break;
+            }
+            cap = cap ? cap * 2 : 4096;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = mhla_fail(err, "out of memory reading config.json");
+                break;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    fclose(f);
+    if (rc == 0)
+        rc = mhla_config_parse(buf ? buf : "", n, cfg, err);
+    free(buf);
+    return rc;
+}
+
+int mhla_model_load(const char *dir, mhla_model **out, mhla_error *err)
+{
+    *out = NULL;
+    mhla_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return mhla_fail(err, "out of memory");
+    if (load_config(dir, &m->cfg, err) || st_open_dir(dir, &m->st, err))
+        goto fail;
+    mhla_config *c = &m->cfg;
+    m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
+    if (!m->layers) {
+        mhla_fail(err, "out of memory");
+        goto fail;
+    }
+    int64_t V = c->vocab_size, D = c->hidden_size;
+    if (BIND(m, "model.embeddings.weight", &m->embeddings, V, D) ||
+        BIND(m, "model.norm.weight", &m->final_norm, D))
+        goto fail;
+    for (int l = 0; l < c->num_layers; l++)
+        if (bind_layer(m, l, err))
+            goto fail;
+    if (st_find(&m->st, "lm_head.weight") || !c->tie_word_embeddings) {
+        if (BIND(m, "lm_head.weight", &m->lm_head, V, D))
+            goto fail;
+    } else {
+        m->lm_head = m->embeddings;
+    }
+    if ((long)c->num_blocks * c->chunk_size > (1L << 24)) {
+        mhla_fail(err, "context of %d blocks x %d tokens is too large", c->num_blocks,
+                  c->chunk_size);
+        goto fail;
+    }
+    c->max_positions = c->num_blocks * c->chunk_size;
+    m->q_scale = (float)pow((double)c->head_k_dim, -0.5);
+    if (build_rope(m, err))
+        goto fail;
+    for (int i = 0; i < m->st.n_tensors; i++)
+        if (m->st.tensors[i].dtype != ST_OTHER) /* held as f32 */
+            m->weight_bytes += m->st.tensors[i].nbytes * (m->st.tensors[i].dtype == ST_F32 ? 1 : 2);
+    *out = m;
+    return 0;
+fail:
+    mhla_model_free(m);
+    return -1;
+}
+
+void mhla_model_free(mhla_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    free(m->rope_cos);
+    free(m->rope_sin);
+    st_close(&m->st);
+    free(m);
+}
+
+const mhla_config *mhla_model_config(const mhla_model *m) { return &m->cfg; }
+
+size_t mhla_model_weight_bytes(const mhla_model *m) { return m->weight_bytes; }

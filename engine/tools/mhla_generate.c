@@ -1,0 +1,351 @@
+/*
+ * mhla-generate — evaluate a prompt and generate tokens with the CPU engine.
+ * The --feed modes drive the same sequence through one prefill call, token
+ * by token, or random chunks, which is what the exactness tests compare.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *USAGE =
+    "usage: mhla-generate --model DIR (--prompt-ids 1,2,3 | --prompt-ids-file FILE) [options]\n"
+    "\n"
+    "  --model DIR            checkpoint directory (config.json + safetensors)\n"
+    "  --prompt-ids LIST      prompt token ids, comma or space separated\n"
+    "  --prompt-ids-file F    read the prompt ids from a file\n"
+    "  --feed MODE            prefill (one call, default), decode (token by token),\n"
+    "                         splits (random chunks, see --split-seed)\n"
+    "  --split-seed S         seed of the chunk sizes for --feed splits (default 1)\n"
+    "  --logits-out FILE      write the logits of every prompt position as raw\n"
+    "                         little-endian float32, row-major [n_prompt, vocab]\n"
+    "  --max-tokens N         tokens to generate (default 16; 0 evaluates the prompt only)\n"
+    "  --temperature T        0 is greedy (default 0)\n"
+    "  --seed S               sampling seed (default 0)\n"
+    "  --ignore-eos           keep generating after the end-of-sequence token\n"
+    "  --print-ids            print the generated ids on one line of stdout\n"
+    "  --threads N            worker threads (default: all CPUs)\n"
+    "  --help                 this text\n";
+
+typedef struct {
+    const char *model, *prompt_ids, *prompt_file, *feed, *logits_out;
+    long split_seed, max_tokens, seed, threads;
+    double temperature;
+    int print_ids, ignore_eos;
+} options;
+
+static char errbuf[600];
+
+static int fail(const char *fmt, const char *arg)
+{
+    snprintf(errbuf, sizeof errbuf, fmt, arg);
+    return -1;
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out, const char *flag)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        snprintf(errbuf, sizeof errbuf, "%s: '%.64s' is not an integer in [%ld, %ld]", flag, s, lo,
+                 hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->feed = "prefill";
+    o->split_seed = 1;
+    o->max_tokens = 16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(USAGE, stdout);
+            exit(0);
+        }
+        if (strcmp(a, "--print-ids") == 0) {
+            o->print_ids = 1;
+            continue;
+        }
+        if (strcmp(a, "--ignore-eos") == 0) {
+            o->ignore_eos = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return fail("%s needs a value (see --help)", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--model") == 0)
+            o->model = v;
+        else if (strcmp(a, "--prompt-ids") == 0)
+            o->prompt_ids = v;
+        else if (strcmp(a, "--prompt-ids-file") == 0)
+            o->prompt_file = v;
+        else if (strcmp(a, "--feed") == 0)
+            o->feed = v;
+        else if (strcmp(a, "--logits-out") == 0)
+            o->logits_out = v;
+        else if (strcmp(a, "--split-seed") == 0) {
+            if (parse_long(v, 0, 1L << 62, &o->split_seed, a))
+                return -1;
+        } else if (strcmp(a, "--max-tokens") == 0) {
+            if (parse_long(v, 0, 1L << 24, &o->max_tokens, a))
+                return -1;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (parse_long(v, 0, 1L << 62, &o->seed, a))
+                return -1;
+        } else if (strcmp(a, "--threads") == 0) {
+            if (parse_long(v, 1, 1024, &o->threads, a))
+                return -1;
+        } else if (strcmp(a, "--temperature") == 0) {
+            char *end;
+            o->temperature = strtod(v, &end);
+            if (end == v || *end || !(o->temperature >= 0 && o->temperature <= 100))
+                return fail("--temperature: '%.64s' is not a number in [0, 100]", v);
+        } else
+            return fail("unknown option '%.64s' (see --help)", a);
+    }
+    if (!o->model)
+        return fail("%s", "--model DIR is required");
+    if (!o->prompt_ids == !o->prompt_file)
+        return fail("%s", "give the prompt with exactly one of --prompt-ids or --prompt-ids-file");
+    if (strcmp(o->feed, "prefill") && strcmp(o->feed, "decode") && strcmp(o->feed, "splits"))
+        return fail("--feed: '%.64s' is not prefill, decode or splits", o->feed);
+    return 0;
+}
+
+/* Reads ids separated by commas and/or whitespace. */
+static int parse_ids(const char *text, int32_t **ids, int *n)
+{
+    int cap = 64;
+    *n = 0;
+    *ids = malloc((size_t)cap * sizeof **ids);
+    if (!*ids)
+        return fail("%s", "out of memory");
+    const char *p = text;
+    for (;;) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX)
+            return fail("prompt ids: '%.32s' is not a token id", p);
+        if (*n == cap) {
+            cap *= 2;
+            int32_t *ni = realloc(*ids, (size_t)cap * sizeof *ni);
+            if (!ni)
+                return fail("%s", "out of memory");
+            *ids = ni;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        p = end;
+    }
+    if (*n == 0)
+        return fail("%s", "the prompt is empty: give at least one token id");
+    return 0;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(errbuf, sizeof errbuf, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0)
+            break;
+        if (n == cap) {
+            char *nb = cap < (1u << 30) ? realloc(buf, cap * 2 + 1) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        snprintf(errbuf, sizeof errbuf, "cannot read %s: out of memory", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Feeds the prompt in the chunks the feed mode asks for. With all_logits
+ * every position's logits are kept; the last position's always land in last. */
+static int run_prompt(mhla_engine *eng, mhla_seq *seq, const options *o, const int32_t *ids, int n,
+                      float *all_logits, float *last, int V, mhla_error *err)
+{
+    mhla_rng rng;
+    mhla_rng_seed(&rng, (uint64_t)o->split_seed);
+    for (int done = 0; done < n;) {
+        int len = n - done;
+        if (strcmp(o->feed, "decode") == 0)
+            len = 1;
+        else if (strcmp(o->feed, "splits") == 0) {
+            /* 1..23 tokens: crosses block boundaries at every offset. */
+            int r = 1 + (int)(mhla_rng_uniform(&rng) * 23.0);
+            len = r < len ? r : len;
+        }
+        int final = done + len == n;
+        mhla_batch_item it = {.seq = seq, .tokens = ids + done, .n_tokens = len};
+        if (all_logits) {
+            it.logits_from = 0;
+            it.logits = all_logits + (size_t)done * V;
+        } else {
+            it.logits_from = final ? len - 1 : len;
+            it.logits = final ? last : NULL;
+        }
+        if (mhla_engine_forward(eng, &it, 1, err))
+            return fail("%s", err->msg);
+        done += len;
+    }
+    if (all_logits)
+        memcpy(last, all_logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    return 0;
+}
+
+static int run(const options *o)
+{
+    int rc = -1;
+    mhla_error err = {{0}};
+    mhla_model *model = NULL;
+    mhla_engine *eng = NULL;
+    mhla_seq *seq = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL, *row = NULL;
+    char *text = NULL;
+    FILE *out = NULL;
+    int n = 0;
+
+    if (o->prompt_file) {
+        text = read_file(o->prompt_file);
+        if (!text)
+            goto done;
+    }
+    if (parse_ids(o->prompt_ids ? o->prompt_ids : text, &ids, &n))
+        goto done;
+    double t0 = now();
+    if (mhla_model_load(o->model, &model, &err)) {
+        fail("%s", err.msg);
+        goto done;
+    }
+    const mhla_config *c = mhla_model_config(model);
+    int V = c->vocab_size;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= V) {
+            snprintf(errbuf, sizeof errbuf, "prompt id %d is outside the vocabulary [0, %d)",
+                     ids[i], V);
+            goto done;
+        }
+    if ((long)n + o->max_tokens > c->max_positions) {
+        snprintf(errbuf, sizeof errbuf,
+                 "context length exceeded: %d prompt tokens + %ld new tokens > the model's "
+                 "context of %d tokens",
+                 n, o->max_tokens, c->max_positions);
+        goto done;
+    }
+    mhla_engine_options eo = {.n_threads = (int)o->threads};
+    if (mhla_engine_create(model, &eo, &eng, &err) || mhla_seq_create(model, &seq, &err)) {
+        fail("%s", err.msg);
+        goto done;
+    }
+    fprintf(stderr, "mhla-generate: model loaded in %.2f s (%d layers, d=%d, vocab %d, context %d)\n",
+            now() - t0, c->num_layers, c->hidden_size, V, c->max_positions);
+
+    row = malloc((size_t)V * sizeof(float));
+    if (o->logits_out)
+        logits = malloc((size_t)n * V * sizeof(float));
+    if (!row || (o->logits_out && !logits)) {
+        fail("%s", "out of memory for the logits");
+        goto done;
+    }
+    double t1 = now();
+    if (run_prompt(eng, seq, o, ids, n, logits, row, V, &err))
+        goto done;
+    double t2 = now();
+    fprintf(stderr, "mhla-generate: prompt %d tokens in %.3f s (%.1f tokens/s, feed %s)\n", n,
+            t2 - t1, n / (t2 - t1), o->feed);
+    if (logits) {
+        out = fopen(o->logits_out, "wb");
+        if (!out || fwrite(logits, sizeof(float), (size_t)n * V, out) != (size_t)n * V ||
+            fclose(out) != 0) {
+            out = NULL;
+            fail("cannot write %s", o->logits_out);
+            goto done;
+        }
+        out = NULL;
+    }
+    if (o->max_tokens > 0) {
+        mhla_rng rng;
+        mhla_rng_seed(&rng, (uint64_t)o->seed);
+        double t3 = now();
+        long produced = 0;
+        for (long g = 0; g < o->max_tokens; g++) {
+            int32_t tok = (int32_t)mhla_sample(row, V, (float)o->temperature, &rng);
+            produced++;
+            if (o->print_ids)
+                printf(g ? " %d" : "%d", tok);
+            if ((tok == c->eos_token_id && !o->ignore_eos) || g + 1 == o->max_tokens)
+                break;
+            mhla_batch_item it = {.seq = seq, .tokens = &tok, .n_tokens = 1, .logits_from = 0,
+                                  .logits = row};
+            if (mhla_engine_forward(eng, &it, 1, &err)) {
+                fail("%s", err.msg);
+                goto done;
+            }
+        }
+        if (o->print_ids)
+            printf("\n");
+        double t4 = now();
+        fprintf(stderr, "mhla-generate: generated %ld tokens in %.3f s (%.1f tokens/s)\n",
+                produced, t4 - t3, produced / (t4 - t3));
+    }
+    rc = 0;
+done:
+    if (out)
+        fclose(out);
+    free(text);
+    free(ids);
+    free(logits);
+    free(row);
+    mhla_seq_free(seq);
+    mhla_engine_free(eng);
+    mhla_model_free(model);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    if (parse_args(argc, argv, &o) || run(&o)) {
+        fprintf(stderr, "mhla-generate: error: %s\n", errbuf);
+        return 1;
+    }
+    return 0;
+}
