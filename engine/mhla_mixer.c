@@ -104,8 +104,14 @@ static void head_output(const head_view *h, const float *q, int i, int r, float 
         for (int u = 0; u <= r; u++)
             zs += scores[u];
         float den = z + m_ii * zs;
-        for (int c = 0; c < dv; c++)
-            out[c] /= den;
+        /* The formula leaves 0/0 undefined (relu features that share no
+         * positive component); its limit, 0, is returned instead of a NaN
+         * that would poison every later position. */
+        if (den == 0.0f)
+            memset(out, 0, (size_t)dv * sizeof(float));
+        else
+            for (int c = 0; c < dv; c++)
+                out[c] /= den;
     }
 }
 

@@ -1,0 +1,156 @@
+/*
+ * bench_decode — decode and prefill throughput of the CPU engine.
+ *
+ * Prefills a 2,000-token prompt (timed, in two calls: 1,900 + 100 tokens so
+ * the state at position 1,900 can be cloned), then times decode steps at
+ * positions ~100 and ~1,900, at each batch size given. With the default 64
+ * steps every decode window holds exactly one block boundary (C = 64).
+ * The two positions are measured alternately, --rounds times, and the best
+ * round of each is kept, so a burst of load from elsewhere on a shared
+ * machine does not land on one side of the ratio only.
+ *
+ * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
+ */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void check(int rc, const mhla_error *err)
+{
+    if (rc) {
+        fprintf(stderr, "bench_decode: error: %s\n", err->msg);
+        exit(1);
+    }
+}
+
+/* Feeds n random tokens to seq in one call, returns seconds. */
+static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
+{
+    mhla_error err;
+    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    float *logits = malloc((size_t)V * sizeof(float));
+    for (int i = 0; i < n; i++)
+        tok[i] = (int32_t)(rand_r(seed) % V);
+    mhla_batch_item it = {s, tok, n, n - 1, logits};
+    double t0 = now();
+    check(mhla_engine_forward(e, &it, 1, &err), &err);
+    double dt = now() - t0;
+    free(tok);
+    free(logits);
+    return dt;
+}
+
+/* Times `steps` decode steps of `batch` clones of base; tokens per second. */
+static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int steps, int V,
+                          unsigned *seed)
+{
+    mhla_error err;
+    mhla_seq **seqs = calloc((size_t)batch, sizeof *seqs);
+    mhla_batch_item *items = calloc((size_t)batch, sizeof *items);
+    int32_t *tok = calloc((size_t)batch, sizeof *tok);
+    float *logits = malloc((size_t)batch * V * sizeof(float));
+    for (int b = 0; b < batch; b++) {
+        check(mhla_seq_clone(base, &seqs[b], &err), &err);
+        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V};
+    }
+    double t0 = now();
+    for (int s = 0; s < steps; s++) {
+        for (int b = 0; b < batch; b++)
+            tok[b] = (int32_t)(rand_r(seed) % V);
+        check(mhla_engine_forward(e, items, batch, &err), &err);
+    }
+    double dt = now() - t0;
+    for (int b = 0; b < batch; b++)
+        mhla_seq_free(seqs[b]);
+    free(seqs);
+    free(items);
+    free(tok);
+    free(logits);
+    return (double)batch * steps / dt;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] "
+                        "[--threads N]\n");
+        return 2;
+    }
+    const char *batches = "1,16";
+    int steps = 64, threads = 0, rounds = 3;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--batch") == 0)
+            batches = argv[i + 1];
+        else if (strcmp(argv[i], "--steps") == 0)
+            steps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--threads") == 0)
+            threads = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--rounds") == 0)
+            rounds = atoi(argv[i + 1]);
+    }
+    mhla_error err;
+    mhla_model *m;
+    check(mhla_model_load(argv[1], &m, &err), &err);
+    const mhla_config *c = mhla_model_config(m);
+    int V = c->vocab_size;
+    mhla_engine *e;
+    mhla_engine_options o = {.n_threads = threads};
+    check(mhla_engine_create(m, &o, &e, &err), &err);
+    printf("model: %d layers, d=%d, H=%d, Hkv=%d, dk=%d, dv=%d, I=%d, V=%d, C=%d, context %d; "
+           "weights %.0f MB (f32)\n",
+           c->num_layers, c->hidden_size, c->num_heads, c->num_kv_heads, c->head_k_dim,
+           c->head_v_dim, c->intermediate_size, V, c->chunk_size, c->max_positions,
+           mhla_model_weight_bytes(m) / 1e6);
+    unsigned seed = 1;
+    int lo = 100, hi = 1900, plen = 2000;
+    if (plen > c->max_positions || hi + steps > c->max_positions) {
+        fprintf(stderr, "bench_decode: the model's context %d is too short\n", c->max_positions);
+        return 1;
+    }
+    mhla_seq *at_lo, *at_hi, *tmp;
+    check(mhla_seq_create(m, &at_lo, &err), &err);
+    check(mhla_seq_create(m, &at_hi, &err), &err);
+    feed(e, at_lo, lo, V, &seed);
+    double t_pre = feed(e, at_hi, hi, V, &seed);
+    check(mhla_seq_clone(at_hi, &tmp, &err), &err);
+    t_pre += feed(e, tmp, plen - hi, V, &seed);
+    mhla_seq_free(tmp);
+    printf("prefill: %d-token prompt in %.2f s: %.1f tokens/s\n", plen, t_pre, plen / t_pre);
+    printf("decode: state per sequence at position %d: %.1f MB\n", hi,
+           mhla_seq_state_bytes(at_hi) / 1e6);
+
+    printf("%-6s %14s %14s %10s\n", "batch", "tok/s @~100", "tok/s @~1900", "1900/100");
+    for (const char *p = batches; *p;) {
+        int batch = atoi(p);
+        if (batch < 1)
+            batch = 1;
+        double r_lo = 0, r_hi = 0;
+        for (int r = 0; r < (rounds > 0 ? rounds : 1); r++) {
+            double a = decode_rate(e, at_lo, batch, steps, V, &seed);
+            double b = decode_rate(e, at_hi, batch, steps, V, &seed);
+            r_lo = a > r_lo ? a : r_lo;
+            r_hi = b > r_hi ? b : r_hi;
+        }
+        printf("%-6d %14.2f %14.2f %10.3f\n", batch, r_lo, r_hi, r_hi / r_lo);
+        fflush(stdout);
+        p = strchr(p, ',');
+        if (!p)
+            break;
+        p++;
+    }
+    mhla_seq_free(at_lo);
+    mhla_seq_free(at_hi);
+    mhla_engine_free(e);
+    mhla_model_free(m);
+    return 0;
+}

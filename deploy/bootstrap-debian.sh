@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what mhla-serve needs to build and test on Debian, when missing,
+# then the test-only npm packages of each test suite that has a setup.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest
+      libmicrohttpd-dev libcjson-dev libjemalloc-dev libopenblas-dev
+      libpcre2-dev libutf8proc-dev libcurl4-openssl-dev valgrind)
+# Node.js may already come from elsewhere; Debian's is used only when absent.
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+for setup in tests/*/setup.sh; do
+  [ -f "$setup" ] || continue
+  echo "bootstrap: $setup"
+  bash "$setup"
+done
