@@ -11,6 +11,9 @@ typedef __m512 vec16;
 #define V_LOAD(p) _mm512_loadu_ps(p)
 #define V_LOAD_TAIL(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (p))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define V_SET1(s) _mm512_set1_ps(s)
+#define V_STORE(p, v) _mm512_storeu_ps((p), (v))
+#define V_STORE_TAIL(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1u), (v))
 
 static inline float v_reduce(vec16 v)
 {
@@ -52,6 +55,18 @@ static inline vec16 V_FMA(vec16 a, vec16 b, vec16 c)
     for (int i = 0; i < 16; i++)
         c.l[i] = fmaf(a.l[i], b.l[i], c.l[i]);
     return c;
+}
+static inline vec16 V_SET1(float s)
+{
+    vec16 v;
+    for (int i = 0; i < 16; i++)
+        v.l[i] = s;
+    return v;
+}
+static inline void V_STORE(float *p, vec16 v) { memcpy(p, v.l, sizeof v.l); }
+static inline void V_STORE_TAIL(float *p, vec16 v, int n)
+{
+    memcpy(p, v.l, (size_t)n * sizeof(float));
 }
 static inline float v_reduce(vec16 v)
 {
@@ -186,6 +201,11 @@ void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
 
 void k_axpy(float s, const float *row, float *acc, int n)
 {
-    for (int c = 0; c < n; c++)
-        acc[c] = fmaf(s, row[c], acc[c]);
+    vec16 sv = V_SET1(s);
+    int c = 0;
+    for (; c + 16 <= n; c += 16)
+        V_STORE(acc + c, V_FMA(sv, V_LOAD(row + c), V_LOAD(acc + c)));
+    if (c < n)
+        V_STORE_TAIL(acc + c, V_FMA(sv, V_LOAD_TAIL(row + c, n - c), V_LOAD_TAIL(acc + c, n - c)),
+                     n - c);
 }

@@ -1,0 +1,644 @@
+/*
+ * http.c — the HTTP layer (libmicrohttpd, one thread per connection):
+ * routing, body limits, API-key check, JSON/SSE responses and one JSON log
+ * line per request.
+ */
+#include "srv.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+struct srv_http {
+    srv_http_config c;
+    struct MHD_Daemon *d;
+    srv_limits lim;
+};
+
+typedef struct {
+    int started;
+    srv_buf body;
+    int too_large;
+    double t0;
+    char method[16];
+    char path[160];
+    int status;
+    int stream;
+    srv_req *r; /* a reference, for the log line */
+    struct MHD_Connection *conn;
+} conn_ctx;
+
+/* ---- responses ------------------------------------------------------------- */
+
+static enum MHD_Result send_body(struct MHD_Connection *conn, conn_ctx *ctx, int status,
+                                 const char *ctype, char *body, const char *hdr,
+                                 const char *hval)
+{
+    if (!body) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":null}}";
+        status = 500;
+        ctype = "application/json";
+        body = strdup(oom);
+        if (!body)
+            return MHD_NO;
+    }
+    size_t len = strlen(body);
+    /* a newline ends JSON bodies, as curl users expect */
+    int add_nl = strcmp(ctype, "application/json") == 0;
+    char *b = body;
+    if (add_nl) {
+        b = realloc(body, len + 2);
+        if (!b) {
+            free(body);
+            return MHD_NO;
+        }
+        b[len++] = '\n';
+        b[len] = 0;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, b, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(b);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (hdr)
+        MHD_add_response_header(resp, hdr, hval);
+    ctx->status = status;
+    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, conn_ctx *ctx, const srv_error *e)
+{
+    const char *hdr = NULL, *hval = NULL;
+    if (e->status == 429 || e->status == 503)
+        hdr = MHD_HTTP_HEADER_RETRY_AFTER, hval = "1";
+    else if (e->status == 401)
+        hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE, hval = "Bearer";
+    return send_body(conn, ctx, e->status, "application/json", srv_error_json(e), hdr, hval);
+}
+
+static enum MHD_Result error_reply(struct MHD_Connection *conn, conn_ctx *ctx, int status,
+                                   const char *type, const char *param, const char *code,
+                                   const char *msg)
+{
+    srv_error e;
+    srv_error_set(&e, status, type, param, code, "%s", msg);
+    return send_error(conn, ctx, &e);
+}
+
+static enum MHD_Result method_not_allowed(struct MHD_Connection *conn, conn_ctx *ctx,
+                                          const char *allow)
+{
+    srv_error e;
+    srv_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
+                  "Method %s is not allowed on %s (allowed: %s)", ctx->method, ctx->path, allow);
+    return send_body(conn, ctx, 405, "application/json", srv_error_json(&e),
+                     MHD_HTTP_HEADER_ALLOW, allow);
+}
+
+static char *print_json(cJSON *o)
+{
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+/* ---- client liveness ------------------------------------------------------- */
+
+static int conn_alive(void *arg)
+{
+    struct MHD_Connection *conn = arg;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return 1;
+    char c;
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0)
+        return 0; /* orderly shutdown by the peer */
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return 0;
+    return 1;
+}
+
+/* ---- endpoints ------------------------------------------------------------- */
+
+static enum MHD_Result handle_models(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx,
+                                     const char *one)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (m) {
+        cJSON_AddStringToObject(m, "id", h->c.model_name);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", 0);
+        cJSON_AddStringToObject(m, "owned_by", "mhla-serve");
+        cJSON_AddNumberToObject(m, "max_model_len", h->c.cfg->max_positions);
+        cJSON_AddNumberToObject(m, "vocab_size", h->c.cfg->vocab_size);
+    }
+    if (one) {
+        if (strcmp(one, h->c.model_name) != 0) {
+            cJSON_Delete(m);
+            return error_reply(conn, ctx, 404, "invalid_request_error", "model", "model_not_found",
+                               "The model does not exist on this server");
+        }
+        return send_body(conn, ctx, 200, "application/json", print_json(m), NULL, NULL);
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "object", "list");
+        cJSON *arr = cJSON_AddArrayToObject(o, "data");
+        if (arr && m)
+            cJSON_AddItemToArray(arr, m);
+        else
+            cJSON_Delete(m);
+    } else {
+        cJSON_Delete(m);
+    }
+    return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
+}
+
+static enum MHD_Result handle_health(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    int draining = srv_sched_draining(h->c.sched);
+    cJSON *o = cJSON_CreateObject();
+    if (o)
+        cJSON_AddStringToObject(o, "status", draining ? "draining" : "ok");
+    return send_body(conn, ctx, draining ? 503 : 200, "application/json", print_json(o),
+                     draining ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, draining ? "1" : NULL);
+}
+
+static enum MHD_Result handle_metrics(struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    return send_body(conn, ctx, 200, "text/plain; version=0.0.4; charset=utf-8",
+                     srv_metrics_render(), NULL, NULL);
+}
+
+static cJSON *parse_body(struct MHD_Connection *conn, conn_ctx *ctx, enum MHD_Result *rc)
+{
+    const char *where = NULL;
+    cJSON *root = NULL;
+    if (srv_json_depth_ok(ctx->body.data ? ctx->body.data : "", ctx->body.len, 32))
+        root = cJSON_ParseWithLengthOpts(ctx->body.data ? ctx->body.data : "", ctx->body.len,
+                                         &where, 0);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        *rc = error_reply(conn, ctx, 400, "invalid_request_error", NULL, NULL,
+                          "the request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    enum MHD_Result rc = MHD_NO;
+    cJSON *root = parse_body(conn, ctx, &rc);
+    if (!root)
+        return rc;
+    cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!cJSON_IsString(pr)) {
+        cJSON_Delete(root);
+        return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL,
+                           "'prompt' must be a string");
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    char msg[256];
+    if (srv_codec_encode(h->c.codec, pr->valuestring, strlen(pr->valuestring), &ids, &n, msg,
+                         sizeof msg)) {
+        cJSON_Delete(root);
+        return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL, msg);
+    }
+    cJSON_Delete(root);
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "tokens");
+        for (int i = 0; arr && i < n; i++)
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+        cJSON_AddNumberToObject(o, "count", n);
+        cJSON_AddNumberToObject(o, "max_model_len", h->c.cfg->max_positions);
+    }
+    free(ids);
+    return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
+}
+
+static enum MHD_Result handle_detokenize(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    enum MHD_Result rc = MHD_NO;
+    cJSON *root = parse_body(conn, ctx, &rc);
+    if (!root)
+        return rc;
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    int n = cJSON_IsArray(t) ? cJSON_GetArraySize(t) : -1;
+    int32_t *ids = n >= 0 ? malloc((size_t)(n ? n : 1) * sizeof *ids) : NULL;
+    int k = 0;
+    const cJSON *it;
+    if (ids)
+        cJSON_ArrayForEach(it, t)
+        {
+            if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int32_t)it->valuedouble ||
+                it->valuedouble < 0 || it->valuedouble >= h->c.cfg->vocab_size)
+                break;
+            ids[k++] = (int32_t)it->valuedouble;
+        }
+    cJSON_Delete(root);
+    if (!ids || k != n) {
+        free(ids);
+        char msg[160];
+        snprintf(msg, sizeof msg, "'tokens' must be an array of token ids in [0, %d)",
+                 h->c.cfg->vocab_size);
+        return error_reply(conn, ctx, 400, "invalid_request_error", "tokens", NULL, msg);
+    }
+    char *text = NULL, msg[256];
+    size_t len = 0;
+    if (srv_codec_decode(h->c.codec, ids, n, &text, &len, msg, sizeof msg)) {
+        free(ids);
+        return error_reply(conn, ctx, 400, "invalid_request_error", "tokens", NULL, msg);
+    }
+    free(ids);
+    cJSON *o = cJSON_CreateObject();
+    if (o)
+        cJSON_AddStringToObject(o, "prompt", text);
+    free(text);
+    return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
+}
+
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    long n = srv_sse_read(cls, buf, max);
+    return n < 0 ? (ssize_t)MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
+}
+
+static void sse_free(void *cls) { srv_sse_free(cls); }
+
+static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *conn,
+                                          conn_ctx *ctx)
+{
+    srv_error e;
+    if (srv_sched_draining(h->c.sched))
+        return error_reply(conn, ctx, 503, "server_error", NULL, "server_draining",
+                           "the server is shutting down; retry on another replica");
+    srv_params p;
+    if (srv_params_parse(ctx->body.data ? ctx->body.data : "", ctx->body.len, &h->lim, &p, &e))
+        return send_error(conn, ctx, &e);
+    int stream = p.stream;
+    srv_req *r = NULL;
+    char msg[256];
+    if (srv_req_create(&p, &r, msg, sizeof msg)) {
+        srv_params_free(&p);
+        return error_reply(conn, ctx, 500, "server_error", NULL, NULL, msg);
+    }
+    if (r->p.echo) {
+        r->echo = calloc((size_t)r->p.n_prompts, sizeof *r->echo);
+        for (int g = 0; r->echo && g < r->p.n_prompts; g++) {
+            size_t len;
+            if (srv_codec_decode(h->c.codec, r->p.prompts[g].ids, r->p.prompts[g].n,
+                                 &r->echo[g], &len, msg, sizeof msg)) {
+                srv_req_release(r);
+                return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL, msg);
+            }
+        }
+        if (!r->echo) {
+            srv_req_release(r);
+            return error_reply(conn, ctx, 500, "server_error", NULL, NULL, "out of memory");
+        }
+    }
+    ctx->r = r; /* the reference the log line uses; released when the request ends */
+    /* Generation may keep this connection quiet for longer than the idle
+     * timeout (queueing, long prefill); from here on the liveness checks and
+     * the request deadline look after it instead. */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)0);
+    ctx->stream = stream;
+    int sub = srv_sched_submit(h->c.sched, r);
+    if (sub == SRV_SUBMIT_FULL)
+        return error_reply(conn, ctx, 429, "rate_limit_error", NULL, "queue_full",
+                           "the server's request queue is full; retry later");
+    if (sub == SRV_SUBMIT_DRAINING)
+        return error_reply(conn, ctx, 503, "server_error", NULL, "server_draining",
+                           "the server is shutting down; retry on another replica");
+    if (stream) {
+        pthread_mutex_lock(&r->mu);
+        r->refs++; /* the stream's own */
+        pthread_mutex_unlock(&r->mu);
+        srv_sse *sse = NULL;
+        if (srv_sse_create(r, h->c.model_name, conn_alive, conn, &sse)) {
+            srv_req_cancel(r);
+            srv_req_release(r);
+            return error_reply(conn, ctx, 500, "server_error", NULL, NULL, "out of memory");
+        }
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, sse, sse_free);
+        if (!resp) {
+            srv_sse_free(sse);
+            return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        ctx->status = 200;
+        enum MHD_Result rc = MHD_queue_response(conn, 200, resp);
+        MHD_destroy_response(resp);
+        return rc;
+    }
+    /* non-streaming: wait here (this connection's own thread) */
+    pthread_mutex_lock(&r->mu);
+    while (!r->done) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 200000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT && !r->done) {
+            pthread_mutex_unlock(&r->mu);
+            int alive = conn_alive(conn);
+            pthread_mutex_lock(&r->mu);
+            if (!alive) {
+                srv_req_cancel(r);
+                break;
+            }
+        }
+    }
+    int failed = r->failed, done = r->done;
+    char *body = (failed || !done) ? NULL : srv_completion_json(r, h->c.model_name);
+    char errmsg[512];
+    snprintf(errmsg, sizeof errmsg, "%s", r->err);
+    pthread_mutex_unlock(&r->mu);
+    if (!done)
+        return error_reply(conn, ctx, 499, "invalid_request_error", NULL, "client_closed",
+                           "the client closed the connection");
+    if (failed)
+        return error_reply(conn, ctx, 500, "server_error", NULL, NULL, errmsg);
+    return send_body(conn, ctx, 200, "application/json", body, NULL, NULL);
+}
+
+/* ---- the access handler ---------------------------------------------------- */
+
+static int authorized(srv_http *h, struct MHD_Connection *conn)
+{
+    const char *key = h->c.opt->api_key;
+    if (!key || !key[0])
+        return 1;
+    const char *auth =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
+        return 0;
+    return srv_ct_equal(auth + 7, key);
+}
+
+static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    const char *path = ctx->path, *m = ctx->method;
+    int get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
+    if (strcmp(path, "/health") == 0)
+        return get ? handle_health(h, conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strcmp(path, "/metrics") == 0)
+        return get ? handle_metrics(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    int known = strcmp(path, "/v1/completions") == 0 || strcmp(path, "/v1/models") == 0 ||
+                strncmp(path, "/v1/models/", 11) == 0 || strcmp(path, "/tokenize") == 0 ||
+                strcmp(path, "/detokenize") == 0;
+    if (!known) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "no such endpoint: %.160s", path);
+        return error_reply(conn, ctx, 404, "invalid_request_error", NULL, "not_found", msg);
+    }
+    if (!authorized(h, conn))
+        return error_reply(conn, ctx, 401, "invalid_request_error", NULL, "invalid_api_key",
+                           "missing or incorrect API key (send Authorization: Bearer KEY)");
+    if (strcmp(path, "/v1/completions") == 0)
+        return post ? handle_completions(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
+    if (strcmp(path, "/v1/models") == 0)
+        return get ? handle_models(h, conn, ctx, NULL) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strncmp(path, "/v1/models/", 11) == 0)
+        return get ? handle_models(h, conn, ctx, path + 11)
+                   : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strcmp(path, "/tokenize") == 0)
+        return post ? handle_tokenize(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
+    return post ? handle_detokenize(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    srv_http *h = cls;
+    conn_ctx *ctx = *con_cls;
+    if (!ctx) {
+        ctx = calloc(1, sizeof *ctx);
+        if (!ctx)
+            return MHD_NO;
+        ctx->t0 = srv_now();
+        ctx->conn = conn;
+        snprintf(ctx->method, sizeof ctx->method, "%s", method);
+        snprintf(ctx->path, sizeof ctx->path, "%s", url);
+        *con_cls = ctx;
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || end == cl || v > h->c.opt->max_body_bytes) {
+                ctx->too_large = 1;
+                char msg[160];
+                snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
+                         h->c.opt->max_body_bytes);
+                return error_reply(conn, ctx, 413, "invalid_request_error", NULL,
+                                   "request_too_large", msg);
+            }
+        }
+        return MHD_YES;
+    }
+    if (ctx->status) /* answered already (early 413): drop what still arrives */
+    {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!ctx->too_large) {
+            if (ctx->body.len + *upload_data_size > h->c.opt->max_body_bytes) {
+                ctx->too_large = 1;
+                srv_buf_free(&ctx->body);
+            } else if (srv_buf_append(&ctx->body, upload_data, *upload_data_size)) {
+                ctx->too_large = 1;
+                srv_buf_free(&ctx->body);
+            }
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (ctx->too_large) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
+                 h->c.opt->max_body_bytes);
+        return error_reply(conn, ctx, 413, "invalid_request_error", NULL, "request_too_large", msg);
+    }
+    return route(h, conn, ctx);
+}
+
+static const char *termination_name(enum MHD_RequestTerminationCode toe)
+{
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return "ok";
+    case MHD_REQUEST_TERMINATED_WITH_ERROR: return "error";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return "timeout";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "shutdown";
+    case MHD_REQUEST_TERMINATED_READ_ERROR: return "read_error";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return "client_abort";
+    default: return "other";
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    conn_ctx *ctx = *con_cls;
+    if (!ctx)
+        return;
+    *con_cls = NULL;
+    srv_metrics_status(ctx->status);
+    if (srv_log_enabled(MHLA_LOG_INFO)) {
+        cJSON *f = cJSON_CreateObject();
+        if (f) {
+            cJSON_AddStringToObject(f, "method", ctx->method);
+            cJSON_AddStringToObject(f, "path", ctx->path);
+            cJSON_AddNumberToObject(f, "status", ctx->status);
+            cJSON_AddNumberToObject(f, "duration_ms",
+                                    (double)(long long)((srv_now() - ctx->t0) * 1e6) / 1e3);
+            cJSON_AddStringToObject(f, "termination", termination_name(toe));
+            const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+            char host[NI_MAXHOST];
+            if (ci && ci->client_addr &&
+                getnameinfo(ci->client_addr,
+                            ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                   : sizeof(struct sockaddr_in),
+                            host, sizeof host, NULL, 0, NI_NUMERICHOST) == 0)
+                cJSON_AddStringToObject(f, "remote", host);
+            if (ctx->r) {
+                srv_req *r = ctx->r;
+                pthread_mutex_lock(&r->mu);
+                cJSON_AddStringToObject(f, "id", r->id);
+                cJSON_AddBoolToObject(f, "stream", ctx->stream);
+                cJSON_AddNumberToObject(f, "prompt_tokens", (double)r->prompt_tokens);
+                cJSON_AddNumberToObject(f, "completion_tokens", (double)r->completion_tokens);
+                cJSON_AddNumberToObject(f, "choices", r->n_choices);
+                const char *fr = r->failed ? "error"
+                                 : atomic_load(&r->cancelled) ? "cancelled"
+                                 : r->done ? r->choices[0].finish_reason
+                                           : "unfinished";
+                cJSON_AddStringToObject(f, "finish_reason", fr ? fr : "unfinished");
+                if (r->t_first > 0)
+                    cJSON_AddNumberToObject(f, "ttft_ms",
+                                            (double)(long long)((r->t_first - r->t_arrive) * 1e6) /
+                                                1e3);
+                pthread_mutex_unlock(&r->mu);
+            }
+        }
+        srv_log(ctx->status >= 500 ? MHLA_LOG_WARN : MHLA_LOG_INFO, "request", f);
+    }
+    if (ctx->r) {
+        /* a non-streaming request whose client left before the answer */
+        pthread_mutex_lock(&ctx->r->mu);
+        int done = ctx->r->done;
+        pthread_mutex_unlock(&ctx->r->mu);
+        if (!done && !ctx->stream)
+            srv_req_cancel(ctx->r);
+        srv_req_release(ctx->r);
+    }
+    srv_buf_free(&ctx->body);
+    free(ctx);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    if (!srv_log_enabled(MHLA_LOG_DEBUG))
+        return;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    srv_logf(MHLA_LOG_DEBUG, "microhttpd", "%s", msg);
+}
+
+/* ---- start / stop ---------------------------------------------------------- */
+
+int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, char *err,
+                   size_t errlen)
+{
+    *out = NULL;
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    h->c = *c;
+    h->lim = (srv_limits){.codec = c->codec,
+                          .model_name = c->model_name,
+                          .vocab_size = c->cfg->vocab_size,
+                          .max_positions = c->cfg->max_positions,
+                          .max_running = c->opt->max_running};
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", c->opt->port);
+    int gai = getaddrinfo(c->opt->host, port, &hints, &ai);
+    if (gai || !ai) {
+        snprintf(err, errlen, "cannot resolve --host '%.100s': %s", c->opt->host,
+                 gai ? gai_strerror(gai) : "no address");
+        free(h);
+        return -1;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(
+        flags, (uint16_t)c->opt->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
+        ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->opt->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!h->d) {
+        snprintf(err, errlen,
+                 "cannot listen on %.100s:%d (address in use, or not an address of this host?)",
+                 c->opt->host, c->opt->port);
+        free(h);
+        return -1;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    *bound_port = di ? (int)di->port : c->opt->port;
+    *out = h;
+    return 0;
+}
+
+void srv_http_stop(srv_http *h)
+{
+    if (!h)
+        return;
+    if (h->d)
+        MHD_stop_daemon(h->d);
+    free(h);
+}

@@ -1,0 +1,168 @@
+/*
+ * metrics.c — process-wide counters, gauges and histograms, rendered in the
+ * Prometheus text exposition format for GET /metrics.
+ */
+#include "srv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const double BUCKETS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                 0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 60.0};
+#define NB ((int)(sizeof BUCKETS / sizeof BUCKETS[0]))
+
+typedef struct {
+    unsigned long long counts[NB + 1]; /* last: +Inf */
+    double sum;
+    unsigned long long n;
+} hist;
+
+static const char *FINISH[] = {"stop", "length", "cancelled", "error", "timeout"};
+#define NF ((int)(sizeof FINISH / sizeof FINISH[0]))
+
+static struct {
+    pthread_mutex_t mu;
+    unsigned long long status[600];
+    unsigned long long finish[NF];
+    unsigned long long prompt_tokens, generated_tokens;
+    unsigned long long steps, step_items, step_tokens;
+    int running, waiting, running_seqs;
+    size_t state_bytes;
+    hist h[SRV_HIST_COUNT];
+    double start;
+} M = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void srv_metrics_init(void)
+{
+    pthread_mutex_lock(&M.mu);
+    M.start = srv_wall_time();
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_status(int code)
+{
+    if (code < 100 || code >= 600)
+        return;
+    pthread_mutex_lock(&M.mu);
+    M.status[code]++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_finish(const char *reason)
+{
+    pthread_mutex_lock(&M.mu);
+    for (int i = 0; i < NF; i++)
+        if (strcmp(reason, FINISH[i]) == 0)
+            M.finish[i]++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_tokens(long prompt, long generated)
+{
+    pthread_mutex_lock(&M.mu);
+    M.prompt_tokens += (unsigned long long)prompt;
+    M.generated_tokens += (unsigned long long)generated;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_gauges(int running, int waiting, int running_seqs, size_t state_bytes)
+{
+    pthread_mutex_lock(&M.mu);
+    M.running = running;
+    M.waiting = waiting;
+    M.running_seqs = running_seqs;
+    M.state_bytes = state_bytes;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_observe(int which, double s)
+{
+    if (which < 0 || which >= SRV_HIST_COUNT)
+        return;
+    pthread_mutex_lock(&M.mu);
+    hist *h = &M.h[which];
+    int b = 0;
+    while (b < NB && s > BUCKETS[b])
+        b++;
+    h->counts[b]++;
+    h->sum += s;
+    h->n++;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_step(int n_items, int n_tokens)
+{
+    pthread_mutex_lock(&M.mu);
+    M.steps++;
+    M.step_items += (unsigned long long)n_items;
+    M.step_tokens += (unsigned long long)n_tokens;
+    pthread_mutex_unlock(&M.mu);
+}
+
+static int render_hist(srv_buf *b, const char *name, const char *help, const hist *h)
+{
+    int rc = srv_buf_appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    unsigned long long cum = 0;
+    for (int i = 0; i < NB; i++) {
+        cum += h->counts[i];
+        rc |= srv_buf_appendf(b, "%s_bucket{le=\"%g\"} %llu\n", name, BUCKETS[i], cum);
+    }
+    cum += h->counts[NB];
+    rc |= srv_buf_appendf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                          cum, name, h->sum, name, h->n);
+    return rc;
+}
+
+char *srv_metrics_render(void)
+{
+    srv_buf b = {0};
+    int rc = 0;
+    pthread_mutex_lock(&M.mu);
+    rc |= srv_buf_appendf(&b, "# HELP mhla_http_requests_total HTTP requests answered, by status code.\n"
+                              "# TYPE mhla_http_requests_total counter\n");
+    for (int c = 100; c < 600; c++)
+        if (M.status[c])
+            rc |= srv_buf_appendf(&b, "mhla_http_requests_total{status=\"%d\"} %llu\n", c,
+                                  M.status[c]);
+    rc |= srv_buf_appendf(&b, "# HELP mhla_requests_finished_total Completion requests finished, by how they ended.\n"
+                              "# TYPE mhla_requests_finished_total counter\n");
+    for (int i = 0; i < NF; i++)
+        rc |= srv_buf_appendf(&b, "mhla_requests_finished_total{reason=\"%s\"} %llu\n", FINISH[i],
+                              M.finish[i]);
+    rc |= srv_buf_appendf(
+        &b,
+        "# HELP mhla_requests_running Completion requests admitted to the engine.\n"
+        "# TYPE mhla_requests_running gauge\nmhla_requests_running %d\n"
+        "# HELP mhla_requests_waiting Completion requests queued for admission.\n"
+        "# TYPE mhla_requests_waiting gauge\nmhla_requests_waiting %d\n"
+        "# HELP mhla_sequences_running Sequences (choices) admitted to the engine.\n"
+        "# TYPE mhla_sequences_running gauge\nmhla_sequences_running %d\n"
+        "# HELP mhla_state_bytes Bytes of recurrent state held by live sequences.\n"
+        "# TYPE mhla_state_bytes gauge\nmhla_state_bytes %zu\n"
+        "# HELP mhla_prompt_tokens_total Prompt tokens processed.\n"
+        "# TYPE mhla_prompt_tokens_total counter\nmhla_prompt_tokens_total %llu\n"
+        "# HELP mhla_generation_tokens_total Tokens generated.\n"
+        "# TYPE mhla_generation_tokens_total counter\nmhla_generation_tokens_total %llu\n"
+        "# HELP mhla_engine_steps_total Engine forward calls.\n"
+        "# TYPE mhla_engine_steps_total counter\nmhla_engine_steps_total %llu\n"
+        "# HELP mhla_engine_step_items_total Batch items over all engine steps.\n"
+        "# TYPE mhla_engine_step_items_total counter\nmhla_engine_step_items_total %llu\n"
+        "# HELP mhla_engine_step_tokens_total Tokens fed over all engine steps.\n"
+        "# TYPE mhla_engine_step_tokens_total counter\nmhla_engine_step_tokens_total %llu\n"
+        "# HELP mhla_process_start_time_seconds Start time of the server, unix seconds.\n"
+        "# TYPE mhla_process_start_time_seconds gauge\nmhla_process_start_time_seconds %.3f\n",
+        M.running, M.waiting, M.running_seqs, M.state_bytes, M.prompt_tokens, M.generated_tokens,
+        M.steps, M.step_items, M.step_tokens, M.start);
+    rc |= render_hist(&b, "mhla_time_to_first_token_seconds",
+                      "Time from arrival to the first generated token.", &M.h[SRV_HIST_TTFT]);
+    rc |= render_hist(&b, "mhla_inter_token_latency_seconds",
+                      "Time between consecutive tokens of a sequence.", &M.h[SRV_HIST_ITL]);
+    rc |= render_hist(&b, "mhla_request_duration_seconds",
+                      "Time from arrival to the end of a completion request.", &M.h[SRV_HIST_E2E]);
+    pthread_mutex_unlock(&M.mu);
+    if (rc) {
+        srv_buf_free(&b);
+        return NULL;
+    }
+    return b.data;
+}

@@ -1,0 +1,60 @@
+/*
+ * server.h — mhla-server, the OpenAI-compatible HTTP front end of mhla-serve
+ * (SPEC §3): options, argument parsing and the blocking run loop.
+ *
+ * Every function that can fail returns 0 on success or -1 with a one-line
+ * message in err (errlen bytes, always terminated) naming the cause.
+ */
+#ifndef MHLA_SERVER_H
+#define MHLA_SERVER_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    MHLA_LOG_DEBUG = 0,
+    MHLA_LOG_INFO = 1,
+    MHLA_LOG_WARN = 2,
+    MHLA_LOG_ERROR = 3,
+    MHLA_LOG_OFF = 4,
+} mhla_log_level;
+
+typedef struct {
+    const char *host;       /* address to bind (default 127.0.0.1) */
+    int port;               /* 0 picks a free port (logged at start) */
+    const char *model_dir;  /* checkpoint directory */
+    const char *model_name; /* id served by /v1/models (default: the dir's basename) */
+    int threads;            /* engine worker threads, 0 = all CPUs */
+    int max_batch_tokens;   /* tokens per engine step (decode + prefill chunks) */
+    int max_running;        /* sequences decoding at once */
+    int max_queue;          /* waiting requests before 429 */
+    const char *api_key;    /* NULL: no authentication */
+    mhla_log_level log_level;
+    size_t max_body_bytes;    /* request body limit (413 past it) */
+    int max_connections;      /* concurrent HTTP connections */
+    int timeout_s;            /* idle connection timeout */
+    int request_timeout_s;    /* per-request deadline, 0 = none */
+    int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
+} mhla_server_options;
+
+void mhla_server_options_default(mhla_server_options *o);
+
+/* Parses argv into o (which should hold the defaults). Returns 0, 1 when
+ * --help was printed (the caller exits 0), or -1 with err set. */
+int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *err,
+                           size_t errlen);
+
+/* Prints the --help text to f (a FILE *). */
+void mhla_server_print_help(void *f);
+
+/* Loads the model, serves until SIGTERM/SIGINT, drains and returns 0. The
+ * calling thread must be the process's main thread (it handles the signals). */
+int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
