@@ -6,10 +6,14 @@ cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest
       libmicrohttpd-dev libcjson-dev libjemalloc-dev libopenblas-dev
-      libpcre2-dev libutf8proc-dev libcurl4-openssl-dev valgrind)
+      libpcre2-dev libutf8proc-dev libcurl4-openssl-dev valgrind
+      clang libclang-rt-14-dev)
 # Node.js may already come from elsewhere; Debian's is used only when absent.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+# PyTorch (CPU) for train/ and its tests (tests/train: the training forward vs the numpy
+# reference, C engine vs PyTorch perplexity, a train.py run); ~200 MB with its dependencies.
+pkgs+=(python3-torch)
 
 missing=()
 for p in "${pkgs[@]}"; do

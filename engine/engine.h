@@ -56,17 +56,36 @@ typedef struct mhla_engine mhla_engine;
 
 /* ---- model ---------------------------------------------------------------- */
 
-/* Loads config.json and model.safetensors (or an index + shards) from dir. */
+/* How the projection and MLP weights are held in memory. The arithmetic is
+ * f32 either way; bf16 halves the bytes each decode step streams. For a
+ * checkpoint stored in bf16 the two give the same bits. */
+typedef enum {
+    MHLA_WEIGHTS_F32 = 0,
+    MHLA_WEIGHTS_BF16 = 1,
+} mhla_weight_dtype;
+
+typedef struct {
+    mhla_weight_dtype weights;
+} mhla_model_options;
+
+/* Loads config.json and model.safetensors (or an index + shards) from dir,
+ * weights in f32. */
 int mhla_model_load(const char *dir, mhla_model **out, mhla_error *err);
+/* The same with options (NULL: defaults). */
+int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_model **out,
+                         mhla_error *err);
 void mhla_model_free(mhla_model *model);
 const mhla_config *mhla_model_config(const mhla_model *model);
-/* Bytes of weights as held in memory (f32). */
+/* Bytes of the weights the forward pass reads, as held in memory. */
 size_t mhla_model_weight_bytes(const mhla_model *model);
 
 /* ---- per-sequence state --------------------------------------------------- */
 
+/* A sequence with state of its own: pages malloc'd as blocks close, no
+ * prefix cache, no limit. mhla_engine_seq_create gives a pooled one. */
 int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err);
-/* A deep copy: the copy continues exactly as the original would. */
+/* A copy that continues exactly as the original would. Finished-block pages
+ * are shared (reference-counted), not copied. */
 int mhla_seq_clone(const mhla_seq *seq, mhla_seq **out, mhla_error *err);
 void mhla_seq_free(mhla_seq *seq);
 /* Number of tokens the sequence has consumed (the next token's position). */
@@ -76,8 +95,21 @@ size_t mhla_seq_state_bytes(const mhla_seq *seq);
 
 /* ---- forward pass --------------------------------------------------------- */
 
+typedef enum {
+    MHLA_STATE_F32 = 0,
+    MHLA_STATE_BF16 = 1, /* pages in bf16: half the bytes, logits change slightly */
+} mhla_state_dtype;
+
 typedef struct {
     int n_threads; /* 0: all online CPUs */
+    /* State memory (SPEC §4) of the sequences made by mhla_engine_seq_create:
+     * a pool of this many bytes of pages with an exact prefix cache. 0: no
+     * limit and no prefix cache (pages malloc'd and freed as needed). */
+    size_t state_bytes;
+    mhla_state_dtype state_dtype;
+    /* Finished sequences (mhla_seq_finish) whose end state is kept for
+     * resume; used only with state_bytes > 0. */
+    int resume_slots;
 } mhla_engine_options;
 
 int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt,
@@ -106,6 +138,58 @@ typedef struct {
 int mhla_engine_forward(mhla_engine *engine, mhla_batch_item *items, int n_items,
                         mhla_error *err);
 
+/* ---- state memory: pool, prefix cache, resume, admission, snapshots -------- */
+/* These calls change the engine's state pool: make them from the thread that
+ * calls mhla_engine_forward, never during it. */
+
+/* A fresh sequence whose pages come from the engine's pool. */
+int mhla_engine_seq_create(mhla_engine *engine, mhla_seq **out, mhla_error *err);
+
+/*
+ * For a fresh sequence about to be fed tokens[0..n): attaches the longest
+ * state the pool holds for a prefix of them — whole blocks from the prefix
+ * cache (verified token by token), then possibly the partial block of a
+ * finished sequence (resume) — and advances the sequence to that position.
+ * Returns the position reached, 0..n-1 (at least one token is always left,
+ * whose logits the caller needs): the caller feeds tokens[pos..n) only. The
+ * logits are bitwise identical to computing every token.
+ */
+int mhla_seq_match_prefix(mhla_seq *seq, const int32_t *tokens, int n, mhla_error *err);
+
+/* Pages a sequence needs, at worst, to reach n_positions. */
+int mhla_state_pages_needed(const mhla_model *model, long n_positions);
+/* Admission: reserves the pages the sequence needs to reach n_positions
+ * (prompt + max_tokens), so that no forward pass can fail for lack of state
+ * memory. Fails, reserving nothing, with "state memory full: ..." when the
+ * pool cannot promise them. The reservation ends with the sequence. */
+int mhla_seq_reserve(mhla_seq *seq, long n_positions, mhla_error *err);
+
+/* Frees a finished sequence, keeping its end state for resume (a later
+ * prompt that extends this one's tokens continues exactly where it ended). */
+void mhla_seq_finish(mhla_seq *seq);
+
+/* Writes one sequence's state to a file (versioned header, model-config
+ * fingerprint, checksum); loads it into a fresh sequence of the same model
+ * and state dtype. A corrupt, truncated or mismatched file is refused. */
+int mhla_seq_save(const mhla_seq *seq, const char *path, mhla_error *err);
+int mhla_seq_load(mhla_seq *seq, const char *path, mhla_error *err);
+
+typedef struct {
+    size_t page_bytes;
+    long pages_total, pages_used, pages_cached, pages_free, pages_reserved;
+    long pages_available; /* what a new reservation can still get; -1: no limit */
+    uint64_t prefix_hits;   /* blocks served by the prefix cache */
+    uint64_t prefix_misses; /* lookups that stopped at an uncached block */
+    uint64_t evictions;
+    uint64_t resumes;        /* matches that continued a finished sequence */
+    uint64_t resumed_tokens; /* tokens not recomputed thanks to the two */
+} mhla_state_stats;
+
+void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);
+/* Test hook: truncate prefix keys to `bits` bits (0: full) to force
+ * collisions; clears the prefix cache. */
+void mhla_engine_set_prefix_hash_bits(mhla_engine *engine, int bits);
+
 /* ---- sampling ------------------------------------------------------------- */
 
 typedef struct {
@@ -118,6 +202,57 @@ double mhla_rng_uniform(mhla_rng *rng);
 
 /* temperature 0 is greedy (lowest id wins ties); otherwise softmax(logits/T). */
 int mhla_sample(const float *logits, int vocab_size, float temperature, mhla_rng *rng);
+
+/*
+ * The per-sequence sampler (sampler.c). Steps, in order: logit_bias is added;
+ * repetition_penalty divides positive / multiplies negative logits of ids seen
+ * in the prompt or the output; presence + frequency * count is subtracted for
+ * ids in the output; then, on softmax(l / T): top_k and min_p (keep ids whose
+ * probability is >= min_p times the best's) and last top_p (the smallest
+ * best-first set holding top_p of what is left). T = 0 is greedy on the
+ * adjusted logits. With temperature alone it is mhla_sample, so a seed gives
+ * the tokens mhla-generate gives. Ties go to the lower id.
+ */
+typedef struct {
+    int32_t id;
+    float bias;
+} mhla_logit_bias;
+
+typedef struct {
+    float temperature;        /* >= 0; 0: greedy */
+    int top_k;                /* >= 0; 0: off */
+    float top_p;              /* (0, 1]; 1: off */
+    float min_p;              /* [0, 1]; 0: off */
+    float presence_penalty;   /* 0: off */
+    float frequency_penalty;  /* 0: off */
+    float repetition_penalty; /* > 0; 1: off */
+    const mhla_logit_bias *logit_bias; /* copied by mhla_sampler_create */
+    int n_logit_bias;
+    uint64_t seed;
+} mhla_sampling_params;
+
+typedef struct mhla_sampler mhla_sampler;
+
+/* temperature 1, top_p 1, repetition_penalty 1, everything else 0. */
+void mhla_sampling_defaults(mhla_sampling_params *p);
+/* prompt (may be NULL) feeds the repetition penalty. Bad parameters are refused. */
+int mhla_sampler_create(const mhla_sampling_params *p, int vocab_size, const int32_t *prompt,
+                        int n_prompt, mhla_sampler **out, mhla_error *err);
+void mhla_sampler_free(mhla_sampler *s);
+/* Chooses the next token from logits (not modified) and records it for the
+ * penalties. NaN logits are refused. */
+int mhla_sampler_next(mhla_sampler *s, const float *logits, int32_t *token, mhla_error *err);
+
+typedef struct {
+    int32_t id;
+    float logprob;
+} mhla_logprob;
+
+/* Under the model's distribution (log-softmax of the raw logits): the log-
+ * probability of token and the n_top most likely ids, best first (ties: lower
+ * id first). top must hold n_top entries. */
+int mhla_logprobs(const float *logits, int vocab_size, int32_t token, int n_top,
+                  float *token_logprob, mhla_logprob *top, mhla_error *err);
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,7 @@ struct mhla_engine {
     float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
     float *logit_rows, *logit_buf;
     int *row_item; /* which batch item each token row belongs to */
+    kv_pool *pool; /* state memory of mhla_engine_seq_create's sequences */
 };
 
 int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, mhla_engine **out,
@@ -40,6 +41,26 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     if (e->n_threads < 1)
         e->n_threads = 1;
     const mhla_config *c = &model->cfg;
+    kv_pool_options po = {
+        .geo = mhla_state_geometry(c),
+        .dtype = opt && opt->state_dtype == MHLA_STATE_BF16 ? KV_DTYPE_BF16 : KV_DTYPE_F32,
+        .budget_bytes = opt ? opt->state_bytes : 0,
+        .resume_slots = opt ? opt->resume_slots : 0,
+    };
+    kv_error ke;
+    if (opt && opt->state_dtype != MHLA_STATE_F32 && opt->state_dtype != MHLA_STATE_BF16) {
+        mhla_engine_free(e);
+        return mhla_fail(err, "unknown state dtype %d", (int)opt->state_dtype);
+    }
+    if (kv_pool_create(&po, &e->pool, &ke)) {
+        mhla_engine_free(e);
+        return mhla_fail(err, "%s", ke.msg);
+    }
+    if (po.budget_bytes > 0 && po.budget_bytes < kv_pool_page_bytes(e->pool)) {
+        mhla_engine_free(e);
+        return mhla_fail(err, "state memory of %zu bytes holds no page of %zu bytes",
+                         po.budget_bytes, kv_pool_page_bytes(e->pool));
+    }
     e->logit_rows = malloc((size_t)LOGIT_ROWS * c->hidden_size * sizeof(float));
     e->logit_buf = malloc((size_t)LOGIT_ROWS * c->vocab_size * sizeof(float));
     if (!e->logit_rows || !e->logit_buf) {
@@ -59,6 +80,7 @@ void mhla_engine_free(mhla_engine *e)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(e->row_item);
+    kv_pool_release(e->pool); /* its sequences keep it alive as long as they live */
     free(e);
 }
 
@@ -107,11 +129,12 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
                              it->logits_from, it->n_tokens);
         if (it->logits_from < it->n_tokens && !it->logits)
             return mhla_fail(err, "batch item %d: logits requested without a buffer", b);
-        if ((long)it->seq->pos + it->n_tokens > c->max_positions)
+        int pos = mhla_seq_pos(it->seq);
+        if ((long)pos + it->n_tokens > c->max_positions)
             return mhla_fail(err,
                              "context length exceeded: position %d + %d tokens passes the model's "
                              "context of %d tokens (%d blocks of %d)",
-                             it->seq->pos, it->n_tokens, c->max_positions, c->num_blocks,
+                             pos, it->n_tokens, c->max_positions, c->num_blocks,
                              c->chunk_size);
         for (int t = 0; t < it->n_tokens; t++)
             if (it->tokens[t] < 0 || it->tokens[t] >= c->vocab_size)
@@ -162,7 +185,7 @@ static void prepare_qk(mhla_engine *e, const mhla_batch_item *items, const int *
 #pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 8)
     for (int t = 0; t < T; t++) {
         int b = e->row_item[t];
-        int pos = items[b].seq->pos + (t - row_start[b]);
+        int pos = mhla_seq_pos(items[b].seq) + (t - row_start[b]);
         for (int j = 0; j < H; j++) {
             float *q = e->q + (size_t)t * H * dk + (size_t)j * dk;
             feature_map(c->feature_map, q, dk);
@@ -211,7 +234,7 @@ static void output_norm(mhla_engine *e, const mhla_layer *ly, int T)
         for (int j = 0; j < H; j++) {
             float *o = e->att + ((size_t)t * H + j) * dv;
             k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
-            if (ly->wg) {
+            if (ly->wg.f32 || ly->wg.bf16) {
                 const float *g = e->g + ((size_t)t * H + j) * dv;
                 for (int i = 0; i < dv; i++)
                     o[i] *= silu(g[i]);
@@ -247,7 +270,7 @@ static void layer_forward(mhla_engine *e, int l, mhla_batch_item *items, int n_i
     k_linear(e->h, T, D, ly->wq, qd, e->q, qd, nt);
     k_linear(e->h, T, D, ly->wk, kd, e->k, kd, nt);
     k_linear(e->h, T, D, ly->wv, vd, e->v, vd, nt);
-    if (ly->wg)
+    if (ly->wg.f32 || ly->wg.bf16)
         k_linear(e->h, T, D, ly->wg, od, e->g, od, nt);
     prepare_qk(e, items, row_start, T);
     token_mixer(e, l, items, n_items, row_start);
@@ -307,7 +330,7 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
         return 0;
     for (int b = 0; b < n_items; b++) {
         mhla_seq *s = items[b].seq;
-        if (mhla_seq_reserve_pages(s, (s->pos + items[b].n_tokens) / c->chunk_size, err))
+        if (mhla_seq_reserve_pages(s, (mhla_seq_pos(s) + items[b].n_tokens) / c->chunk_size, err))
             return -1;
     }
     if (ensure_capacity(e, T, err))
@@ -328,8 +351,13 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
     for (int l = 0; l < c->num_layers; l++)
         layer_forward(e, l, items, n_items, T, row_start);
     compute_logits(e, items, n_items, row_start);
+    /* Advances each sequence and publishes the blocks it closed to the
+     * prefix cache: serial, after the parallel mixer is done with the pool. */
     for (int b = 0; b < n_items; b++)
-        items[b].seq->pos += items[b].n_tokens;
+        kv_seq_advance(items[b].seq->kv, items[b].tokens, items[b].n_tokens);
     free(row_start);
     return 0;
 }
+
+kv_pool *mhla_engine_state_pool(const mhla_engine *e) { return e->pool; }
+const mhla_model *mhla_engine_model(const mhla_engine *e) { return e->model; }

@@ -5,7 +5,9 @@
 #ifndef MHLA_ENGINE_INTERNAL_H
 #define MHLA_ENGINE_INTERNAL_H
 
+#include "cpu/kernels.h"
 #include "engine.h"
+#include "kvstate.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -63,17 +65,17 @@ void st_close(st_set *set);
 
 typedef struct {
     const float *attn_norm; /* [D] */
-    const float *wq;        /* [H*dk, D] */
-    const float *wk;        /* [Hkv*dk, D] */
-    const float *wv;        /* [Hkv*dv, D] */
-    const float *wg;        /* [H*dv, D] or NULL without output gate */
+    k_matrix wq;            /* [H*dk, D] */
+    k_matrix wk;            /* [Hkv*dk, D] */
+    k_matrix wv;            /* [Hkv*dv, D] */
+    k_matrix wg;            /* [H*dv, D]; both NULL without output gate */
     const float *g_norm;    /* [dv] */
-    const float *wo;        /* [D, H*dv] */
+    k_matrix wo;            /* [D, H*dv] */
     float *mix;             /* [Lm, Lm] clamped to [1e-5, 1] */
     const float *mlp_norm;  /* [D] */
-    const float *w_gate;    /* [I, D] */
-    const float *w_up;      /* [I, D] */
-    const float *w_down;    /* [D, I] */
+    k_matrix w_gate;        /* [I, D] */
+    k_matrix w_up;          /* [I, D] */
+    k_matrix w_down;        /* [D, I] */
 } mhla_layer;
 
 struct mhla_model {
@@ -81,7 +83,7 @@ struct mhla_model {
     st_set st;
     const float *embeddings; /* [V, D] */
     const float *final_norm; /* [D] */
-    const float *lm_head;    /* [V, D] */
+    k_matrix lm_head;        /* [V, D] */
     mhla_layer *layers;
     float *rope_cos; /* [max_positions, dk/2] */
     float *rope_sin;
@@ -94,28 +96,33 @@ struct mhla_model {
 /* ---- per-sequence state --------------------------------------------------- */
 
 /*
- * The recurrent state of one sequence (SPEC §2.5), for every layer and kv head.
- * A page holds one finished block's summaries for all layers and kv heads:
- * [L][Hkv][dk*dv] (S_b), followed, with mhla_normalize, by [L][Hkv][dk]
- * (the block's key sums).
+ * The recurrent state of one sequence (SPEC §2.5), for every layer and kv head,
+ * lives in kvstate (kvstate.h): pages, P_i, the current block's rows, the token
+ * history. A page holds one finished block's summaries for all layers and kv
+ * heads: [L][Hkv][dk*dv] (S_b), followed, with mhla_normalize, by [L][Hkv][dk]
+ * (the block's key sums), stored in the pool's dtype.
  */
 struct mhla_seq {
     const mhla_model *model;
-    int pos;
-    float **pages;   /* [num_blocks] finished (or being filled) block pages */
-    int n_pages;     /* pages allocated so far */
-    float *prefix;   /* P_i: [L][Hkv][dk*dv] */
-    float *prefix_k; /* normalizer prefix: [L][Hkv][dk], with mhla_normalize */
-    float *cur_k;    /* current block's k~: [L][Hkv][C][dk] */
-    float *cur_v;    /* current block's v:  [L][Hkv][C][dv] */
+    kv_seq *kv;
 };
 
 size_t mhla_page_floats(const mhla_config *cfg);
+/* The state geometry kvstate is given for a model. */
+kv_geometry mhla_state_geometry(const mhla_config *cfg);
+/* A fresh sequence whose pages come from pool. */
+int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_seq **out, mhla_error *err);
+/* The engine's state pool and model (forward.c). */
+kv_pool *mhla_engine_state_pool(const mhla_engine *engine);
+const mhla_model *mhla_engine_model(const mhla_engine *engine);
 /* Makes sure pages for blocks [0, n_blocks) exist. */
 int mhla_seq_reserve_pages(mhla_seq *seq, int n_blocks, mhla_error *err);
+/* Recomputes P_i from the pages after the state was attached mid-block (a
+ * resume or a snapshot): the mixer itself mixes only at a block's first token. */
+void mhla_mix_restore_prefix(mhla_seq *seq);
 
 /* Runs the token mixer of one layer and one kv head over a run of n tokens of
- * one sequence, starting at seq->pos (which it does not advance).
+ * one sequence, starting at its position (which it does not advance).
  * q: [n][q_stride] (head rows at q + j*dk), k, v likewise; out: [n][o_stride]. */
 typedef struct {
     const float *q;

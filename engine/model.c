@@ -101,6 +101,15 @@ static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape,
     return 0;
 }
 
+/* Binds a 2-d weight matrix, held as f32 until convert_weights(). */
+static int bind_matrix(mhla_model *m, const char *name, int64_t rows, int64_t cols, k_matrix *out,
+                       mhla_error *err)
+{
+    int64_t shape[2] = {rows, cols};
+    out->bf16 = NULL;
+    return bind(m, name, 2, shape, &out->f32, err);
+}
+
 #define BIND(m, name, out, ...)                                                                  \
     bind((m), (name), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                 \
          (int64_t[]){__VA_ARGS__}, (out), err)
@@ -156,17 +165,17 @@ static int bind_layer(mhla_model *m, int l, mhla_error *err)
     char n[160];
 #define LNAME(suffix) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), n)
     if (BIND(m, LNAME("attn_norm.weight"), &y->attn_norm, D) ||
-        BIND(m, LNAME("attn.q_proj.weight"), &y->wq, H * dk, D) ||
-        BIND(m, LNAME("attn.k_proj.weight"), &y->wk, Hkv * dk, D) ||
-        BIND(m, LNAME("attn.v_proj.weight"), &y->wv, Hkv * dv, D) ||
-        BIND(m, LNAME("attn.o_proj.weight"), &y->wo, D, H * dv) ||
+        bind_matrix(m, LNAME("attn.q_proj.weight"), H * dk, D, &y->wq, err) ||
+        bind_matrix(m, LNAME("attn.k_proj.weight"), Hkv * dk, D, &y->wk, err) ||
+        bind_matrix(m, LNAME("attn.v_proj.weight"), Hkv * dv, D, &y->wv, err) ||
+        bind_matrix(m, LNAME("attn.o_proj.weight"), D, H * dv, &y->wo, err) ||
         BIND(m, LNAME("mlp_norm.weight"), &y->mlp_norm, D) ||
-        BIND(m, LNAME("mlp.gate_proj.weight"), &y->w_gate, I, D) ||
-        BIND(m, LNAME("mlp.up_proj.weight"), &y->w_up, I, D) ||
-        BIND(m, LNAME("mlp.down_proj.weight"), &y->w_down, D, I))
+        bind_matrix(m, LNAME("mlp.gate_proj.weight"), I, D, &y->w_gate, err) ||
+        bind_matrix(m, LNAME("mlp.up_proj.weight"), I, D, &y->w_up, err) ||
+        bind_matrix(m, LNAME("mlp.down_proj.weight"), D, I, &y->w_down, err))
         return -1;
     if (c->use_output_gate) {
-        if (BIND(m, LNAME("attn.g_proj.weight"), &y->wg, H * dv, D) ||
+        if (bind_matrix(m, LNAME("attn.g_proj.weight"), H * dv, D, &y->wg, err) ||
             BIND(m, LNAME("attn.g_norm_swish_gate.weight"), &y->g_norm, dv))
             return -1;
     } else if (BIND(m, LNAME("attn.g_norm.weight"), &y->g_norm, dv)) {
@@ -234,7 +243,71 @@ static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
     return rc;
 }
 
+/* Narrows one matrix to bf16 (round to nearest even); the f32 copy, if
+ * converted rather than mapped, is released. */
+static int to_bf16(mhla_model *m, k_matrix *w, size_t n, mhla_error *err)
+{
+    if (!w->f32)
+        return 0;
+    uint16_t *h = malloc(n * sizeof *h);
+    if (!h || keep_owned(m, h, err))
+        return mhla_fail(err, "out of memory converting weights to bf16");
+    for (size_t i = 0; i < n; i++)
+        h[i] = k_f32_to_bf16(w->f32[i]);
+    *w = (k_matrix){NULL, h};
+    return 0;
+}
+
+static int convert_weights(mhla_model *m, mhla_error *err)
+{
+    const mhla_config *c = &m->cfg;
+    size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
+    size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
+    for (int l = 0; l < c->num_layers; l++) {
+        mhla_layer *y = &m->layers[l];
+        if (to_bf16(m, &y->wq, qd * D, err) || to_bf16(m, &y->wk, kd * D, err) ||
+            to_bf16(m, &y->wv, vd * D, err) || to_bf16(m, &y->wg, od * D, err) ||
+            to_bf16(m, &y->wo, D * od, err) || to_bf16(m, &y->w_gate, I * D, err) ||
+            to_bf16(m, &y->w_up, I * D, err) || to_bf16(m, &y->w_down, D * I, err))
+            return -1;
+    }
+    return to_bf16(m, &m->lm_head, V * D, err);
+}
+
+static size_t matrix_bytes(k_matrix w, size_t n)
+{
+    return w.bf16 ? n * 2 : (w.f32 ? n * 4 : 0);
+}
+
+static size_t weight_bytes(const mhla_model *m)
+{
+    const mhla_config *c = &m->cfg;
+    size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
+    size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
+    size_t n = V * D * 4 + D * 4; /* embeddings, final norm */
+    for (int l = 0; l < c->num_layers; l++) {
+        const mhla_layer *y = &m->layers[l];
+        n += matrix_bytes(y->wq, qd * D) + matrix_bytes(y->wk, kd * D) +
+             matrix_bytes(y->wv, vd * D) + matrix_bytes(y->wg, od * D) +
+             matrix_bytes(y->wo, D * od) + matrix_bytes(y->w_gate, I * D) +
+             matrix_bytes(y->w_up, I * D) + matrix_bytes(y->w_down, D * I);
+        n += (2 * D + (size_t)c->head_v_dim + (size_t)c->num_blocks * c->num_blocks) * 4;
+    }
+    /* A tied head in f32 is the embedding matrix, already counted. */
+    if (m->lm_head.bf16 || m->lm_head.f32 != m->embeddings)
+        n += matrix_bytes(m->lm_head, V * D);
+    return n;
+}
+
 int mhla_model_load(const char *dir, mhla_model **out, mhla_error *err)
+{
+    return mhla_model_load_with(dir, NULL, out, err);
+}
+
+int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_model **out,
+                         mhla_error *err)
 {
     *out = NULL;
     mhla_model *m = calloc(1, sizeof *m);
@@ -256,10 +329,10 @@ int mhla_model_load(const char *dir, mhla_model **out, mhla_error *err)
         if (bind_layer(m, l, err))
             goto fail;
     if (st_find(&m->st, "lm_head.weight") || !c->tie_word_embeddings) {
-        if (BIND(m, "lm_head.weight", &m->lm_head, V, D))
+        if (bind_matrix(m, "lm_head.weight", V, D, &m->lm_head, err))
             goto fail;
     } else {
-        m->lm_head = m->embeddings;
+        m->lm_head = (k_matrix){m->embeddings, NULL};
     }
     if ((long)c->num_blocks * c->chunk_size > (1L << 24)) {
         mhla_fail(err, "context of %d blocks x %d tokens is too large", c->num_blocks,
@@ -270,9 +343,9 @@ int mhla_model_load(const char *dir, mhla_model **out, mhla_error *err)
     m->q_scale = (float)pow((double)c->head_k_dim, -0.5);
     if (build_rope(m, err))
         goto fail;
-    for (int i = 0; i < m->st.n_tensors; i++)
-        if (m->st.tensors[i].dtype != ST_OTHER) /* held as f32 */
-            m->weight_bytes += m->st.tensors[i].nbytes * (m->st.tensors[i].dtype == ST_F32 ? 1 : 2);
+    if (opt && opt->weights == MHLA_WEIGHTS_BF16 && convert_weights(m, err))
+        goto fail;
+    m->weight_bytes = weight_bytes(m);
     *out = m;
     return 0;
 fail:

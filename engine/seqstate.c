@@ -1,98 +1,74 @@
 /*
- * seqstate.c — the recurrent state of one sequence. Pages for finished blocks
- * are allocated before a call starts computing, so a forward pass never fails
- * half-way through.
+ * seqstate.c — a sequence as the engine sees it: the model it belongs to and
+ * its state in kvstate. Pages for the blocks a call will close are taken
+ * before the call starts computing, so a forward pass never fails half-way.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+kv_geometry mhla_state_geometry(const mhla_config *c)
+{
+    kv_geometry g = {
+        .layers = c->num_layers,
+        .kv_heads = c->num_kv_heads,
+        .dk = c->head_k_dim,
+        .dv = c->head_v_dim,
+        .block_tokens = c->chunk_size,
+        .max_blocks = c->num_blocks,
+        .key_sums = c->normalize,
+    };
+    return g;
+}
+
 size_t mhla_page_floats(const mhla_config *c)
 {
-    size_t per_head = (size_t)c->head_k_dim * c->head_v_dim + (c->normalize ? c->head_k_dim : 0);
-    return (size_t)c->num_layers * c->num_kv_heads * per_head;
+    kv_geometry g = mhla_state_geometry(c);
+    return kv_page_floats(&g);
 }
 
-static size_t prefix_floats(const mhla_config *c)
+int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_seq **out, mhla_error *err)
 {
-    return (size_t)c->num_layers * c->num_kv_heads * c->head_k_dim * c->head_v_dim;
-}
-
-static size_t prefix_k_floats(const mhla_config *c)
-{
-    return c->normalize ? (size_t)c->num_layers * c->num_kv_heads * c->head_k_dim : 0;
-}
-
-static size_t cur_floats(const mhla_config *c, int dim)
-{
-    return (size_t)c->num_layers * c->num_kv_heads * c->chunk_size * dim;
-}
-
-int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err)
-{
-    const mhla_config *c = &model->cfg;
     *out = NULL;
     mhla_seq *s = calloc(1, sizeof *s);
     if (!s)
         return mhla_fail(err, "out of memory for a sequence");
-    s->model = model;
-    s->pages = calloc((size_t)c->num_blocks, sizeof *s->pages);
-    s->prefix = calloc(prefix_floats(c), sizeof(float));
-    s->prefix_k = c->normalize ? calloc(prefix_k_floats(c), sizeof(float)) : NULL;
-    s->cur_k = calloc(cur_floats(c, c->head_k_dim), sizeof(float));
-    s->cur_v = calloc(cur_floats(c, c->head_v_dim), sizeof(float));
-    if (!s->pages || !s->prefix || (c->normalize && !s->prefix_k) || !s->cur_k || !s->cur_v) {
-        mhla_seq_free(s);
-        return mhla_fail(err, "out of memory for a sequence's state");
+    kv_error ke;
+    if (kv_seq_create(pool, &s->kv, &ke)) {
+        free(s);
+        return mhla_fail(err, "%s", ke.msg);
     }
+    s->model = model;
     *out = s;
     return 0;
 }
 
-int mhla_seq_reserve_pages(mhla_seq *s, int n_blocks, mhla_error *err)
+int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err)
 {
-    const mhla_config *c = &s->model->cfg;
-    if (n_blocks > c->num_blocks)
-        n_blocks = c->num_blocks;
-    for (; s->n_pages < n_blocks; s->n_pages++) {
-        s->pages[s->n_pages] = malloc(mhla_page_floats(c) * sizeof(float));
-        if (!s->pages[s->n_pages])
-            return mhla_fail(err, "out of memory for a block summary page");
-    }
-    return 0;
-}
-
-static void *dup_floats(const float *src, size_t n)
-{
-    if (!src)
-        return NULL;
-    float *p = malloc(n * sizeof(float));
-    if (p)
-        memcpy(p, src, n * sizeof(float));
-    return p;
+    kv_pool_options o = {.geo = mhla_state_geometry(&model->cfg), .dtype = KV_DTYPE_F32};
+    kv_pool *pool;
+    kv_error ke;
+    *out = NULL;
+    if (kv_pool_create(&o, &pool, &ke))
+        return mhla_fail(err, "%s", ke.msg);
+    int rc = mhla_seq_create_in(model, pool, out, err);
+    kv_pool_release(pool); /* the sequence holds it now */
+    return rc;
 }
 
 int mhla_seq_clone(const mhla_seq *src, mhla_seq **out, mhla_error *err)
 {
-    const mhla_config *c = &src->model->cfg;
-    mhla_seq *s;
-    if (mhla_seq_create(src->model, &s, err))
-        return -1;
-    s->pos = src->pos;
-    memcpy(s->prefix, src->prefix, prefix_floats(c) * sizeof(float));
-    if (c->normalize)
-        memcpy(s->prefix_k, src->prefix_k, prefix_k_floats(c) * sizeof(float));
-    memcpy(s->cur_k, src->cur_k, cur_floats(c, c->head_k_dim) * sizeof(float));
-    memcpy(s->cur_v, src->cur_v, cur_floats(c, c->head_v_dim) * sizeof(float));
-    for (int b = 0; b < src->n_pages; b++) {
-        s->pages[b] = dup_floats(src->pages[b], mhla_page_floats(c));
-        if (!s->pages[b]) {
-            mhla_seq_free(s);
-            return mhla_fail(err, "out of memory cloning a sequence");
-        }
-        s->n_pages = b + 1;
+    *out = NULL;
+    mhla_seq *s = calloc(1, sizeof *s);
+    if (!s)
+        return mhla_fail(err, "out of memory cloning a sequence");
+    kv_error ke;
+    if (kv_seq_clone(src->kv, &s->kv, &ke)) {
+        free(s);
+        return mhla_fail(err, "%s", ke.msg);
     }
+    s->model = src->model;
     *out = s;
     return 0;
 }
@@ -101,22 +77,94 @@ void mhla_seq_free(mhla_seq *s)
 {
     if (!s)
         return;
-    for (int b = 0; b < s->n_pages; b++)
-        free(s->pages[b]);
-    free(s->pages);
-    free(s->prefix);
-    free(s->prefix_k);
-    free(s->cur_k);
-    free(s->cur_v);
+    kv_seq_free(s->kv);
     free(s);
 }
 
-int mhla_seq_pos(const mhla_seq *s) { return s->pos; }
+void mhla_seq_finish(mhla_seq *s)
+{
+    if (!s)
+        return;
+    kv_seq_finish(s->kv);
+    free(s);
+}
 
-size_t mhla_seq_state_bytes(const mhla_seq *s)
+int mhla_seq_pos(const mhla_seq *s) { return kv_seq_pos(s->kv); }
+
+size_t mhla_seq_state_bytes(const mhla_seq *s) { return kv_seq_bytes(s->kv); }
+
+int mhla_seq_reserve_pages(mhla_seq *s, int n_blocks, mhla_error *err)
+{
+    kv_error ke;
+    if (kv_seq_ensure_pages(s->kv, n_blocks, &ke))
+        return mhla_fail(err, "%s", ke.msg);
+    return 0;
+}
+
+int mhla_state_pages_needed(const mhla_model *model, long n_positions)
+{
+    kv_geometry g = mhla_state_geometry(&model->cfg);
+    return kv_pages_needed(&g, n_positions);
+}
+
+int mhla_seq_reserve(mhla_seq *s, long n_positions, mhla_error *err)
+{
+    kv_error ke;
+    if (kv_seq_reserve(s->kv, n_positions, &ke))
+        return mhla_fail(err, "%s", ke.msg);
+    return 0;
+}
+
+int mhla_seq_match_prefix(mhla_seq *s, const int32_t *tokens, int n, mhla_error *err)
 {
     const mhla_config *c = &s->model->cfg;
-    size_t n = (size_t)s->n_pages * mhla_page_floats(c) + prefix_floats(c) + prefix_k_floats(c) +
-               cur_floats(c, c->head_k_dim) + cur_floats(c, c->head_v_dim);
-    return n * sizeof(float);
+    if (n < 0 || (n > 0 && !tokens))
+        return mhla_fail(err, "prefix match: no tokens");
+    for (int t = 0; t < n; t++)
+        if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
+            return mhla_fail(err, "prefix match: token id %d outside the vocabulary [0, %d)",
+                             tokens[t], c->vocab_size);
+    kv_error ke;
+    int pos = kv_seq_match(s->kv, tokens, n, &ke);
+    if (pos < 0)
+        return mhla_fail(err, "%s", ke.msg);
+    if (pos % c->chunk_size != 0)
+        mhla_mix_restore_prefix(s);
+    return pos;
+}
+
+/* Identifies the model a snapshot belongs to: every config field and every
+ * layer's mixing matrix (cheap, and it differs between checkpoints of one
+ * shape). */
+static uint64_t model_fingerprint(const mhla_model *m)
+{
+    const mhla_config *c = &m->cfg;
+    int64_t f[] = {c->vocab_size,      c->hidden_size, c->num_layers,          c->num_heads,
+                   c->num_kv_heads,    c->head_k_dim,  c->head_v_dim,          c->intermediate_size,
+                   c->chunk_size,      c->num_blocks,  c->max_positions,       c->feature_map,
+                   c->use_output_gate, c->normalize,   c->tie_word_embeddings, c->bos_token_id,
+                   c->eos_token_id};
+    uint64_t h = kv_fnv1a(KV_FNV_SEED, f, sizeof f);
+    h = kv_fnv1a(h, &c->norm_eps, sizeof c->norm_eps);
+    for (int l = 0; l < c->num_layers; l++)
+        h = kv_fnv1a(h, m->layers[l].mix, (size_t)c->num_blocks * c->num_blocks * sizeof(float));
+    return h;
+}
+
+int mhla_seq_save(const mhla_seq *s, const char *path, mhla_error *err)
+{
+    kv_error ke;
+    if (kv_seq_save(s->kv, model_fingerprint(s->model), path, &ke))
+        return mhla_fail(err, "%s", ke.msg);
+    return 0;
+}
+
+int mhla_seq_load(mhla_seq *s, const char *path, mhla_error *err)
+{
+    kv_error ke;
+    if (kv_seq_load(s->kv, model_fingerprint(s->model), path, &ke))
+        return mhla_fail(err, "%s", ke.msg);
+    if (mhla_seq_pos(s) % s->model->cfg.chunk_size != 0)
+        mhla_mix_restore_prefix(s);
+    return 0;
 }

@@ -212,11 +212,19 @@ static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn,
         return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL,
                            "'prompt' must be a string");
     }
+    /* add_special_tokens (default true) as the completions endpoint encodes prompts */
+    cJSON *as = cJSON_GetObjectItemCaseSensitive(root, "add_special_tokens");
+    if (as && !cJSON_IsNull(as) && !cJSON_IsBool(as)) {
+        cJSON_Delete(root);
+        return error_reply(conn, ctx, 400, "invalid_request_error", "add_special_tokens", NULL,
+                           "'add_special_tokens' must be a boolean");
+    }
+    int add_special = !as || !cJSON_IsFalse(as);
     int32_t *ids = NULL;
     int n = 0;
     char msg[256];
-    if (srv_codec_encode(h->c.codec, pr->valuestring, strlen(pr->valuestring), &ids, &n, msg,
-                         sizeof msg)) {
+    if (srv_codec_encode(h->c.codec, pr->valuestring, strlen(pr->valuestring), add_special, &ids,
+                         &n, msg, sizeof msg)) {
         cJSON_Delete(root);
         return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL, msg);
     }
@@ -262,7 +270,7 @@ static enum MHD_Result handle_detokenize(srv_http *h, struct MHD_Connection *con
     }
     char *text = NULL, msg[256];
     size_t len = 0;
-    if (srv_codec_decode(h->c.codec, ids, n, &text, &len, msg, sizeof msg)) {
+    if (srv_codec_decode(h->c.codec, ids, n, 0, &text, &len, msg, sizeof msg)) {
         free(ids);
         return error_reply(conn, ctx, 400, "invalid_request_error", "tokens", NULL, msg);
     }
@@ -272,6 +280,63 @@ static enum MHD_Result handle_detokenize(srv_http *h, struct MHD_Connection *con
         cJSON_AddStringToObject(o, "prompt", text);
     free(text);
     return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
+}
+
+/* echo: each prompt decoded as the generated text is (special tokens
+ * skipped, pieces of the streaming decoder), so that with logprobs every
+ * prompt token gets the character offset where its text starts. Returns 0,
+ * or the HTTP status of the failure with msg set. */
+static int echo_prompts(srv_http *h, srv_req *r, char *msg, size_t msglen)
+{
+    r->echo = calloc((size_t)r->p.n_prompts, sizeof *r->echo);
+    if (!r->echo) {
+        snprintf(msg, msglen, "out of memory");
+        return 500;
+    }
+    int K = r->p.logprobs;
+    for (int g = 0; g < r->p.n_prompts; g++) {
+        const srv_prompt *pr = &r->p.prompts[g];
+        srv_group *gr = &r->groups[g];
+        if (K >= 0) {
+            gr->prompt_lp = calloc((size_t)pr->n, sizeof *gr->prompt_lp);
+            gr->prompt_tops = K ? calloc((size_t)pr->n * (size_t)K, sizeof *gr->prompt_tops) : NULL;
+            if (!gr->prompt_lp || (K && !gr->prompt_tops)) {
+                snprintf(msg, msglen, "out of memory for the prompt's logprobs");
+                return 500;
+            }
+        }
+        srv_codec_stream *st = NULL;
+        if (srv_codec_stream_new(h->c.codec, &st, msg, msglen))
+            return 500;
+        srv_buf text = {0};
+        long chars = 0;
+        int rc = 0;
+        const char *piece;
+        size_t len;
+        for (int t = 0; t < pr->n && !rc; t++) {
+            if (gr->prompt_lp)
+                gr->prompt_lp[t].text_offset = chars;
+            rc = srv_codec_stream_push(st, pr->ids[t], &piece, &len, msg, msglen) ? 400
+                 : srv_buf_append(&text, piece, len)                           ? 500
+                                                                               : 0;
+            chars += srv_utf8_chars(piece, len);
+        }
+        if (!rc)
+            rc = srv_codec_stream_finish(st, &piece, &len, msg, msglen) ? 400
+                 : srv_buf_append(&text, piece, len)                  ? 500
+                                                                      : 0;
+        srv_codec_stream_free(st);
+        if (!rc && !text.data)
+            rc = srv_buf_append(&text, "", 0) ? 500 : 0;
+        if (rc) {
+            if (rc == 500)
+                snprintf(msg, msglen, "out of memory decoding the prompt");
+            srv_buf_free(&text);
+            return rc;
+        }
+        r->echo[g] = text.data;
+    }
+    return 0;
 }
 
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -301,18 +366,11 @@ static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *co
         return error_reply(conn, ctx, 500, "server_error", NULL, NULL, msg);
     }
     if (r->p.echo) {
-        r->echo = calloc((size_t)r->p.n_prompts, sizeof *r->echo);
-        for (int g = 0; r->echo && g < r->p.n_prompts; g++) {
-            size_t len;
-            if (srv_codec_decode(h->c.codec, r->p.prompts[g].ids, r->p.prompts[g].n,
-                                 &r->echo[g], &len, msg, sizeof msg)) {
-                srv_req_release(r);
-                return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL, msg);
-            }
-        }
-        if (!r->echo) {
+        int st = echo_prompts(h, r, msg, sizeof msg);
+        if (st) {
             srv_req_release(r);
-            return error_reply(conn, ctx, 500, "server_error", NULL, NULL, "out of memory");
+            return error_reply(conn, ctx, st, st == 400 ? "invalid_request_error" : "server_error",
+                               st == 400 ? "prompt" : NULL, NULL, msg);
         }
     }
     ctx->r = r; /* the reference the log line uses; released when the request ends */
@@ -325,6 +383,10 @@ static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *co
     if (sub == SRV_SUBMIT_FULL)
         return error_reply(conn, ctx, 429, "rate_limit_error", NULL, "queue_full",
                            "the server's request queue is full; retry later");
+    if (sub == SRV_SUBMIT_TOO_BIG)
+        return error_reply(conn, ctx, 503, "server_error", NULL, "state_memory_full",
+                           "the server's state memory (--state-memory) cannot hold this "
+                           "request's prompt + max_tokens for every choice; reduce them");
     if (sub == SRV_SUBMIT_DRAINING)
         return error_reply(conn, ctx, 503, "server_error", NULL, "server_draining",
                            "the server is shutting down; retry on another replica");
@@ -333,7 +395,7 @@ static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *co
         r->refs++; /* the stream's own */
         pthread_mutex_unlock(&r->mu);
         srv_sse *sse = NULL;
-        if (srv_sse_create(r, h->c.model_name, conn_alive, conn, &sse)) {
+        if (srv_sse_create(r, h->c.model_name, h->c.codec, conn_alive, conn, &sse)) {
             srv_req_cancel(r);
             srv_req_release(r);
             return error_reply(conn, ctx, 500, "server_error", NULL, NULL, "out of memory");
@@ -373,7 +435,7 @@ static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *co
         }
     }
     int failed = r->failed, done = r->done;
-    char *body = (failed || !done) ? NULL : srv_completion_json(r, h->c.model_name);
+    char *body = (failed || !done) ? NULL : srv_completion_json(r, h->c.model_name, h->c.codec);
     char errmsg[512];
     snprintf(errmsg, sizeof errmsg, "%s", r->err);
     pthread_mutex_unlock(&r->mu);
@@ -593,6 +655,7 @@ int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, ch
     }
     h->c = *c;
     h->lim = (srv_limits){.codec = c->codec,
+                          .gen = c->gen,
                           .model_name = c->model_name,
                           .vocab_size = c->cfg->vocab_size,
                           .max_positions = c->cfg->max_positions,

@@ -28,6 +28,8 @@ static struct {
     unsigned long long steps, step_items, step_tokens;
     int running, waiting, running_seqs;
     size_t state_bytes;
+    int have_pool;
+    mhla_state_stats pool;
     hist h[SRV_HIST_COUNT];
     double start;
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -72,6 +74,14 @@ void srv_metrics_gauges(int running, int waiting, int running_seqs, size_t state
     M.waiting = waiting;
     M.running_seqs = running_seqs;
     M.state_bytes = state_bytes;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_state(const mhla_state_stats *st)
+{
+    pthread_mutex_lock(&M.mu);
+    M.have_pool = 1;
+    M.pool = *st;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -153,6 +163,32 @@ char *srv_metrics_render(void)
         "# TYPE mhla_process_start_time_seconds gauge\nmhla_process_start_time_seconds %.3f\n",
         M.running, M.waiting, M.running_seqs, M.state_bytes, M.prompt_tokens, M.generated_tokens,
         M.steps, M.step_items, M.step_tokens, M.start);
+    if (M.have_pool) {
+        const mhla_state_stats *p = &M.pool;
+        rc |= srv_buf_appendf(
+            &b,
+            "# HELP mhla_state_pages State pool pages (one finished block each), by use.\n"
+            "# TYPE mhla_state_pages gauge\n"
+            "mhla_state_pages{kind=\"total\"} %ld\nmhla_state_pages{kind=\"used\"} %ld\n"
+            "mhla_state_pages{kind=\"cached\"} %ld\nmhla_state_pages{kind=\"free\"} %ld\n"
+            "mhla_state_pages{kind=\"reserved\"} %ld\n"
+            "# HELP mhla_state_page_bytes Bytes of one page.\n"
+            "# TYPE mhla_state_page_bytes gauge\nmhla_state_page_bytes %zu\n"
+            "# HELP mhla_prefix_cache_hits_total Blocks served by the prefix cache.\n"
+            "# TYPE mhla_prefix_cache_hits_total counter\nmhla_prefix_cache_hits_total %llu\n"
+            "# HELP mhla_prefix_cache_misses_total Prefix lookups that stopped at an uncached block.\n"
+            "# TYPE mhla_prefix_cache_misses_total counter\nmhla_prefix_cache_misses_total %llu\n"
+            "# HELP mhla_state_evictions_total Cached pages evicted.\n"
+            "# TYPE mhla_state_evictions_total counter\nmhla_state_evictions_total %llu\n"
+            "# HELP mhla_state_resumes_total Prompts that continued a finished sequence's state.\n"
+            "# TYPE mhla_state_resumes_total counter\nmhla_state_resumes_total %llu\n"
+            "# HELP mhla_prompt_tokens_cached_total Prompt tokens not recomputed (cache, resume).\n"
+            "# TYPE mhla_prompt_tokens_cached_total counter\nmhla_prompt_tokens_cached_total %llu\n",
+            p->pages_total, p->pages_used, p->pages_cached, p->pages_free, p->pages_reserved,
+            p->page_bytes, (unsigned long long)p->prefix_hits,
+            (unsigned long long)p->prefix_misses, (unsigned long long)p->evictions,
+            (unsigned long long)p->resumes, (unsigned long long)p->resumed_tokens);
+    }
     rc |= render_hist(&b, "mhla_time_to_first_token_seconds",
                       "Time from arrival to the first generated token.", &M.h[SRV_HIST_TTFT]);
     rc |= render_hist(&b, "mhla_inter_token_latency_seconds",

@@ -55,6 +55,8 @@ void mhla_server_print_help(void *fp)
             "  --timeout S              idle connection timeout in seconds (default %d)\n"
             "  --request-timeout S      per-request deadline in seconds, 0 = none (default %d)\n"
             "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
+            "  --state-memory MB        state pool with exact prefix cache; requests wait until\n"
+            "                           their worst-case pages fit (default 0: state per sequence)\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --help                   this text\n",
             d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running,
@@ -133,6 +135,7 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
         INTFLAG("--timeout", 1, 86400, timeout_s)
         INTFLAG("--request-timeout", 0, 86400 * 7, request_timeout_s)
         INTFLAG("--shutdown-timeout", 0, 86400, shutdown_timeout_s)
+        INTFLAG("--state-memory", 0, 1 << 22, state_memory_mb)
 #undef INTFLAG
 #undef STRFLAG
         if (strcmp(a, "--max-body-bytes") == 0) {

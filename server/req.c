@@ -68,14 +68,18 @@ void srv_req_release(srv_req *r)
     for (int i = 0; i < r->n_choices; i++) {
         srv_choice *c = &r->choices[i];
         mhla_seq_free(c->seq);
-        srv_sampler_free(c->sampler);
+        mhla_sampler_free(c->sampler);
         srv_codec_stream_free(c->dec);
         srv_stopper_free(&c->stopper);
         srv_buf_free(&c->text);
         free(c->ids);
+        free(c->lp);
+        free(c->tops);
     }
     for (int g = 0; g < r->p.n_prompts; g++) {
         mhla_seq_free(r->groups[g].seq);
+        free(r->groups[g].prompt_lp);
+        free(r->groups[g].prompt_tops);
         if (r->echo)
             free(r->echo[g]);
     }

@@ -140,8 +140,8 @@ static int ids_from_array(const cJSON *arr, const srv_limits *lim, const char *p
 static int ids_from_text(const cJSON *s, const srv_limits *lim, srv_prompt *out, srv_error *e)
 {
     char msg[256];
-    if (srv_codec_encode(lim->codec, s->valuestring, strlen(s->valuestring), &out->ids, &out->n,
-                         msg, sizeof msg))
+    if (srv_codec_encode(lim->codec, s->valuestring, strlen(s->valuestring), 1, &out->ids,
+                         &out->n, msg, sizeof msg))
         return BAD("prompt", "%s", msg);
     return 0;
 }
@@ -240,8 +240,8 @@ static int parse_logit_bias(const cJSON *root, const srv_limits *lim, srv_params
     int n = cJSON_GetArraySize(lb);
     if (n > 4096)
         return BAD("logit_bias", "'logit_bias' holds at most 4096 entries");
-    p->sampling.bias = calloc((size_t)(n > 0 ? n : 1), sizeof *p->sampling.bias);
-    if (!p->sampling.bias)
+    p->bias = calloc((size_t)(n > 0 ? n : 1), sizeof *p->bias);
+    if (!p->bias)
         return BAD("logit_bias", "out of memory");
     const cJSON *it;
     cJSON_ArrayForEach(it, lb)
@@ -253,9 +253,9 @@ static int parse_logit_bias(const cJSON *root, const srv_limits *lim, srv_params
                        it->string, lim->vocab_size);
         if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100))
             return BAD("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
-        p->sampling.bias[p->sampling.n_bias].id = (int32_t)id;
-        p->sampling.bias[p->sampling.n_bias].bias = (float)it->valuedouble;
-        p->sampling.n_bias++;
+        p->bias[p->n_bias].id = (int32_t)id;
+        p->bias[p->n_bias].bias = (float)it->valuedouble;
+        p->n_bias++;
     }
     return 0;
 }
@@ -301,7 +301,7 @@ static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_er
         get_num(root, "frequency_penalty", -2, 2, 0, &p->sampling.frequency_penalty, e) ||
         get_num(root, "repetition_penalty", 0, 10, 1, &p->sampling.repetition_penalty, e))
         return -1;
-    v = 0;
+    v = p->sampling.top_k;
     if (get_int(root, "top_k", -1, lim->vocab_size, &v, e))
         return -1;
     p->sampling.top_k = v < 0 ? 0 : (int)v;
@@ -325,8 +325,6 @@ static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_er
     if (get_int(root, "logprobs", 0, 20, &v, e))
         return -1;
     p->logprobs = (int)v;
-    if (p->logprobs > 0)
-        return BAD("logprobs", "'logprobs' is not supported by this server yet");
     const cJSON *sd = field(root, "seed");
     if (sd) {
         if (!is_integer(sd))
@@ -365,9 +363,8 @@ int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_pa
     p->n = 1;
     p->max_tokens = 16;
     p->logprobs = -1;
-    p->sampling.temperature = 1.0f;
-    p->sampling.top_p = 1.0f;
-    p->sampling.repetition_penalty = 1.0f;
+    p->sampling = lim->gen->defaults; /* generation_config.json's, else OpenAI's */
+    p->sampling.logit_bias = NULL;
     if (!srv_json_depth_ok(body, len, 32)) {
         BAD(NULL, "the request body nests JSON deeper than 32 levels");
         return -1;
@@ -396,6 +393,6 @@ void srv_params_free(srv_params *p)
         free(p->stop[i]);
     free(p->model);
     free(p->user);
-    free(p->sampling.bias);
+    free(p->bias);
     memset(p, 0, sizeof *p);
 }

@@ -76,7 +76,97 @@ static cJSON *string_n(const char *text, size_t len)
     return s;
 }
 
-char *srv_completion_json(const srv_req *r, const char *model_name)
+
+/* ---- logprobs: the legacy shape {tokens, token_logprobs, top_logprobs,
+ * text_offset}. A token's string is its text alone (special tokens
+ * included); top_logprobs holds the best p.logprobs ids plus the chosen one
+ * (as OpenAI does), a string met twice keeping its first (higher) value. */
+
+typedef struct {
+    cJSON *tokens, *lps, *tops, *offsets;
+} lp_arrays;
+
+static cJSON *token_string(const srv_codec *codec, int32_t id)
+{
+    char *t = NULL, msg[128];
+    size_t len = 0;
+    if (srv_codec_decode(codec, &id, 1, 0, &t, &len, msg, sizeof msg))
+        return cJSON_CreateString("");
+    cJSON *s = string_n(t, len);
+    free(t);
+    return s;
+}
+
+static cJSON *lp_new(lp_arrays *a)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    a->tokens = cJSON_AddArrayToObject(o, "tokens");
+    a->lps = cJSON_AddArrayToObject(o, "token_logprobs");
+    a->tops = cJSON_AddArrayToObject(o, "top_logprobs");
+    a->offsets = cJSON_AddArrayToObject(o, "text_offset");
+    if (!a->tokens || !a->lps || !a->tops || !a->offsets) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Appends one token; no_lp: a token without logprobs (the first of a prompt). */
+static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, const srv_lp *lp, int no_lp,
+                   const mhla_logprob *top, int K)
+{
+    cJSON_AddItemToArray(a->tokens, token_string(codec, id));
+    cJSON_AddItemToArray(a->offsets, cJSON_CreateNumber((double)lp->text_offset));
+    if (no_lp) {
+        cJSON_AddItemToArray(a->lps, cJSON_CreateNull());
+        cJSON_AddItemToArray(a->tops, cJSON_CreateNull());
+        return;
+    }
+    cJSON_AddItemToArray(a->lps, cJSON_CreateNumber(lp->logprob));
+    cJSON *d = cJSON_CreateObject();
+    if (!d)
+        return;
+    int chosen_in = 0;
+    for (int i = 0; i <= K; i++) {
+        int32_t tid = i < K ? top[i].id : id;
+        float v = i < K ? top[i].logprob : lp->logprob;
+        if (i == K && chosen_in)
+            break;
+        if (i < K && tid == id)
+            chosen_in = 1;
+        cJSON *ts = token_string(codec, tid);
+        if (ts && ts->valuestring && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
+            cJSON_AddNumberToObject(d, ts->valuestring, v);
+        cJSON_Delete(ts);
+    }
+    cJSON_AddItemToArray(a->tops, d);
+}
+
+/* Echoed prompt tokens of group g (when echo), then generated ids [from, to). */
+static cJSON *logprobs_json(const srv_req *r, const srv_codec *codec, int ci, int with_prompt,
+                            int from, int to)
+{
+    lp_arrays a;
+    cJSON *o = lp_new(&a);
+    if (!o)
+        return NULL;
+    int K = r->p.logprobs;
+    const srv_choice *c = &r->choices[ci];
+    if (with_prompt) {
+        const srv_group *g = &r->groups[c->group];
+        const srv_prompt *pr = &r->p.prompts[c->group];
+        for (int t = 0; t < pr->n && g->prompt_lp; t++)
+            lp_add(&a, codec, pr->ids[t], &g->prompt_lp[t], t == 0,
+                   K ? g->prompt_tops + (size_t)t * (size_t)K : NULL, K);
+    }
+    for (int i = from; i < to; i++)
+        lp_add(&a, codec, c->ids[i], &c->lp[i], 0, K ? c->tops + (size_t)i * (size_t)K : NULL, K);
+    return o;
+}
+
+char *srv_completion_json(const srv_req *r, const char *model_name, const srv_codec *codec)
 {
     cJSON *o = head(r, model_name), *choices = cJSON_CreateArray();
     if (!o || !choices) {
@@ -98,7 +188,11 @@ char *srv_completion_json(const srv_req *r, const char *model_name)
         srv_buf_append(&t, c->text.data ? c->text.data : "", c->text.len);
         cJSON_AddItemToObject(ch, "text", string_n(t.data ? t.data : "", t.len));
         srv_buf_free(&t);
-        cJSON_AddNullToObject(ch, "logprobs");
+        if (r->p.logprobs >= 0)
+            cJSON_AddItemToObject(ch, "logprobs",
+                                  logprobs_json(r, codec, i, r->echo != NULL, 0, c->n_ids));
+        else
+            cJSON_AddNullToObject(ch, "logprobs");
         if (c->finish_reason)
             cJSON_AddStringToObject(ch, "finish_reason", c->finish_reason);
         else
@@ -112,8 +206,9 @@ char *srv_completion_json(const srv_req *r, const char *model_name)
     return s;
 }
 
-char *srv_chunk_json(const srv_req *r, const char *model_name, int ci, const char *text,
-                     size_t text_len, int id_from, int id_to, const char *finish)
+static char *chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec,
+                        int ci, const char *text, size_t text_len, int echo, int id_from,
+                        int id_to, const char *finish)
 {
     cJSON *o = head(r, model_name), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject();
     if (!o || !choices || !ch) {
@@ -126,7 +221,10 @@ char *srv_chunk_json(const srv_req *r, const char *model_name, int ci, const cha
     cJSON_AddItemToArray(choices, ch);
     cJSON_AddNumberToObject(ch, "index", ci);
     cJSON_AddItemToObject(ch, "text", string_n(text, text_len));
-    cJSON_AddNullToObject(ch, "logprobs");
+    if (r->p.logprobs >= 0)
+        cJSON_AddItemToObject(ch, "logprobs", logprobs_json(r, codec, ci, echo, id_from, id_to));
+    else
+        cJSON_AddNullToObject(ch, "logprobs");
     if (finish)
         cJSON_AddStringToObject(ch, "finish_reason", finish);
     else
@@ -138,6 +236,20 @@ char *srv_chunk_json(const srv_req *r, const char *model_name, int ci, const cha
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
+}
+
+char *srv_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci,
+                     const char *text, size_t text_len, int id_from, int id_to,
+                     const char *finish)
+{
+    return chunk_json(r, model_name, codec, ci, text, text_len, 0, id_from, id_to, finish);
+}
+
+char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec,
+                          int ci)
+{
+    const char *t = r->echo[r->choices[ci].group];
+    return chunk_json(r, model_name, codec, ci, t, strlen(t), 1, 0, 0, NULL);
 }
 
 char *srv_usage_chunk_json(const srv_req *r, const char *model_name)

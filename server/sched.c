@@ -18,7 +18,8 @@ enum { ITEM_DECODE, ITEM_PREFILL };
 typedef struct {
     srv_req *r;
     int kind, idx, n, final;
-    float *row;
+    float *row;  /* the logits that start or continue generation */
+    float *rows; /* echo + logprobs: the logits of every position of the chunk */
 } item_ref;
 
 struct srv_sched {
@@ -30,6 +31,8 @@ struct srv_sched {
     int n_waiting;          /* under mu */
     int stop, draining;     /* under mu */
     int shared_run_seqs;    /* under mu: the engine's run_seqs */
+    long pages_total;       /* the state pool's size (state_pool) */
+    long promised;          /* engine thread: pages kept for clones not yet made */
     atomic_int n_active;    /* queued + running requests */
     pthread_t thr;
     int thr_started;
@@ -50,7 +53,7 @@ static void free_choice_engine(srv_choice *c)
 {
     mhla_seq_free(c->seq);
     c->seq = NULL;
-    srv_sampler_free(c->sampler);
+    mhla_sampler_free(c->sampler);
     c->sampler = NULL;
     srv_codec_stream_free(c->dec);
     c->dec = NULL;
@@ -92,6 +95,10 @@ static void finish_all(srv_req *r, const char *reason, const char *failure)
 /* Metrics for a request leaving the engine, then the engine's reference goes. */
 static void retire(srv_sched *s, srv_req *r, const char *metric_reason)
 {
+    for (int g = 0; g < r->p.n_prompts; g++) {
+        s->promised -= r->groups[g].promised;
+        r->groups[g].promised = 0;
+    }
     srv_metrics_finish(metric_reason);
     srv_metrics_observe(SRV_HIST_E2E, srv_now() - r->t_arrive);
     atomic_fetch_sub(&s->n_active, 1);
@@ -100,8 +107,20 @@ static void retire(srv_sched *s, srv_req *r, const char *metric_reason)
 
 /* ---- public ---------------------------------------------------------------- */
 
+/* Pages r needs at worst: every choice reaching prompt + max_tokens. */
+static long pages_needed(const srv_sched *s, const srv_req *r)
+{
+    long need = 0;
+    for (int g = 0; g < r->p.n_prompts; g++)
+        need += (long)r->p.n *
+                mhla_state_pages_needed(s->c.model, (long)r->p.prompts[g].n + r->p.max_tokens);
+    return need;
+}
+
 int srv_sched_submit(srv_sched *s, srv_req *r)
 {
+    if (s->c.state_pool && pages_needed(s, r) > s->pages_total)
+        return SRV_SUBMIT_TOO_BIG;
     pthread_mutex_lock(&s->mu);
     if (s->draining || s->stop) {
         pthread_mutex_unlock(&s->mu);
@@ -191,10 +210,51 @@ static int emit_text(srv_choice *c, const char *piece, size_t len, srv_buf *emit
     return srv_stopper_feed(&c->stopper, piece, len, emit);
 }
 
-/* Hands token tok of choice ci to request r; ends the choice when it is done. */
-static int deliver(srv_sched *s, srv_req *r, int ci, int32_t tok, char *err, size_t errlen)
+/* Room for one more id (and its logprobs) in choice c; r->mu held. */
+static int reserve_id(srv_req *r, srv_choice *c)
+{
+    if (c->n_ids < c->cap_ids)
+        return 0;
+    int cap = c->cap_ids ? c->cap_ids * 2 : 16, K = r->p.logprobs;
+    int32_t *ids = realloc(c->ids, (size_t)cap * sizeof *ids);
+    if (!ids)
+        return -1;
+    c->ids = ids;
+    if (K >= 0) {
+        srv_lp *lp = realloc(c->lp, (size_t)cap * sizeof *lp);
+        if (!lp)
+            return -1;
+        c->lp = lp;
+        if (K > 0) {
+            mhla_logprob *t = realloc(c->tops, (size_t)cap * (size_t)K * sizeof *t);
+            if (!t)
+                return -1;
+            c->tops = t;
+        }
+    }
+    c->cap_ids = cap;
+    return 0;
+}
+
+/* Samples the next token of choice ci from its logits row and hands it to
+ * request r; ends the choice when it is done. */
+static int deliver(srv_sched *s, srv_req *r, int ci, const float *row, char *err, size_t errlen)
 {
     srv_choice *c = &r->choices[ci];
+    int32_t tok;
+    mhla_error me = {{0}};
+    if (mhla_sampler_next(c->sampler, row, &tok, &me)) {
+        snprintf(err, errlen, "%s", me.msg);
+        return -1;
+    }
+    int K = r->p.logprobs;
+    srv_lp lp = {0};
+    mhla_logprob top[20];
+    if (K >= 0 && mhla_logprobs(row, s->mc->vocab_size, tok, K, &lp.logprob, top, &me)) {
+        snprintf(err, errlen, "%s", me.msg);
+        return -1;
+    }
+    lp.text_offset = c->dec_chars;
     double now = srv_now();
     int first_of_req = 0;
     if (c->n_ids == 0) {
@@ -212,13 +272,14 @@ static int deliver(srv_sched *s, srv_req *r, int ci, int32_t tok, char *err, siz
 
     s->emit.len = 0;
     const char *reason = NULL;
-    int is_eos = tok == s->mc->eos_token_id && !r->p.ignore_eos;
+    int is_eos = srv_gen_is_eos(s->c.gen, tok) && !r->p.ignore_eos;
     int last = is_eos || c->n_ids + 1 >= r->p.max_tokens;
     if (!is_eos) {
         const char *piece;
         size_t len;
         if (srv_codec_stream_push(c->dec, tok, &piece, &len, err, errlen))
             return -1;
+        c->dec_chars += srv_utf8_chars(piece, len);
         int st = emit_text(c, piece, len, &s->emit);
         if (st < 0)
             goto oom;
@@ -245,18 +306,13 @@ static int deliver(srv_sched *s, srv_req *r, int ci, int32_t tok, char *err, siz
         }
     }
     pthread_mutex_lock(&r->mu);
-    int rc = 0;
-    if (c->n_ids == c->cap_ids) {
-        int cap = c->cap_ids ? c->cap_ids * 2 : 16;
-        int32_t *ids = realloc(c->ids, (size_t)cap * sizeof *ids);
-        if (ids) {
-            c->ids = ids;
-            c->cap_ids = cap;
-        } else {
-            rc = -1;
-        }
-    }
+    int rc = reserve_id(r, c);
     if (rc == 0) {
+        if (K >= 0) {
+            c->lp[c->n_ids] = lp;
+            if (K > 0)
+                memcpy(c->tops + (size_t)c->n_ids * (size_t)K, top, (size_t)K * sizeof *top);
+        }
         c->ids[c->n_ids++] = tok;
         r->completion_tokens++;
         if (s->emit.len)
@@ -273,6 +329,10 @@ static int deliver(srv_sched *s, srv_req *r, int ci, int32_t tok, char *err, siz
     pthread_mutex_unlock(&r->mu);
     if (rc)
         goto oom;
+    if (reason && s->c.state_pool) { /* its end state stays for resume */
+        mhla_seq_finish(c->seq);
+        c->seq = NULL;
+    }
     if (reason)
         free_choice_engine(c);
     else
@@ -281,6 +341,28 @@ static int deliver(srv_sched *s, srv_req *r, int ci, int32_t tok, char *err, siz
 oom:
     snprintf(err, errlen, "out of memory while emitting text");
     return -1;
+}
+
+/* echo + logprobs: the logits of prompt position t give the logprobs of
+ * prompt token t + 1 (the first prompt token has none). */
+static int prompt_logprobs(srv_sched *s, srv_req *r, const item_ref *rf, char *err, size_t errlen)
+{
+    srv_group *gr = &r->groups[rf->idx];
+    const srv_prompt *pr = &r->p.prompts[rf->idx];
+    int K = r->p.logprobs, V = s->mc->vocab_size;
+    mhla_error e = {{0}};
+    for (int j = 0; j < rf->n; j++) {
+        int t = gr->pos + j + 1;
+        if (t >= pr->n)
+            break;
+        if (mhla_logprobs(rf->rows + (size_t)j * (size_t)V, V, pr->ids[t], K,
+                          &gr->prompt_lp[t].logprob,
+                          K ? gr->prompt_tops + (size_t)t * (size_t)K : NULL, &e)) {
+            snprintf(err, errlen, "%s", e.msg);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Starts decoding the choices of group g from the prompt's last logits. */
@@ -294,7 +376,9 @@ static int start_group(srv_sched *s, srv_req *r, int g, const float *row, char *
     for (int k = n - 1; k >= 0; k--) {
         srv_choice *c = &r->choices[g * n + k];
         if (k > 0) {
-            if (mhla_seq_clone(gr->seq, &c->seq, &e)) {
+            if (mhla_seq_clone(gr->seq, &c->seq, &e) ||
+                (s->c.state_pool &&
+                 mhla_seq_reserve(c->seq, (long)r->p.prompts[g].n + r->p.max_tokens, &e))) {
                 snprintf(err, errlen, "%s", e.msg);
                 return -1;
             }
@@ -303,24 +387,85 @@ static int start_group(srv_sched *s, srv_req *r, int g, const float *row, char *
             gr->seq = NULL;
         }
     }
+    s->promised -= gr->promised; /* the clones hold their own reservations now */
+    gr->promised = 0;
     for (int k = 0; k < n; k++) {
         int ci = g * n + k;
         srv_choice *c = &r->choices[ci];
-        uint64_t seed = r->p.has_seed ? r->p.seed + (uint64_t)k * 0x9e3779b97f4a7c15ull
-                                      : srv_random_u64();
-        if (srv_sampler_create(&r->p.sampling, s->mc->vocab_size, seed, r->p.prompts[g].ids,
-                               r->p.prompts[g].n, &c->sampler, err, errlen) ||
-            srv_codec_stream_new(s->c.codec, &c->dec, err, errlen))
+        mhla_sampling_params sp = r->p.sampling;
+        sp.logit_bias = r->p.bias;
+        sp.n_logit_bias = r->p.n_bias;
+        sp.seed = r->p.has_seed ? r->p.seed + (uint64_t)k * 0x9e3779b97f4a7c15ull
+                                : srv_random_u64();
+        if (mhla_sampler_create(&sp, s->mc->vocab_size, r->p.prompts[g].ids, r->p.prompts[g].n,
+                                &c->sampler, &e)) {
+            snprintf(err, errlen, "%s", e.msg);
             return -1;
+        }
+        if (srv_codec_stream_new(s->c.codec, &c->dec, err, errlen))
+            return -1;
+        /* text_offset counts the echoed prompt too */
+        c->dec_chars = r->echo ? srv_utf8_chars(r->echo[g], strlen(r->echo[g])) : 0;
         srv_stopper_init(&c->stopper, r->p.stop, r->p.n_stop);
         pthread_mutex_lock(&r->mu);
         c->state = SRV_CH_DECODE;
         pthread_mutex_unlock(&r->mu);
-        int32_t tok = srv_sampler_next(c->sampler, row);
-        if (deliver(s, r, ci, tok, err, errlen))
+        if (deliver(s, r, ci, row, err, errlen))
             return -1;
     }
     return 0;
+}
+
+static void fail_req(srv_req *r, const char *msg);
+
+/* State pool: r's group sequences come from the pool, take what the prefix
+ * cache holds of their prompts, and reserve their worst case. Returns 0, 1
+ * when the pool cannot promise it now (nothing is kept), -1 on error. */
+static int pool_admit(srv_sched *s, srv_req *r, char *err, size_t errlen)
+{
+    mhla_error e = {{0}};
+    long matched = 0;
+    int g;
+    for (g = 0; g < r->p.n_prompts; g++) {
+        srv_group *gr = &r->groups[g];
+        const srv_prompt *pr = &r->p.prompts[g];
+        if (mhla_engine_seq_create(s->c.engine, &gr->seq, &e))
+            break;
+        int pos = mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, &e);
+        if (pos < 0)
+            break;
+        gr->pos = pos;
+        matched += pos;
+        if (mhla_seq_reserve(gr->seq, (long)pr->n + r->p.max_tokens, &e))
+            break;
+        /* the n - 1 clones reserve when the prompt is done: keep their pages free */
+        long clones = (long)(r->p.n - 1) *
+                      mhla_state_pages_needed(s->c.model, (long)pr->n + r->p.max_tokens);
+        mhla_state_stats st;
+        mhla_engine_state_stats(s->c.engine, &st);
+        if (clones > 0 && st.pages_available >= 0 &&
+            st.pages_available - s->promised < clones) {
+            snprintf(e.msg, sizeof e.msg,
+                     "state memory full: %d choices need %ld more pages, %ld available", r->p.n,
+                     clones, st.pages_available - s->promised);
+            break;
+        }
+        gr->promised = clones;
+        s->promised += clones;
+    }
+    if (g == r->p.n_prompts) {
+        srv_metrics_tokens(matched, 0); /* prompt tokens served by the cache */
+        return 0;
+    }
+    for (int k = 0; k <= g && k < r->p.n_prompts; k++) {
+        s->promised -= r->groups[k].promised;
+        r->groups[k].promised = 0;
+        mhla_seq_free(r->groups[k].seq);
+        r->groups[k].seq = NULL;
+        r->groups[k].pos = 0;
+    }
+    snprintf(err, errlen, "%s", e.msg);
+    return strncmp(e.msg, "state memory full", 17) == 0 ? 1 : -1;
 }
 
 static void admit_and_purge(srv_sched *s)
@@ -351,6 +496,21 @@ static void admit_and_purge(srv_sched *s)
             s->cap_run = cap;
         }
         srv_req *r = s->qhead;
+        if (s->c.state_pool) {
+            char err[512];
+            int st = pool_admit(s, r, err, sizeof err);
+            if (st == 1 && s->n_run > 0)
+                break; /* waits until running requests free their pages */
+            if (st != 0) {
+                s->qhead = r->next;
+                if (!s->qhead)
+                    s->qtail = NULL;
+                s->n_waiting--;
+                fail_req(r, err);
+                retire(s, r, "error");
+                continue;
+            }
+        }
         s->qhead = r->next;
         if (!s->qhead)
             s->qtail = NULL;
@@ -402,6 +562,11 @@ static void update_gauges(srv_sched *s)
     int waiting = s->n_waiting;
     pthread_mutex_unlock(&s->mu);
     srv_metrics_gauges(s->n_run, waiting, s->run_seqs, bytes);
+    if (s->c.state_pool) {
+        mhla_state_stats st;
+        mhla_engine_state_stats(s->c.engine, &st);
+        srv_metrics_state(&st);
+    }
 }
 
 static void fail_req(srv_req *r, const char *msg)
@@ -436,8 +601,9 @@ static int step(srv_sched *s)
         srv_req *r = s->run[i];
         for (int g = 0; g < r->p.n_prompts && budget > 0; g++) {
             int rem = r->p.prompts[g].n - r->groups[g].pos;
+            int chunk = rem < budget ? rem : budget;
             if (rem > 0)
-                n_items++, n_rows++, budget -= rem;
+                n_items++, n_rows += r->groups[g].prompt_lp ? chunk : 1, budget -= rem;
         }
     }
     if (n_items == 0)
@@ -480,14 +646,23 @@ static int step(srv_sched *s)
             }
             int chunk = rem < budget ? rem : budget;
             int final = chunk == rem;
-            float *lr = final ? s->logits + (size_t)row++ * V : NULL;
+            float *lr = NULL, *all = NULL;
+            int from = final ? chunk - 1 : chunk;
+            if (gr->prompt_lp) { /* every position: the prompt's own logprobs */
+                all = s->logits + (size_t)row * V;
+                row += chunk;
+                from = 0;
+                lr = final ? all + (size_t)(chunk - 1) * V : NULL;
+            } else if (final) {
+                lr = s->logits + (size_t)row++ * V;
+            }
             s->items[k] = (mhla_batch_item){.seq = gr->seq,
                                             .tokens = r->p.prompts[g].ids + gr->pos,
                                             .n_tokens = chunk,
-                                            .logits_from = final ? chunk - 1 : chunk,
-                                            .logits = lr};
-            s->refs[k++] = (item_ref){
-                .r = r, .kind = ITEM_PREFILL, .idx = g, .n = chunk, .final = final, .row = lr};
+                                            .logits_from = from,
+                                            .logits = all ? all : lr};
+            s->refs[k++] = (item_ref){.r = r, .kind = ITEM_PREFILL, .idx = g, .n = chunk,
+                                      .final = final, .row = lr, .rows = all};
             budget -= chunk;
             tokens += chunk;
         }
@@ -527,11 +702,13 @@ static int step(srv_sched *s)
         if (done)
             continue;
         if (rf->kind == ITEM_DECODE) {
-            srv_choice *c = &r->choices[rf->idx];
-            int32_t tok = srv_sampler_next(c->sampler, rf->row);
-            if (deliver(s, r, rf->idx, tok, err, sizeof err))
+            if (deliver(s, r, rf->idx, rf->row, err, sizeof err))
                 fail_req(r, err);
         } else {
+            if (rf->rows && prompt_logprobs(s, r, rf, err, sizeof err)) {
+                fail_req(r, err);
+                continue;
+            }
             r->groups[rf->idx].pos += rf->n;
             srv_metrics_tokens(rf->n, 0);
             if (rf->final && start_group(s, r, rf->idx, rf->row, err, sizeof err))
@@ -572,6 +749,12 @@ int srv_sched_create(const srv_sched_config *c, srv_sched **out, char *err, size
     }
     s->c = *c;
     s->mc = mhla_model_config(c->model);
+    if (c->state_pool) {
+        mhla_state_stats st;
+        mhla_engine_state_stats(c->engine, &st);
+        s->pages_total = st.pages_total;
+        srv_metrics_state(&st);
+    }
     atomic_init(&s->n_active, 0);
     if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->cv, NULL)) {
         free(s);

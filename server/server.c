@@ -32,6 +32,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     mhla_model *model = NULL;
     mhla_engine *engine = NULL;
     srv_codec *codec = NULL;
+    srv_gen_config gen;
     srv_sched *sched = NULL;
     srv_http *http = NULL;
     mhla_error e = {{0}};
@@ -58,18 +59,23 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
         goto done;
     }
     const mhla_config *cfg = mhla_model_config(model);
-    mhla_engine_options eo = {.n_threads = o->threads};
+    mhla_engine_options eo = {.n_threads = o->threads,
+                              .state_bytes = (size_t)o->state_memory_mb << 20,
+                              .resume_slots = o->state_memory_mb ? 64 : 0};
     if (mhla_engine_create(model, &eo, &engine, &e)) {
         snprintf(err, errlen, "cannot create the engine: %s", e.msg);
         goto done;
     }
-    if (srv_codec_create(o->model_dir, cfg->vocab_size, &codec, err, errlen))
+    if (srv_codec_create(o->model_dir, cfg->vocab_size, &codec, err, errlen) ||
+        srv_gen_config_load(o->model_dir, cfg, &gen, err, errlen))
         goto done;
     const char *model_name = o->model_name ? o->model_name
                                            : basename_of(o->model_dir, namebuf, sizeof namebuf);
     srv_sched_config sc = {.engine = engine,
                            .model = model,
                            .codec = codec,
+                           .gen = &gen,
+                           .state_pool = o->state_memory_mb > 0,
                            .max_batch_tokens = o->max_batch_tokens,
                            .max_running = o->max_running,
                            .max_queue = o->max_queue,
@@ -77,7 +83,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     if (srv_sched_create(&sc, &sched, err, errlen))
         goto done;
     srv_http_config hc = {
-        .opt = o, .model_name = model_name, .codec = codec, .cfg = cfg, .sched = sched};
+        .opt = o, .model_name = model_name, .codec = codec, .gen = &gen, .cfg = cfg, .sched = sched};
     int port = 0;
     if (srv_http_start(&hc, &http, &port, err, errlen))
         goto done;
@@ -92,6 +98,11 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
         cJSON_AddNumberToObject(f, "layers", cfg->num_layers);
         cJSON_AddNumberToObject(f, "hidden", cfg->hidden_size);
         cJSON_AddStringToObject(f, "text_codec", srv_codec_name(codec));
+        cJSON *eos = cJSON_AddArrayToObject(f, "eos_token_ids");
+        for (int i = 0; eos && i < gen.n_eos; i++)
+            cJSON_AddItemToArray(eos, cJSON_CreateNumber(gen.eos[i]));
+        cJSON_AddStringToObject(f, "eos_from", gen.source);
+        cJSON_AddNumberToObject(f, "state_memory_mb", o->state_memory_mb);
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
         cJSON_AddNumberToObject(f, "load_s", (double)(long long)((srv_now() - t0) * 1000) / 1000);
     }

@@ -38,6 +38,7 @@ typedef struct {
     int timeout_s;            /* idle connection timeout */
     int request_timeout_s;    /* per-request deadline, 0 = none */
     int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
+    int state_memory_mb;      /* state pool with prefix cache (SPEC §4); 0: per-sequence state */
 } mhla_server_options;
 
 void mhla_server_options_default(mhla_server_options *o);

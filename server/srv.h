@@ -50,32 +50,35 @@ void srv_metrics_status(int http_status);
 void srv_metrics_finish(const char *reason); /* stop, length, cancelled, error, timeout */
 void srv_metrics_tokens(long prompt, long generated);
 void srv_metrics_gauges(int running_reqs, int waiting_reqs, int running_seqs, size_t state_bytes);
+void srv_metrics_state(const mhla_state_stats *st); /* the engine's state pool */
 void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */
 char *srv_metrics_render(void);
+
+/* ---- gen_config.c: generation_config.json ---------------------------------- */
+
+#define SRV_MAX_EOS 8
+
+typedef struct {
+    int32_t eos[SRV_MAX_EOS]; /* ids that end a choice (unless ignore_eos) */
+    int n_eos;
+    /* request defaults: temperature, top_p, top_k, min_p, repetition_penalty
+     * from generation_config.json, OpenAI's defaults otherwise */
+    mhla_sampling_params defaults;
+    const char *source; /* where the eos ids came from, for the log */
+} srv_gen_config;
+
+/* Reads dir/generation_config.json when present; eos ids fall back to cfg's. */
+int srv_gen_config_load(const char *dir, const mhla_config *cfg, srv_gen_config *out, char *err,
+                        size_t errlen);
+int srv_gen_is_eos(const srv_gen_config *g, int32_t id);
 
 /* ---- request parameters (request.c) ---------------------------------------- */
 
 #define SRV_MAX_STOP 4
 #define SRV_MAX_PROMPTS 64
 #define SRV_MAX_N 64
-
-typedef struct {
-    int32_t id;
-    float bias;
-} srv_logit_bias;
-
-typedef struct {
-    float temperature; /* 0 greedy */
-    float top_p;       /* 1: off */
-    int top_k;         /* 0: off */
-    float min_p;       /* 0: off */
-    float presence_penalty, frequency_penalty;
-    float repetition_penalty; /* 1: off */
-    srv_logit_bias *bias;
-    int n_bias;
-} srv_sampling;
 
 typedef struct {
     int32_t *ids;
@@ -94,7 +97,9 @@ typedef struct {
     int n_stop;
     int has_seed;
     uint64_t seed;
-    srv_sampling sampling;
+    mhla_sampling_params sampling; /* logit_bias stays NULL here: see bias */
+    mhla_logit_bias *bias;
+    int n_bias;
     char *user;
 } srv_params;
 
@@ -111,6 +116,7 @@ void srv_error_set(srv_error *e, int status, const char *type, const char *param
 
 typedef struct {
     const srv_codec *codec;
+    const srv_gen_config *gen;
     const char *model_name;
     int vocab_size;
     int max_positions;
@@ -124,20 +130,7 @@ void srv_params_free(srv_params *p);
 /* JSON nesting depth check (strings and escapes honoured); 0 when within max. */
 int srv_json_depth_ok(const char *s, size_t len, int max_depth);
 
-/* ---- sampling.c ------------------------------------------------------------ */
-
-typedef struct srv_sampler srv_sampler;
-/* Per-choice sampler: owns a seeded generator and the token counts the
- * penalties need. prompt ids feed the repetition penalty. */
-int srv_sampler_create(const srv_sampling *s, int vocab_size, uint64_t seed,
-                       const int32_t *prompt, int n_prompt, srv_sampler **out, char *err,
-                       size_t errlen);
-void srv_sampler_free(srv_sampler *s);
-/* Chooses the next token from logits (not modified). Records it for penalties. */
-int32_t srv_sampler_next(srv_sampler *s, const float *logits);
-/* Log-probability of every candidate under the model (log-softmax of logits). */
-
-/* ---- textstream.c: stop strings with hold-back ----------------------------- */
+/* ---- stopper.c: stop strings with hold-back ----------------------------- */
 
 typedef struct {
     char **stops;
@@ -157,20 +150,31 @@ void srv_stopper_free(srv_stopper *s);
 
 typedef enum { SRV_CH_PREFILL, SRV_CH_DECODE, SRV_CH_DONE } srv_choice_state;
 
+/* The logprobs of one token: its own and its character offset in the
+ * choice's text (echo included); its p.logprobs top alternatives are kept
+ * beside, in a flat array with that stride. */
+typedef struct {
+    float logprob;
+    long text_offset;
+} srv_lp;
+
 typedef struct {
     /* engine thread only */
     int group;      /* prompt index */
     mhla_seq *seq;
-    srv_sampler *sampler;
+    mhla_sampler *sampler;
     srv_codec_stream *dec;
     srv_stopper stopper;
     int32_t last_tok;
     double t_last;
+    long dec_chars; /* characters the decoder has produced (text_offset) */
     /* under req->mu */
     srv_choice_state state;
     srv_buf text;        /* all text emitted so far */
     size_t text_sent;    /* streamed so far */
     int32_t *ids;        /* generated ids */
+    srv_lp *lp;          /* with logprobs: one per id */
+    mhla_logprob *tops;  /* with logprobs: p.logprobs per id */
     int n_ids, cap_ids;
     int ids_sent;
     const char *finish_reason; /* NULL while running */
@@ -181,6 +185,12 @@ typedef struct {
     /* engine thread only */
     mhla_seq *seq; /* the prefill sequence (cloned into the choices) */
     int pos;       /* prompt tokens fed so far */
+    long promised; /* state pool: pages kept free for the clones of n > 1 */
+    /* echo + logprobs: one per prompt token (the first has none). The HTTP
+     * thread allocates them and sets the offsets before submission; the engine
+     * thread fills in the logprobs before the group's first choice starts. */
+    srv_lp *prompt_lp;
+    mhla_logprob *prompt_tops;
 } srv_group;
 
 typedef struct srv_req {
@@ -202,6 +212,7 @@ typedef struct srv_req {
     char err[512];
     long prompt_tokens, completion_tokens; /* under mu */
     char **echo; /* p.n_prompts decoded prompts when p.echo, set before submission */
+
     struct srv_req *next; /* scheduler queue link */
 } srv_req;
 
@@ -218,14 +229,17 @@ typedef struct {
     mhla_engine *engine;
     const mhla_model *model;
     const srv_codec *codec;
+    const srv_gen_config *gen;
+    int state_pool; /* sequences from the engine's pool: prefix cache, admission by pages */
     int max_batch_tokens, max_running, max_queue;
     double request_timeout_s;
 } srv_sched_config;
 
-enum { SRV_SUBMIT_OK = 0, SRV_SUBMIT_FULL = 1, SRV_SUBMIT_DRAINING = 2 };
+enum { SRV_SUBMIT_OK = 0, SRV_SUBMIT_FULL = 1, SRV_SUBMIT_DRAINING = 2, SRV_SUBMIT_TOO_BIG = 3 };
 
 int srv_sched_create(const srv_sched_config *c, srv_sched **out, char *err, size_t errlen);
-/* Queues r (taking a reference of its own). Returns SRV_SUBMIT_*. */
+/* Queues r (taking a reference of its own). Returns SRV_SUBMIT_*: TOO_BIG when
+ * the state pool could not hold r's worst case even empty. */
 int srv_sched_submit(srv_sched *s, srv_req *r);
 /* Refuse new requests from now on. */
 void srv_sched_drain(srv_sched *s);
@@ -238,12 +252,17 @@ void srv_sched_free(srv_sched *s);
 /* ---- response.c: JSON bodies ----------------------------------------------- */
 
 char *srv_error_json(const srv_error *e);
-/* The full non-streaming response (r must be done). */
-char *srv_completion_json(const srv_req *r, const char *model_name);
-/* One streamed chunk for choice ci carrying text (may be empty) and ids
- * [id_from, id_to); finish may be NULL. */
-char *srv_chunk_json(const srv_req *r, const char *model_name, int ci, const char *text,
-                     size_t text_len, int id_from, int id_to, const char *finish);
+/* The full non-streaming response (r must be done). codec names the tokens
+ * of logprobs. */
+char *srv_completion_json(const srv_req *r, const char *model_name, const srv_codec *codec);
+/* One streamed chunk for choice ci carrying text (may be empty) and the ids
+ * [id_from, id_to) with their logprobs; finish may be NULL. */
+char *srv_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci,
+                     const char *text, size_t text_len, int id_from, int id_to,
+                     const char *finish);
+/* The chunk that streams choice ci's echoed prompt (with its logprobs). */
+char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec,
+                          int ci);
 /* The usage-only chunk of stream_options.include_usage. */
 char *srv_usage_chunk_json(const srv_req *r, const char *model_name);
 
@@ -252,8 +271,8 @@ char *srv_usage_chunk_json(const srv_req *r, const char *model_name);
 typedef struct srv_sse srv_sse;
 /* alive(ctx) (may be NULL) says whether the client is still connected; the
  * writer asks while it waits for tokens and cancels the request when not. */
-int srv_sse_create(srv_req *r, const char *model_name, int (*alive)(void *), void *alive_ctx,
-                   srv_sse **out);
+int srv_sse_create(srv_req *r, const char *model_name, const srv_codec *codec,
+                   int (*alive)(void *), void *alive_ctx, srv_sse **out);
 /* Fills buf with up to max bytes of the event stream, blocking until there
  * is some. Returns the count, 0 never, -1 at the end of the stream. */
 long srv_sse_read(srv_sse *s, char *buf, size_t max);
@@ -268,6 +287,7 @@ typedef struct {
     const mhla_server_options *opt;
     const char *model_name;
     const srv_codec *codec;
+    const srv_gen_config *gen;
     const mhla_config *cfg;
     srv_sched *sched;
 } srv_http_config;

@@ -15,6 +15,7 @@
 struct srv_sse {
     srv_req *r;
     const char *model_name;
+    const srv_codec *codec;
     srv_buf out;
     size_t out_pos;
     int echo_done, end;
@@ -22,8 +23,8 @@ struct srv_sse {
     void *alive_ctx;
 };
 
-int srv_sse_create(srv_req *r, const char *model_name, int (*alive)(void *), void *alive_ctx,
-                   srv_sse **out)
+int srv_sse_create(srv_req *r, const char *model_name, const srv_codec *codec,
+                   int (*alive)(void *), void *alive_ctx, srv_sse **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out)
@@ -32,6 +33,7 @@ int srv_sse_create(srv_req *r, const char *model_name, int (*alive)(void *), voi
     (*out)->alive = alive;
     (*out)->alive_ctx = alive_ctx;
     (*out)->model_name = model_name;
+    (*out)->codec = codec;
     return 0;
 }
 
@@ -53,10 +55,8 @@ static int produce(srv_sse *s)
     if (!s->echo_done) {
         s->echo_done = 1;
         if (r->echo)
-            for (int i = 0; i < r->n_choices && !rc; i++) {
-                const char *t = r->echo[r->choices[i].group];
-                rc = event(&s->out, srv_chunk_json(r, s->model_name, i, t, strlen(t), 0, 0, NULL));
-            }
+            for (int i = 0; i < r->n_choices && !rc; i++)
+                rc = event(&s->out, srv_echo_chunk_json(r, s->model_name, s->codec, i));
     }
     int all_sent = 1;
     for (int i = 0; i < r->n_choices && !rc; i++) {
@@ -64,12 +64,14 @@ static int produce(srv_sse *s)
         size_t new_text = c->text.len - c->text_sent;
         int finished = c->state == SRV_CH_DONE && !r->failed;
         if (finished && !c->finish_sent) {
-            rc = event(&s->out, srv_chunk_json(r, s->model_name, i, c->text.data + c->text_sent,
-                                               new_text, c->ids_sent, c->n_ids, c->finish_reason));
+            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i,
+                                               c->text.data + c->text_sent, new_text, c->ids_sent,
+                                               c->n_ids, c->finish_reason));
             c->finish_sent = 1;
         } else if (new_text > 0) {
-            rc = event(&s->out, srv_chunk_json(r, s->model_name, i, c->text.data + c->text_sent,
-                                               new_text, c->ids_sent, c->n_ids, NULL));
+            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i,
+                                               c->text.data + c->text_sent, new_text, c->ids_sent,
+                                               c->n_ids, NULL));
         } else {
             if (!c->finish_sent)
                 all_sent = 0;

@@ -1,30 +1,39 @@
 /*
- * text_codec.c — byte-level stand-in for the tokenizer: byte b is token id b
- * (models with vocab >= 256); decoding maps ids < 256 back to bytes, skips
- * the others (and id 0: JSON text cannot carry NUL), and turns byte sequences that are not UTF-8 into U+FFFD (one
- * per maximal invalid subpart, as the WHATWG decoder does).
+ * text_codec.c — text <-> ids: the model's tokenizer.json through the
+ * tokenizer module when the directory has one, else the byte-level stand-in
+ * of byte_codec.c. Generated ids the tokenizer does not know (vocabularies
+ * padded past the tokenizer's) are dropped from the text, not an error: the
+ * model may well sample them.
  */
 #include "text_codec.h"
+#include "tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct srv_codec {
     int vocab_size;
+    mhla_tokenizer *tok; /* NULL: byte-level stand-in */
+    char name[128];
 };
 
 struct srv_codec_stream {
-    const srv_codec *codec;
-    unsigned char part[4]; /* an incomplete but so far valid UTF-8 sequence */
-    int npart;
-    char out[64];
+    const srv_codec *c;
+    mhla_tok_stream *ts;
+    srv_bytes_stream *bs;
 };
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
 
 int srv_codec_create(const char *model_dir, int vocab_size, srv_codec **out, char *err,
                      size_t errlen)
 {
-    (void)model_dir;
     *out = NULL;
     if (vocab_size <= 0) {
         snprintf(err, errlen, "text codec: vocabulary size %d is not positive", vocab_size);
@@ -36,188 +45,174 @@ int srv_codec_create(const char *model_dir, int vocab_size, srv_codec **out, cha
         return -1;
     }
     c->vocab_size = vocab_size;
+    size_t dl = strlen(model_dir);
+    char *tj = malloc(dl + 32), *tc = malloc(dl + 32);
+    if (!tj || !tc) {
+        free(tj);
+        free(tc);
+        free(c);
+        snprintf(err, errlen, "text codec: out of memory");
+        return -1;
+    }
+    snprintf(tj, dl + 32, "%s/tokenizer.json", model_dir);
+    snprintf(tc, dl + 32, "%s/tokenizer_config.json", model_dir);
+    int rc = 0;
+    if (file_exists(tj)) {
+        char msg[400];
+        if (mhla_tok_load(tj, file_exists(tc) ? tc : NULL, &c->tok, msg, sizeof msg)) {
+            snprintf(err, errlen, "cannot load %s: %s", tj, msg);
+            rc = -1;
+        } else if (mhla_tok_vocab_size(c->tok) > (size_t)vocab_size) {
+            snprintf(err, errlen,
+                     "%s has ids up to %zu but the model's vocabulary holds %d: they do not "
+                     "belong together",
+                     tj, mhla_tok_vocab_size(c->tok) - 1, vocab_size);
+            rc = -1;
+        } else {
+            snprintf(c->name, sizeof c->name, "tokenizer.json (%zu ids)",
+                     mhla_tok_vocab_size(c->tok));
+        }
+    } else {
+        snprintf(c->name, sizeof c->name,
+                 "byte-level stand-in (no tokenizer.json in the model directory)");
+    }
+    free(tj);
+    free(tc);
+    if (rc) {
+        srv_codec_free(c);
+        return -1;
+    }
     *out = c;
     return 0;
 }
 
-void srv_codec_free(srv_codec *c) { free(c); }
-
-const char *srv_codec_name(const srv_codec *c)
+void srv_codec_free(srv_codec *c)
 {
-    (void)c;
-    return "byte-level stand-in";
+    if (!c)
+        return;
+    mhla_tok_free(c->tok);
+    free(c);
 }
 
-int srv_codec_can_encode(const srv_codec *c) { return c->vocab_size >= 256; }
+const char *srv_codec_name(const srv_codec *c) { return c->name; }
 
-int srv_codec_encode(const srv_codec *c, const char *text, size_t len, int32_t **ids, int *n,
-                     char *err, size_t errlen)
+int srv_codec_is_tokenizer(const srv_codec *c) { return c->tok != NULL; }
+
+static int known(const srv_codec *c, int32_t id)
 {
+    size_t len;
+    return id >= 0 && (size_t)id < mhla_tok_vocab_size(c->tok) &&
+           mhla_tok_id_to_token(c->tok, id, &len) != NULL;
+}
+
+int srv_codec_encode(const srv_codec *c, const char *text, size_t len, int add_special,
+                     int32_t **ids, int *n, char *err, size_t errlen)
+{
+    if (!c->tok)
+        return srv_bytes_encode(c->vocab_size, text, len, ids, n, err, errlen);
     *ids = NULL;
     *n = 0;
-    if (c->vocab_size < 256) {
-        snprintf(err, errlen,
-                 "this model's vocabulary (%d ids) cannot hold the byte-level text encoding; "
-                 "send the prompt as token ids",
-                 c->vocab_size);
+    size_t nn = 0;
+    if (mhla_tok_encode(c->tok, text, len, add_special, ids, &nn, err, errlen))
+        return -1;
+    if (nn > (size_t)1 << 30) {
+        free(*ids);
+        *ids = NULL;
+        snprintf(err, errlen, "text of %zu tokens is too long", nn);
         return -1;
     }
-    if (len > (size_t)1 << 30) {
-        snprintf(err, errlen, "text of %zu bytes is too long", len);
-        return -1;
-    }
-    int32_t *v = malloc((len ? len : 1) * sizeof *v);
-    if (!v) {
-        snprintf(err, errlen, "out of memory encoding %zu bytes", len);
-        return -1;
-    }
-    for (size_t i = 0; i < len; i++)
-        v[i] = (unsigned char)text[i];
-    *ids = v;
-    *n = (int)len;
+    *n = (int)nn;
     return 0;
 }
 
-/* Length of the UTF-8 sequence starting with lead byte b, 0 when b cannot lead. */
-static int utf8_len(unsigned char b)
+int srv_codec_decode(const srv_codec *c, const int32_t *ids, int n, int skip_special, char **text,
+                     size_t *len, char *err, size_t errlen)
 {
-    if (b < 0x80)
-        return 1;
-    if (b >= 0xC2 && b <= 0xDF)
-        return 2;
-    if (b >= 0xE0 && b <= 0xEF)
-        return 3;
-    if (b >= 0xF0 && b <= 0xF4)
-        return 4;
-    return 0;
-}
-
-/* Whether b may follow the bytes part[0..k-1] (k >= 1) of a sequence. */
-static int utf8_cont_ok(const unsigned char *part, int k, unsigned char b)
-{
-    if (k == 1) {
-        switch (part[0]) {
-        case 0xE0: return b >= 0xA0 && b <= 0xBF;
-        case 0xED: return b >= 0x80 && b <= 0x9F;
-        case 0xF0: return b >= 0x90 && b <= 0xBF;
-        case 0xF4: return b >= 0x80 && b <= 0x8F;
-        default: break;
-        }
+    if (!c->tok)
+        return srv_bytes_decode(c->vocab_size, ids, n, text, len, err, errlen);
+    *text = NULL;
+    *len = 0;
+    int32_t *k = malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
+    if (!k) {
+        snprintf(err, errlen, "out of memory decoding %d ids", n);
+        return -1;
     }
-    return b >= 0x80 && b <= 0xBF;
-}
-
-static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
-
-/* Feeds one byte; appends completed characters to out (*olen, room >= 8). */
-static void feed_byte(srv_codec_stream *s, unsigned char b, char *out, size_t *olen)
-{
-    for (;;) {
-        if (s->npart == 0) {
-            int l = utf8_len(b);
-            if (l == 0) {
-                memcpy(out + *olen, REPLACEMENT, 3);
-                *olen += 3;
-            } else if (l == 1) {
-                out[(*olen)++] = (char)b;
-            } else {
-                s->part[s->npart++] = b;
-            }
-            return;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= c->vocab_size) {
+            snprintf(err, errlen, "token id %d is outside the vocabulary [0, %d)", (int)ids[i],
+                     c->vocab_size);
+            free(k);
+            return -1;
         }
-        if (utf8_cont_ok(s->part, s->npart, b)) {
-            s->part[s->npart++] = b;
-            if (s->npart == utf8_len(s->part[0])) {
-                memcpy(out + *olen, s->part, (size_t)s->npart);
-                *olen += (size_t)s->npart;
-                s->npart = 0;
-            }
-            return;
-        }
-        /* the sequence so far is a maximal invalid subpart; b starts afresh */
-        memcpy(out + *olen, REPLACEMENT, 3);
-        *olen += 3;
-        s->npart = 0;
+        if (known(c, ids[i]))
+            k[m++] = ids[i];
     }
+    int rc = mhla_tok_decode(c->tok, k, (size_t)m, skip_special, text, len, err, errlen);
+    free(k);
+    return rc;
 }
 
 int srv_codec_stream_new(const srv_codec *c, srv_codec_stream **out, char *err, size_t errlen)
 {
-    *out = calloc(1, sizeof **out);
-    if (!*out) {
+    *out = NULL;
+    srv_codec_stream *s = calloc(1, sizeof *s);
+    if (!s) {
         snprintf(err, errlen, "out of memory for a decoding stream");
         return -1;
     }
-    (*out)->codec = c;
+    s->c = c;
+    int rc = c->tok ? mhla_tok_stream_new(c->tok, 1, &s->ts, err, errlen)
+                    : srv_bytes_stream_new(c->vocab_size, &s->bs, err, errlen);
+    if (rc) {
+        free(s);
+        return -1;
+    }
+    *out = s;
     return 0;
 }
 
 int srv_codec_stream_push(srv_codec_stream *s, int32_t id, const char **piece, size_t *len,
                           char *err, size_t errlen)
 {
-    size_t n = 0;
-    if (id < 0 || id >= s->codec->vocab_size) {
+    if (!s->c->tok)
+        return srv_bytes_stream_push(s->bs, id, piece, len, err, errlen);
+    if (id < 0 || id >= s->c->vocab_size) {
         snprintf(err, errlen, "token id %d is outside the vocabulary [0, %d)", (int)id,
-                 s->codec->vocab_size);
+                 s->c->vocab_size);
         return -1;
     }
-    if (id > 0 && id < 256)
-        feed_byte(s, (unsigned char)id, s->out, &n);
-    s->out[n] = 0;
-    *piece = s->out;
-    *len = n;
-    return 0;
+    if (!known(s->c, id)) {
+        *piece = "";
+        *len = 0;
+        return 0;
+    }
+    return mhla_tok_stream_push(s->ts, id, piece, len, err, errlen);
 }
 
 int srv_codec_stream_finish(srv_codec_stream *s, const char **piece, size_t *len, char *err,
                             size_t errlen)
 {
-    (void)err;
-    (void)errlen;
-    size_t n = 0;
-    if (s->npart) {
-        memcpy(s->out, REPLACEMENT, 3);
-        n = 3;
-        s->npart = 0;
+    if (!s->c->tok) {
+        srv_bytes_stream_finish(s->bs, piece, len);
+        return 0;
     }
-    s->out[n] = 0;
-    *piece = s->out;
-    *len = n;
-    return 0;
+    return mhla_tok_stream_finish(s->ts, piece, len, err, errlen);
 }
 
-void srv_codec_stream_free(srv_codec_stream *s) { free(s); }
-
-int srv_codec_decode(const srv_codec *c, const int32_t *ids, int n, char **text, size_t *len,
-                     char *err, size_t errlen)
+void srv_codec_stream_free(srv_codec_stream *s)
 {
-    *text = NULL;
-    *len = 0;
-    /* each byte yields at most 3 bytes of output, plus the final flush */
-    size_t cap = (size_t)(n > 0 ? n : 0) * 3 + 8;
-    char *buf = malloc(cap);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory decoding %d ids", n);
-        return -1;
-    }
-    srv_codec_stream st = {.codec = c};
-    size_t o = 0;
-    for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= c->vocab_size) {
-            snprintf(err, errlen, "token id %d is outside the vocabulary [0, %d)", (int)ids[i],
-                     c->vocab_size);
-            free(buf);
-            return -1;
-        }
-        if (ids[i] > 0 && ids[i] < 256)
-            feed_byte(&st, (unsigned char)ids[i], buf, &o);
-    }
-    if (st.npart) {
-        memcpy(buf + o, REPLACEMENT, 3);
-        o += 3;
-    }
-    buf[o] = 0;
-    *text = buf;
-    *len = o;
-    return 0;
+    if (!s)
+        return;
+    mhla_tok_stream_free(s->ts);
+    srv_bytes_stream_free(s->bs);
+    free(s);
+}
+
+long srv_utf8_chars(const char *text, size_t len)
+{
+    long n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += ((unsigned char)text[i] & 0xC0) != 0x80;
+    return n;
 }

@@ -12,6 +12,12 @@ typedef __m512 vec16;
 #define V_LOAD_TAIL(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (p))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define V_SET1(s) _mm512_set1_ps(s)
+#define V_LOAD_BF16(p)                                                                           \
+    _mm512_castsi512_ps(                                                                         \
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+#define V_LOAD_BF16_TAIL(p, n)                                                                   \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                       \
+        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((__mmask16)((1u << (n)) - 1u), (p))), 16))
 #define V_STORE(p, v) _mm512_storeu_ps((p), (v))
 #define V_STORE_TAIL(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1u), (v))
 
@@ -56,6 +62,21 @@ static inline vec16 V_FMA(vec16 a, vec16 b, vec16 c)
         c.l[i] = fmaf(a.l[i], b.l[i], c.l[i]);
     return c;
 }
+static inline float bf16_value(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static inline vec16 V_LOAD_BF16_TAIL(const uint16_t *p, int n)
+{
+    vec16 v = V_ZERO();
+    for (int i = 0; i < n; i++)
+        v.l[i] = bf16_value(p[i]);
+    return v;
+}
+static inline vec16 V_LOAD_BF16(const uint16_t *p) { return V_LOAD_BF16_TAIL(p, 16); }
 static inline vec16 V_SET1(float s)
 {
     vec16 v;
@@ -92,8 +113,25 @@ float k_dot(const float *a, const float *b, int n)
     return v_reduce(acc);
 }
 
+/* A row pointer into a k_matrix; `bf16` is a compile-time constant at every
+ * call site, so each kernel is specialised for one storage type. */
+typedef struct {
+    const float *f;
+    const uint16_t *h;
+} wrow;
+
+static inline __attribute__((always_inline)) vec16 w_load(wrow w, size_t i, int bf16)
+{
+    return bf16 ? V_LOAD_BF16(w.h + i) : V_LOAD(w.f + i);
+}
+static inline __attribute__((always_inline)) vec16 w_load_tail(wrow w, size_t i, int n, int bf16)
+{
+    return bf16 ? V_LOAD_BF16_TAIL(w.h + i, n) : V_LOAD_TAIL(w.f + i, n);
+}
+
 /* 4 rows of x against 4 rows of w: 16 dot products, each in canonical order. */
-static void tile_4x4(const float *x, int K, const float *w, float *y, int ldy)
+static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K, wrow w, float *y,
+                                                            int ldy, int bf16)
 {
     vec16 acc[4][4];
     for (int t = 0; t < 4; t++)
@@ -105,7 +143,7 @@ static void tile_4x4(const float *x, int K, const float *w, float *y, int ldy)
         for (int t = 0; t < 4; t++)
             xv[t] = V_LOAD(x + (size_t)t * K + i);
         for (int j = 0; j < 4; j++)
-            wv[j] = V_LOAD(w + (size_t)j * K + i);
+            wv[j] = w_load(w, (size_t)j * K + i, bf16);
         for (int t = 0; t < 4; t++)
             for (int j = 0; j < 4; j++)
                 acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
@@ -116,7 +154,7 @@ static void tile_4x4(const float *x, int K, const float *w, float *y, int ldy)
         for (int t = 0; t < 4; t++)
             xv[t] = V_LOAD_TAIL(x + (size_t)t * K + i, r);
         for (int j = 0; j < 4; j++)
-            wv[j] = V_LOAD_TAIL(w + (size_t)j * K + i, r);
+            wv[j] = w_load_tail(w, (size_t)j * K + i, r, bf16);
         for (int t = 0; t < 4; t++)
             for (int j = 0; j < 4; j++)
                 acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
@@ -127,7 +165,8 @@ static void tile_4x4(const float *x, int K, const float *w, float *y, int ldy)
 }
 
 /* 1 row of x against 4 rows of w. */
-static void tile_1x4(const float *x, int K, const float *w, float *y)
+static inline __attribute__((always_inline)) void tile_1x4(const float *x, int K, wrow w, float *y,
+                                                            int bf16)
 {
     vec16 acc[4];
     for (int j = 0; j < 4; j++)
@@ -136,44 +175,73 @@ static void tile_1x4(const float *x, int K, const float *w, float *y)
     for (; i + 16 <= K; i += 16) {
         vec16 xv = V_LOAD(x + i);
         for (int j = 0; j < 4; j++)
-            acc[j] = V_FMA(xv, V_LOAD(w + (size_t)j * K + i), acc[j]);
+            acc[j] = V_FMA(xv, w_load(w, (size_t)j * K + i, bf16), acc[j]);
     }
     if (i < K) {
         int r = K - i;
         vec16 xv = V_LOAD_TAIL(x + i, r);
         for (int j = 0; j < 4; j++)
-            acc[j] = V_FMA(xv, V_LOAD_TAIL(w + (size_t)j * K + i, r), acc[j]);
+            acc[j] = V_FMA(xv, w_load_tail(w, (size_t)j * K + i, r, bf16), acc[j]);
     }
     for (int j = 0; j < 4; j++)
         y[j] = v_reduce(acc[j]);
+}
+
+/* 1 row of x against 1 row of w: the canonical dot product. */
+static inline __attribute__((always_inline)) float tile_1x1(const float *x, int K, wrow w, int bf16)
+{
+    vec16 acc = V_ZERO();
+    int i = 0;
+    for (; i + 16 <= K; i += 16)
+        acc = V_FMA(V_LOAD(x + i), w_load(w, (size_t)i, bf16), acc);
+    if (i < K)
+        acc = V_FMA(V_LOAD_TAIL(x + i, K - i), w_load_tail(w, (size_t)i, K - i, bf16), acc);
+    return v_reduce(acc);
+}
+
+static inline wrow row_of(k_matrix w, size_t j, int K)
+{
+    wrow r = {w.f32 ? w.f32 + j * K : NULL, w.bf16 ? w.bf16 + j * K : NULL};
+    return r;
 }
 
 /* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
  * rows of w over it, so w is streamed from memory once per block. */
 #define TOKEN_BLOCK 32
 
-static void linear_range(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
-                         int ldy)
+static inline __attribute__((always_inline)) void
+linear_range(const float *x, int T, int K, k_matrix w, int j0, int j1, float *y, int ldy, int bf16)
 {
     for (int t0 = 0; t0 < T; t0 += TOKEN_BLOCK) {
         int t1 = t0 + TOKEN_BLOCK < T ? t0 + TOKEN_BLOCK : T;
         int j = j0;
         for (; j + 4 <= j1; j += 4) {
-            const float *wj = w + (size_t)j * K;
+            wrow wj = row_of(w, (size_t)j, K);
             int t = t0;
             for (; t + 4 <= t1; t += 4)
-                tile_4x4(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy);
+                tile_4x4(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16);
             for (; t < t1; t++)
-                tile_1x4(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j);
+                tile_1x4(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, bf16);
         }
         for (; j < j1; j++)
             for (int t = t0; t < t1; t++)
-                y[(size_t)t * ldy + j] = k_dot(x + (size_t)t * K, w + (size_t)j * K, K);
+                y[(size_t)t * ldy + j] = tile_1x1(x + (size_t)t * K, K, row_of(w, (size_t)j, K), bf16);
     }
 }
 
-void k_linear(const float *x, int T, int K, const float *w, int N, float *y, int ldy,
-              int n_threads)
+static void linear_range_f32(const float *x, int T, int K, k_matrix w, int j0, int j1, float *y,
+                             int ldy)
+{
+    linear_range(x, T, K, w, j0, j1, y, ldy, 0);
+}
+
+static void linear_range_bf16(const float *x, int T, int K, k_matrix w, int j0, int j1, float *y,
+                              int ldy)
+{
+    linear_range(x, T, K, w, j0, j1, y, ldy, 1);
+}
+
+void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, int n_threads)
 {
     /* Split the output columns in multiples of 4 so threads stay on the fast
      * tiles; the arithmetic of each value is the same whoever computes it. */
@@ -187,7 +255,10 @@ void k_linear(const float *x, int T, int K, const float *w, int N, float *y, int
     for (int p = 0; p < parts; p++) {
         int g0 = (int)((long)groups * p / parts), g1 = (int)((long)groups * (p + 1) / parts);
         int j0 = g0 * 4, j1 = g1 * 4 < N ? g1 * 4 : N;
-        linear_range(x, T, K, w, j0, j1, y, ldy);
+        if (w.bf16)
+            linear_range_bf16(x, T, K, w, j0, j1, y, ldy);
+        else
+            linear_range_f32(x, T, K, w, j0, j1, y, ldy);
     }
 }
 
@@ -208,4 +279,14 @@ void k_axpy(float s, const float *row, float *acc, int n)
     if (c < n)
         V_STORE_TAIL(acc + c, V_FMA(sv, V_LOAD_TAIL(row + c, n - c), V_LOAD_TAIL(acc + c, n - c)),
                      n - c);
+}
+
+uint16_t k_f32_to_bf16(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
+        return (uint16_t)((bits >> 16) | 0x40);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
 }

@@ -11,13 +11,25 @@
 #ifndef MHLA_CPU_KERNELS_H
 #define MHLA_CPU_KERNELS_H
 
+#include <stdint.h>
+
+/* A weight matrix [N, K], row-major, held as f32 or as bf16 (exactly one of
+ * the two is set). bf16 values are widened to f32 in registers: the
+ * arithmetic, and its order, is the same for both. */
+typedef struct {
+    const float *f32;
+    const uint16_t *bf16;
+} k_matrix;
+
 /* Canonical dot product. */
 float k_dot(const float *a, const float *b, int n);
 
 /* y[t*ldy + j] = dot(x[t*K ..], w[j*K ..]) for t < T, j < N: an nn.Linear
  * with weight [N, K] applied to T rows, split over n_threads. */
-void k_linear(const float *x, int T, int K, const float *w, int N, float *y, int ldy,
-              int n_threads);
+void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, int n_threads);
+
+/* f32 → bf16, rounding to nearest even (NaN stays NaN). */
+uint16_t k_f32_to_bf16(float f);
 
 /* out = x / sqrt(mean(x^2) + eps) * w */
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out);

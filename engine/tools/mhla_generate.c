@@ -6,6 +6,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 static const char *USAGE =
     "usage: mhla-generate --model DIR (--prompt-ids 1,2,3 | --prompt-ids-file FILE) [options]\n"
+    "       mhla-generate --model DIR --perplexity FILE [--threads N] [--weights W]\n"
     "\n"
     "  --model DIR            checkpoint directory (config.json + safetensors)\n"
     "  --prompt-ids LIST      prompt token ids, comma or space separated\n"
@@ -28,10 +30,18 @@ static const char *USAGE =
     "  --ignore-eos           keep generating after the end-of-sequence token\n"
     "  --print-ids            print the generated ids on one line of stdout\n"
     "  --threads N            worker threads (default: all CPUs)\n"
+    "  --weights f32|bf16     how weights are held in memory (default f32; bf16 halves\n"
+    "                         the bytes per step, arithmetic stays f32)\n"
+    "  --perplexity FILE      evaluate the token ids in FILE instead of generating: the ids\n"
+    "                         are cut into consecutive windows of the model's context; in\n"
+    "                         each window every token but the first is predicted from the\n"
+    "                         ones before it. Prints 'perplexity P tokens N nll S' (S: summed\n"
+    "                         negative log-likelihood in nats) on stdout\n"
     "  --help                 this text\n";
 
 typedef struct {
-    const char *model, *prompt_ids, *prompt_file, *feed, *logits_out;
+    const char *model, *prompt_ids, *prompt_file, *feed, *logits_out, *weights,
+        *perplexity;
     long split_seed, max_tokens, seed, threads;
     double temperature;
     int print_ids, ignore_eos;
@@ -92,6 +102,13 @@ static int parse_args(int argc, char **argv, options *o)
             o->feed = v;
         else if (strcmp(a, "--logits-out") == 0)
             o->logits_out = v;
+        else if (strcmp(a, "--perplexity") == 0)
+            o->perplexity = v;
+        else if (strcmp(a, "--weights") == 0) {
+            if (strcmp(v, "f32") && strcmp(v, "bf16"))
+                return fail("--weights: '%.64s' is not f32 or bf16", v);
+            o->weights = v;
+        }
         else if (strcmp(a, "--split-seed") == 0) {
             if (parse_long(v, 0, 1L << 62, &o->split_seed, a))
                 return -1;
@@ -114,6 +131,11 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (!o->model)
         return fail("%s", "--model DIR is required");
+    if (o->perplexity) {
+        if (o->prompt_ids || o->prompt_file || o->logits_out)
+            return fail("%s", "--perplexity takes no prompt and no --logits-out");
+        return 0;
+    }
     if (!o->prompt_ids == !o->prompt_file)
         return fail("%s", "give the prompt with exactly one of --prompt-ids or --prompt-ids-file");
     if (strcmp(o->feed, "prefill") && strcmp(o->feed, "decode") && strcmp(o->feed, "splits"))
@@ -230,8 +252,104 @@ static int run_prompt(mhla_engine *eng, mhla_seq *seq, const options *o, const i
     return 0;
 }
 
+/* --perplexity: windows of the model's context, each in a fresh sequence, fed in
+ * prefill chunks of up to PPL_CHUNK tokens; log-softmax in double. */
+#define PPL_CHUNK 256
+static int run_perplexity(const options *o)
+{
+    int rc = -1, n = 0;
+    mhla_error err = {{0}};
+    mhla_model *model = NULL;
+    mhla_engine *eng = NULL;
+    mhla_seq *seq = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    char *text = read_file(o->perplexity);
+    if (!text || parse_ids(text, &ids, &n))
+        goto done;
+    if (n < 2) {
+        fail("%s", "--perplexity needs at least two token ids");
+        goto done;
+    }
+    mhla_model_options mo = {
+        .weights = o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16
+                                                                  : MHLA_WEIGHTS_F32,
+    };
+    if (mhla_model_load_with(o->model, &mo, &model, &err)) {
+        fail("%s", err.msg);
+        goto done;
+    }
+    const mhla_config *c = mhla_model_config(model);
+    int V = c->vocab_size, W = c->max_positions;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= V) {
+            snprintf(errbuf, sizeof errbuf, "token id %d is outside the vocabulary [0, %d)", ids[i], V);
+            goto done;
+        }
+    mhla_engine_options eo = {.n_threads = (int)o->threads};
+    if (mhla_engine_create(model, &eo, &eng, &err)) {
+        fail("%s", err.msg);
+        goto done;
+    }
+    logits = malloc((size_t)PPL_CHUNK * V * sizeof(float));
+    if (!logits) {
+        fail("%s", "out of memory for the logits");
+        goto done;
+    }
+    double nll = 0.0, t0 = now();
+    long counted = 0;
+    for (int w0 = 0; w0 < n; w0 += W) {
+        int wn = n - w0 < W ? n - w0 : W;
+        if (wn < 2)
+            break;
+        mhla_seq_free(seq);
+        seq = NULL;
+        if (mhla_seq_create(model, &seq, &err)) {
+            fail("%s", err.msg);
+            goto done;
+        }
+        /* positions 0 .. wn-2 predict 1 .. wn-1; the window's last token is never fed */
+        for (int done = 0; done < wn - 1;) {
+            int len = wn - 1 - done < PPL_CHUNK ? wn - 1 - done : PPL_CHUNK;
+            mhla_batch_item it = {.seq = seq, .tokens = ids + w0 + done, .n_tokens = len,
+                                  .logits_from = 0, .logits = logits};
+            if (mhla_engine_forward(eng, &it, 1, &err)) {
+                fail("%s", err.msg);
+                goto done;
+            }
+            for (int t = 0; t < len; t++) {
+                const float *row = logits + (size_t)t * V;
+                double mx = row[0];
+                for (int v = 1; v < V; v++)
+                    mx = row[v] > mx ? row[v] : mx;
+                double se = 0.0;
+                for (int v = 0; v < V; v++)
+                    se += exp((double)row[v] - mx);
+                nll += mx + log(se) - (double)row[ids[w0 + done + t + 1]];
+                counted++;
+            }
+            done += len;
+        }
+    }
+    double dt = now() - t0;
+    printf("perplexity %.6f tokens %ld nll %.6f\n", exp(nll / (double)counted), counted, nll);
+    fprintf(stderr, "mhla-generate: perplexity over %ld predicted tokens in %.2f s (%.1f tokens/s)\n",
+            counted, dt, counted / dt);
+    rc = 0;
+done:
+    free(text);
+    free(ids);
+    free(logits);
+    mhla_seq_free(seq);
+    mhla_engine_free(eng);
+    mhla_model_free(model);
+    return rc;
+}
+
 static int run(const options *o)
 {
+    if (o->perplexity)
+        return run_perplexity(o);
     int rc = -1;
     mhla_error err = {{0}};
     mhla_model *model = NULL;
@@ -251,7 +369,11 @@ static int run(const options *o)
     if (parse_ids(o->prompt_ids ? o->prompt_ids : text, &ids, &n))
         goto done;
     double t0 = now();
-    if (mhla_model_load(o->model, &model, &err)) {
+    mhla_model_options mo = {
+        .weights = o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16
+                                                                  : MHLA_WEIGHTS_F32,
+    };
+    if (mhla_model_load_with(o->model, &mo, &model, &err)) {
         fail("%s", err.msg);
         goto done;
     }

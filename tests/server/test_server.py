@@ -1,11 +1,14 @@
 #!/usr/bin/python3
-"""Integration test of mhla-server (SPEC §3, issue 5), standard library only.
+"""Integration test of mhla-server (SPEC §3, issue 5): standard library and numpy.
 
 Generates a small random checkpoint (byte-level vocabulary of 256 ids), starts
 build/bin/mhla-server on a free 127.0.0.1 port and checks completions against
 mhla-generate, streaming against non-streaming, batching against running alone,
 stop strings, error handling, cancellation, metrics, auth, 429 and SIGTERM.
-The servers are always killed at the end.
+Then a tokenizer trained with mhla-tokenize on the READMEs, with a model of its
+vocabulary: text prompts, eos ids from generation_config.json, multi-byte
+characters in streams and stop strings, and logprobs against the log-softmax of
+mhla-generate's logits. The servers are always killed at the end.
 """
 import argparse
 import http.client
@@ -19,6 +22,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
@@ -161,6 +166,14 @@ def main():
     finally:
         rc = s.stop()
         check(rc == 0, "SIGTERM: main server exits 0 (rc=%s)" % rc)
+    # the engine's state pool: prefix cache, admission by pages
+    s3 = Server(binary, model, a.work, "pool", "--threads", "2", "--max-batch-tokens", "48",
+                "--state-memory", "1")
+    try:
+        run_pool(s3, a, model)
+    finally:
+        rc = s3.stop()
+        check(rc == 0, "SIGTERM: pool server exits 0 (rc=%s)" % rc)
     # a slower model for the checks that need requests to stay busy for a while
     big = os.path.join(a.work, "big")
     gen_checkpoint.main(["--out", big, "--vocab", "256", "--hidden", "512", "--layers", "4",
@@ -174,7 +187,245 @@ def main():
         if s2.proc.poll() is None:
             s2.proc.kill()
         s2.log.close()
+    # a real tokenizer (trained on the repo's READMEs) with a model of its vocabulary
+    run_tokenizer(a, binary)
     print("elapsed %.1f s" % (time.time() - t0))
+
+
+def logits_of(bin_dir, model, ids, work):
+    """Logits of every position of ids, from mhla-generate, as [n, V] float32."""
+    out = os.path.join(work, "logits.f32")
+    r = subprocess.run([os.path.join(bin_dir, "mhla-generate"), "--model", model, "--prompt-ids",
+                        ",".join(map(str, ids)), "--max-tokens", "0", "--logits-out", out],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    x = np.fromfile(out, dtype="<f4")
+    return x.reshape(len(ids), -1).astype(np.float64)
+
+
+def log_softmax(x):
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def run_pool(s, a, model):
+    m0 = s.metrics()
+    check(m0['mhla_state_pages{kind="total"}'] > 0, "the state pool's pages are in /metrics")
+    prompt = [(i * 31 + 7) % 256 for i in range(90)]
+    want = generate_ids(a.bin, model, prompt, 12)
+    outs = []
+    for _ in range(2):
+        st, _, r = s.complete({"prompt": prompt, "max_tokens": 12, "temperature": 0,
+                               "ignore_eos": True, "return_token_ids": True})
+        outs.append(r["choices"][0]["token_ids"] if st == 200 else None)
+    m1 = s.metrics()
+    check(outs == [want, want], "pool: greedy ids equal mhla-generate, cold and from the cache")
+    check(m1["mhla_prefix_cache_hits_total"] >= 5 and
+          m1["mhla_prompt_tokens_cached_total"] >= 80,
+          "pool: the repeated prompt is served by the prefix cache (%d blocks)" %
+          m1["mhla_prefix_cache_hits_total"])
+    req = {"prompt": prompt[:70] + [1, 2, 3], "max_tokens": 20, "n": 3, "seed": 9,
+           "temperature": 1.0, "top_p": 0.9, "ignore_eos": True, "return_token_ids": True}
+    r1 = s.complete(req)[2]
+    r2 = s.complete(req)[2]
+    check([c["token_ids"] for c in r1["choices"]] == [c["token_ids"] for c in r2["choices"]],
+          "pool: seeded n=3 sampling gives the same tokens cold and from the cache")
+    # admission by pages: 7 x 500 positions hold most of the pool, 2 more must wait
+    big = {"prompt": prompt[:20], "max_tokens": 480, "n": 7, "ignore_eos": True, "seed": 1}
+    small = {"prompt": prompt[:20], "max_tokens": 480, "n": 2, "ignore_eos": True, "seed": 2,
+             "return_token_ids": True}
+    res = {}
+    ta = threading.Thread(target=lambda: res.update(a=s.complete(big)[0]))
+    ta.start()
+    wait_metrics(s, lambda m: m["mhla_requests_running"] == 1, 10)
+    tb = threading.Thread(target=lambda: res.update(b=s.complete(small)))
+    tb.start()
+    waited = wait_metrics(s, lambda m: m["mhla_requests_waiting"] == 1 and
+                          m["mhla_requests_running"] == 1, 10)
+    ta.join(60)
+    tb.join(60)
+    check(waited and res.get("a") == 200 and res.get("b", [0])[0] == 200,
+          "pool: a request whose pages do not fit waits, then runs")
+    alone = s.complete(small)[2]
+    check(res.get("b") and [c["token_ids"] for c in res["b"][2]["choices"]] ==
+          [c["token_ids"] for c in alone["choices"]], "pool: the waiting request equals it alone")
+    st, h, body = s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 400,
+                                                        "n": 64})
+    check(st == 503 and h.get("Retry-After") and
+          json.loads(body)["error"]["code"] == "state_memory_full",
+          "pool: a request that can never fit -> 503 state_memory_full")
+    check(wait_metrics(s, lambda m: m['mhla_state_pages{kind="used"}'] == 0 and
+                       m['mhla_state_pages{kind="reserved"}'] == 0, 5),
+          "pool: every page and reservation is released at the end")
+
+
+def run_tokenizer(a, binary):
+    work = os.path.join(a.work, "tok")
+    os.makedirs(work)
+    tok = os.path.join(work, "tokenizer.json")
+    texts = [os.path.join(HERE, "..", "..", f) for f in ("README.md", "server/README.md",
+                                                       "tokenizer/README.md")]
+    texts = [t for t in texts if os.path.exists(t)]
+    r = subprocess.run([os.path.join(a.bin, "mhla-tokenize"), "train", "--vocab-size", "700",
+                        "--out", tok] + texts, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    tj = json.load(open(tok))
+    vocab = max(tj["model"]["vocab"].values()) + 1
+    # the post-processor adds <|endoftext|> (id 0) in front, as a BOS
+    tj["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0],
+                                              "tokens": ["<|endoftext|>"]}}}
+    model = os.path.join(work, "model")
+    gen_checkpoint.main(["--out", model, "--vocab", str(vocab), "--hidden", "64", "--layers", "2",
+                         "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "3"])
+    json.dump(tj, open(os.path.join(model, "tokenizer.json"), "w"))
+
+    def encode(text, special=True):
+        r = subprocess.run([os.path.join(a.bin, "mhla-tokenize"), "encode", "--tokenizer",
+                            os.path.join(model, "tokenizer.json"), "--config", "none"] +
+                           ([] if special else ["--no-special"]), input=text.encode(),
+                           capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return [int(x) for x in r.stdout.split()]
+
+    prompt = "The server streams tokens \u2014 na\u00efve caf\u00e9 \u2264 \u03c3\u00b2 ok"
+    pids = encode(prompt)
+    # eos ids from generation_config.json: the 6th greedy token ends the text
+    greedy = generate_ids(a.bin, model, pids, 24)
+    eos_tok = greedy[5]
+    first = greedy.index(eos_tok)
+    json.dump({"eos_token_id": [vocab - 1, eos_tok]},
+              open(os.path.join(model, "generation_config.json"), "w"))
+    s = Server(binary, model, a.work, "tok", "--threads", "2", "--max-batch-tokens", "16")
+    try:
+        line = next(l for l in open(s.log_path) if '"event":"listening"' in l)
+        info = json.loads(line)
+        check(info["text_codec"].startswith("tokenizer.json") and
+              info["eos_token_ids"] == [vocab - 1, eos_tok],
+              "tokenizer.json and generation_config.json eos ids are used (%s)" % line.strip())
+        st, _, body = s.request("POST", "/tokenize", {"prompt": prompt})
+        toks = json.loads(body)["tokens"] if st == 200 else None
+        check(toks == pids and toks[0] == 0, "/tokenize equals mhla-tokenize (BOS added)")
+        st, _, body = s.request("POST", "/tokenize", {"prompt": prompt,
+                                                      "add_special_tokens": False})
+        check(st == 200 and json.loads(body)["tokens"] == encode(prompt, False),
+              "/tokenize add_special_tokens false")
+        st, _, body = s.request("POST", "/detokenize", {"tokens": pids[1:]})
+        check(st == 200 and json.loads(body)["prompt"] == prompt, "/detokenize round trip")
+        # greedy on a text prompt: the prompt encoded with BOS, stopped by the eos id
+        st, _, r = s.complete({"prompt": prompt, "max_tokens": 24, "temperature": 0,
+                               "return_token_ids": True})
+        ch = r["choices"][0]
+        check(st == 200 and ch["token_ids"] == greedy[:first + 1] and
+              ch["finish_reason"] == "stop" and r["usage"]["prompt_tokens"] == len(pids),
+              "text prompt: greedy ids equal mhla-generate on the encoded prompt; eos stops")
+        st, _, body = s.request("POST", "/detokenize", {"tokens": greedy[:first]})
+        check(json.loads(body)["prompt"] == ch["text"], "the text is the decoded ids, eos excluded")
+        st, _, r = s.complete({"prompt": prompt, "max_tokens": 24, "temperature": 0,
+                               "return_token_ids": True, "ignore_eos": True})
+        check(r["choices"][0]["token_ids"] == greedy, "ignore_eos runs past the eos ids")
+
+        # sampled streams: UTF-8 boundaries, stream == non-stream, stop strings
+        # logit_bias towards the pieces of real multi-byte characters, so that they
+        # come out often, split over several tokens
+        bias = {str(i): 4 for i in encode("\u2014\u2264\u03c3\u00b2\u00e9\u00ef", False)}
+        multi = 0
+        for seed in range(6):
+            req = {"prompt": prompt, "max_tokens": 48, "temperature": 1.0, "seed": seed,
+                   "ignore_eos": True, "return_token_ids": True, "logit_bias": bias}
+            st, _, full = s.complete(req)
+            st2, chunks, raw = s.stream(req)
+            text, ids, _ = stream_text(chunks)
+            ftext = full["choices"][0]["text"]
+            check(st == 200 and st2 == 200 and text == ftext and
+                  ids == full["choices"][0]["token_ids"], "seed %d: stream == non-stream" % seed)
+            st, _, body = s.request("POST", "/detokenize", {"tokens": ids})
+            want = json.loads(body)["prompt"].replace("<|endoftext|>", "")
+            check(ftext == want, "seed %d: text is the decoded ids" % seed)
+            multi += sum(1 for c in ftext if ord(c) > 127 and c != "\ufffd")
+            # a stop string of two characters ending in a multi-byte character
+            k = next((i for i, c in enumerate(ftext) if ord(c) > 127 and c != "\ufffd" and i > 0),
+                     len(ftext) // 2)
+            stop = ftext[k - 1:k + 1]
+            if len(stop) < 2 or stop not in ftext:
+                continue
+            cut = ftext[:ftext.find(stop)]
+            st, chunks, _ = s.stream(dict(req, stop=[stop]))
+            t2, _, fin = stream_text(chunks)
+            pieces = [ch["text"] for c in chunks if c != "[DONE]" for ch in c["choices"]]
+            check(t2 == cut and fin == "stop",
+                  "seed %d: stop %r cuts the stream before it" % (seed, stop))
+            check(stop not in "".join(pieces), "seed %d: no part of the stop string is sent" % seed)
+        check(multi > 10, "the samples held multi-byte characters (%d)" % multi)
+
+        # logprobs against mhla-generate's logits: non-streaming with echo, and streaming
+        req = {"prompt": prompt, "max_tokens": 12, "temperature": 0.8, "seed": 11,
+               "ignore_eos": True, "return_token_ids": True, "logprobs": 3, "echo": True}
+        st, _, r = s.complete(req)
+        ch = r["choices"][0]
+        lp = ch["logprobs"]
+        gen = ch["token_ids"]
+        n_p = len(pids)
+        ok = st == 200 and lp is not None and len(lp["tokens"]) == n_p + len(gen)
+        if ok:
+            L = log_softmax(logits_of(a.bin, model, pids + gen[:-1], work))
+            want = [None] + [L[t - 1, x] for t, x in enumerate(pids + gen) if t > 0]
+            got = lp["token_logprobs"]
+            ok = got[0] is None and lp["top_logprobs"][0] is None and all(
+                abs(g - w) < 1e-3 for g, w in zip(got[1:], want[1:]))
+            # the top alternatives are the best 3 of the distribution plus the chosen one
+            # (tokens whose strings coincide, like lone bytes shown as U+FFFD, share a key)
+            for t in range(1, n_p + len(gen)):
+                best = np.sort(L[t - 1])[::-1][:3]
+                vals = sorted(lp["top_logprobs"][t].values(), reverse=True)
+                ok = ok and 1 <= len(vals) <= 4 and abs(vals[0] - best[0]) < 1e-3 and all(
+                    v > best[2] - 1e-3 or abs(v - want[t]) < 1e-3 for v in vals)
+            offs = lp["text_offset"]
+            full_text = ch["text"]
+            ok = ok and offs == sorted(offs) and offs[0] == 0 and offs[-1] <= len(full_text)
+            ok = ok and full_text.startswith(prompt)
+        check(ok, "echo + logprobs: prompt and completion logprobs equal log-softmax of the "
+                  "logits, top 3 alternatives, first prompt token null, offsets ordered")
+        st, chunks, _ = s.stream(dict(req, echo=False))
+        toks, lps = [], []
+        for c in chunks:
+            if c == "[DONE]":
+                continue
+            for x in c["choices"]:
+                if x["logprobs"]:
+                    toks += x["logprobs"]["tokens"]
+                    lps += x["logprobs"]["token_logprobs"]
+        st, _, r2 = s.complete(dict(req, echo=False))
+        lp2 = r2["choices"][0]["logprobs"]
+        check(toks == lp2["tokens"] and lps == lp2["token_logprobs"] and
+              lps == lp["token_logprobs"][n_p:] and lp2["text_offset"][0] == 0,
+              "streamed logprobs equal the non-streamed ones")
+        err = s.complete({"prompt": "x", "logprobs": 21})
+        check(err[0] == 400 and err[2]["error"]["param"] == "logprobs", "logprobs 21 -> 400")
+    finally:
+        rc = s.stop()
+        check(rc == 0, "SIGTERM: tokenizer server exits 0 (rc=%s)" % rc)
+
+    # refused at start, with the cause: a tokenizer larger than the model's vocabulary,
+    # and a generation_config.json whose eos id is not a token id
+    small = os.path.join(work, "small")
+    gen_checkpoint.main(["--out", small, "--vocab", "300", "--hidden", "32", "--layers", "1",
+                         "--heads", "2", "--chunk", "8", "--blocks", "4", "--seed", "5"])
+    shutil.copy(os.path.join(model, "tokenizer.json"), small)
+    r = subprocess.run([binary, "--model", small, "--port", "0"], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode != 0 and "tokenizer.json" in r.stderr and "300" in r.stderr,
+          "a tokenizer past the model's vocabulary is refused: %s" % r.stderr.strip()[-160:])
+    os.remove(os.path.join(small, "tokenizer.json"))
+    json.dump({"eos_token_id": [1, 5000]}, open(os.path.join(small, "generation_config.json"), "w"))
+    r = subprocess.run([binary, "--model", small, "--port", "0"], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode != 0 and "eos_token_id" in r.stderr,
+          "a bad eos_token_id is refused: %s" % r.stderr.strip()[-160:])
 
 
 def run_main(s, a, model):
@@ -326,6 +577,36 @@ def run_main(s, a, model):
         closed = False
     check(closed and time.time() - t1 < 6, "stalled client is disconnected by the idle timeout")
     sk.close()
+
+    # metrics: one known request moves every counter and histogram by what it did
+    before = s.metrics()
+    st, _, r = s.complete({"prompt": [5, 6, 7, 8, 9], "max_tokens": 9, "ignore_eos": True,
+                           "seed": 3})
+    after = {}
+
+    def moved(m):
+        after.update(m)
+        d = lambda k: m.get(k, 0) - before.get(k, 0)  # noqa: E731
+        return (d("mhla_time_to_first_token_seconds_count") == 1 and
+                d("mhla_inter_token_latency_seconds_count") == 8 and
+                d("mhla_request_duration_seconds_count") == 1 and
+                d("mhla_prompt_tokens_total") == 5 and d("mhla_generation_tokens_total") == 9 and
+                d('mhla_requests_finished_total{reason="length"}') == 1 and
+                d('mhla_http_requests_total{status="200"}') >= 1 and
+                m["mhla_requests_running"] == 0 and m["mhla_requests_waiting"] == 0)
+    check(st == 200 and wait_metrics(s, moved, 5),
+          "/metrics: one request of 5 + 9 tokens adds 1 TTFT, 8 inter-token and 1 end-to-end "
+          "observations, the token counts and its finish reason")
+    hist_ok = True
+    for h in ("mhla_time_to_first_token_seconds", "mhla_inter_token_latency_seconds",
+              "mhla_request_duration_seconds"):
+        buckets = sorted(((float(k.split('le="')[1].split('"')[0]), v) for k, v in after.items()
+                          if k.startswith(h + "_bucket{")), key=lambda x: x[0])
+        counts = [v for _, v in buckets]
+        hist_ok = hist_ok and len(buckets) > 5 and buckets[-1][0] == float("inf") and \
+            counts == sorted(counts) and counts[-1] == after[h + "_count"] and \
+            after[h + "_sum"] > 0 and after[h + "_count"] > 0
+    check(hist_ok, "/metrics histograms: cumulative buckets up to +Inf = _count, _sum > 0")
 
     m = s.metrics()
     check(m['mhla_http_requests_total{status="200"}'] > 10 and m["mhla_prompt_tokens_total"] > 0

@@ -1,0 +1,215 @@
+/*
+ * cl.h — private declarations shared by the files of client/ (not part of
+ * the module's public API, which is client.h).
+ */
+#ifndef MHLA_CL_H
+#define MHLA_CL_H
+
+#include "client.h"
+
+#include <curl/curl.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- small helpers (stats.c, util.c) ---- */
+
+typedef struct {
+    double *v;
+    size_t n, cap;
+} cl_vec;
+
+int cl_vec_push(cl_vec *v, double x);
+void cl_vec_free(cl_vec *v);
+
+double cl_now(void); /* monotonic seconds */
+
+/* xoshiro256** — the bench's own generator, so runs repeat across libcs. */
+typedef struct {
+    uint64_t s[4];
+} cl_rng;
+void cl_rng_seed(cl_rng *r, uint64_t seed);
+double cl_rng_uniform(cl_rng *r); /* [0, 1) */
+double cl_rng_normal(cl_rng *r);  /* standard normal */
+
+/* A growable string. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} cl_str;
+int cl_str_append(cl_str *b, const char *s, size_t n);
+/* s as a JSON string literal (malloc'd), or NULL when out of memory. */
+char *cl_json_string(const char *s);
+void cl_str_free(cl_str *b);
+
+/* ---- connection settings shared by both programs ---- */
+
+typedef struct {
+    const char *url;     /* base URL, e.g. http://127.0.0.1:8080 */
+    const char *model;   /* "model" field, or NULL to leave it out */
+    const char *api_key; /* Bearer token, or NULL */
+    double timeout_s;    /* per request, 0 = none */
+} cl_conn;
+
+/* Blocking JSON POST to base URL + path: *body_out receives the response body
+ * (malloc'd, NUL-terminated), *status the HTTP status. */
+int cl_post_json(const cl_conn *c, const char *path, const char *body, long *status,
+                 char **body_out, char *err);
+
+/* ---- one streaming completion request (request.c) ---- */
+
+typedef struct cl_req {
+    CURL *easy;
+    struct curl_slist *headers;
+    char *body;
+    cl_sse sse;
+    char curl_err[CURL_ERROR_SIZE];
+    /* timing, in cl_now() seconds */
+    double t_send, t_first, t_last, t_end;
+    int got_first, got_done, error_event, bad_event;
+    long status;
+    long tokens_seen;                     /* counted from the stream */
+    long usage_prompt, usage_completion;  /* from the usage chunk; -1 when absent */
+    char error_msg[CL_ERR_LEN];           /* an error event's or body's message */
+    cl_str err_body;                      /* body of a non-200 response */
+    cl_vec itl;                           /* seconds between tokens */
+    /* for mhla-cli: each piece of text as it arrives */
+    void (*on_text)(void *ctx, const char *text, size_t len);
+    void *text_ctx;
+    /* bookkeeping of the runner */
+    int measured;
+    long expected_in;
+} cl_req;
+
+typedef struct {
+    const char *prompt_json; /* the prompt as a JSON value (string or id array) */
+    long max_tokens;
+    double temperature;      /* < 0: leave out */
+    long long seed;          /* < 0: leave out */
+    int ignore_eos, token_ids, usage;
+} cl_req_params;
+
+/* Prepares r (zeroed by the caller or reused after cl_req_reset) to send one
+ * completion with stream=true. */
+int cl_req_setup(cl_req *r, const cl_conn *c, const cl_req_params *p, char *err);
+/* Frees what one request held; keeps r->easy for the next one (connection reuse). */
+void cl_req_reset(cl_req *r);
+void cl_req_free(cl_req *r);
+
+/* After the transfer ends: 0 when the request completed ([DONE] seen, HTTP 200,
+ * no error event); else -1 and kind (e.g. "http_429", "transport", "incomplete",
+ * "error_event") with the cause in msg. */
+int cl_req_outcome(const cl_req *r, CURLcode result, char *kind, size_t kind_len, char *msg);
+long cl_req_output_tokens(const cl_req *r);
+
+/* ---- prompts (prompts.c) ---- */
+
+typedef enum { CL_DIST_FIXED, CL_DIST_UNIFORM, CL_DIST_NORMAL } cl_dist;
+
+typedef struct {
+    long mean;
+    cl_dist dist;
+    double spread; /* uniform: ±spread; normal: standard deviation */
+} cl_len_spec;
+
+typedef struct {
+    char *prompt_json; /* JSON value */
+    long max_tokens;
+    long input_tokens; /* known prompt length, or -1 */
+} cl_prompt;
+
+typedef struct {
+    cl_prompt *p;
+    size_t n;
+    size_t as_ids; /* synthesized prompts sent as ids because text did not round-trip */
+} cl_prompts;
+
+int cl_parse_dist(const char *s, cl_dist *out);
+long cl_draw_len(const cl_len_spec *s, cl_rng *r);
+int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts *out, char *err);
+int cl_prompts_synthesize(const cl_conn *c, const cl_len_spec *in, const cl_len_spec *out_len,
+                          size_t count, uint64_t seed, cl_prompts *out, char *err);
+void cl_prompts_free(cl_prompts *p);
+
+/* ---- the load run (runner.c) ---- */
+
+typedef struct {
+    cl_conn conn;
+    int open_loop;          /* 0: fixed concurrency; 1: request rate */
+    double *levels;         /* concurrency values or rates (req/s) */
+    size_t n_levels;
+    int poisson;            /* open loop arrivals: Poisson (1) or constant (0) */
+    long max_concurrency;   /* open loop cap on requests in flight */
+    double duration_s;      /* > 0: measure for this long ... */
+    long requests;          /* ... else this many requests */
+    double warmup_s;
+    long warmup_requests;
+    double temperature;
+    long long seed;
+    int ignore_eos, token_ids, usage;
+    double slo_ttft_ms, slo_tpot_ms, slo_e2e_ms; /* <= 0: no objective */
+    int progress;           /* live progress line on stderr */
+    uint64_t rng_seed;
+} cl_bench_opts;
+
+/* Everything mhla-bench's flags set (bench_opts.c). */
+typedef struct {
+    cl_bench_opts run;
+    const char *prompts_path; /* JSONL, or NULL to synthesize */
+    cl_len_spec input, output;
+    long num_prompts;         /* distinct synthesized prompts, used in turn */
+    const char *json_path, *svg_path, *samples_path;
+    int progress_mode;        /* -1 auto (a terminal), 0 off, 1 on */
+    double levels_buf[64];
+} cl_bench_args;
+
+/* 0: run with *a; 1: --help was printed; -1: usage error in err. */
+int cl_bench_parse_args(int argc, char **argv, cl_bench_args *a, char *err);
+void cl_bench_print_help(FILE *f);
+
+/* What one measured request left. */
+typedef struct {
+    int ok;
+    char kind[32];
+    double start, ttft, tpot, e2e; /* seconds; ttft/tpot -1 when unknown */
+    long in_tokens, out_tokens;
+    double end;
+} cl_sample;
+
+typedef struct {
+    char kind[32];
+    size_t n;
+} cl_fail_count;
+
+typedef struct {
+    double level;
+    size_t completed, failed, late_arrivals;
+    cl_fail_count fails[16];
+    size_t n_fail_kinds;
+    char first_error[CL_ERR_LEN];
+    double window_s;
+    long in_tokens, out_tokens;
+    double req_per_s, in_tok_per_s, out_tok_per_s;
+    cl_summary ttft, tpot, itl, e2e; /* milliseconds */
+    size_t good;
+    double goodput_req_per_s;
+    cl_sample *samples; /* every measured request, in completion order (owned; free()) */
+    size_t n_samples;
+    double t0;          /* cl_now() at the level's start: samples' times are absolute */
+} cl_level_result;
+
+int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level,
+                 cl_level_result *res, char *err);
+
+/* ---- reports (report.c, svg.c) ---- */
+
+void cl_print_level(FILE *f, const cl_bench_opts *o, const cl_level_result *r);
+void cl_print_sweep(FILE *f, const cl_bench_opts *o, const cl_level_result *r, size_t n);
+int cl_write_json(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+                  char *err);
+/* One JSON object per measured request and level (--samples). */
+int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_result *r,
+                     size_t n, char *err);
+int cl_write_svg(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+                 char *err);
+
+#endif

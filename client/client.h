@@ -1,0 +1,69 @@
+/*
+ * client.h — the public API of mhla-serve's bundled clients (SPEC §5 client/):
+ * mhla-bench, the load generator, and mhla-cli, which streams one completion to
+ * the terminal. Both speak the OpenAI completions protocol over libcurl, so
+ * they work against any compatible server.
+ *
+ * Exposed here are the two entry points and the two pieces that are worth
+ * testing on their own: the latency statistics (percentiles) and the
+ * incremental Server-Sent Events parser. Everything else is private to client/.
+ *
+ * Errors: functions return 0 on success and -1 on failure, with a message
+ * naming the cause written to a caller buffer of CL_ERR_LEN bytes.
+ */
+#ifndef MHLA_CLIENT_H
+#define MHLA_CLIENT_H
+
+#include <stddef.h>
+
+#define CL_ERR_LEN 256
+
+/* ---- statistics -------------------------------------------------------- */
+
+/* Summary of a sample. With n == 0 every figure is 0. */
+typedef struct {
+    size_t n;
+    double mean, min, p50, p90, p99, max;
+} cl_summary;
+
+/* The q-th percentile (0 <= q <= 100) of the n >= 1 values of sorted (ascending),
+ * by linear interpolation between closest ranks: rank q/100·(n−1), the
+ * definition of numpy.percentile's default method. */
+int cl_percentile(const double *sorted, size_t n, double q, double *out, char *err);
+
+/* Summarises v[0..n-1] (any order; v is not modified). n may be 0. */
+int cl_summarize(const double *v, size_t n, cl_summary *out, char *err);
+
+/* ---- incremental Server-Sent Events parser ----------------------------- */
+
+/* Called once per complete event with its data (the data: lines joined by
+ * '\n', NUL-terminated). A non-zero return stops parsing: cl_sse_feed then
+ * returns -1 with err naming the callback's refusal. */
+typedef int (*cl_sse_event_fn)(void *ctx, const char *data, size_t len);
+
+/* Parser state: bytes may arrive split anywhere (inside a line, between \r
+ * and \n); lines end with \n, \r\n or \r; ':' lines are comments; fields other
+ * than data are ignored; a blank line dispatches the event (when it has data). */
+typedef struct {
+    char *line;
+    size_t line_len, line_cap;
+    char *data;
+    size_t data_len, data_cap;
+    int has_data;
+    int after_cr; /* the previous byte ended a line with \r: a following \n is part of it */
+    size_t max_line; /* longest line accepted (bytes); 0 means 16 MiB */
+} cl_sse;
+
+void cl_sse_init(cl_sse *p);
+int cl_sse_feed(cl_sse *p, const char *bytes, size_t n, cl_sse_event_fn on_event, void *ctx,
+                char *err);
+void cl_sse_free(cl_sse *p);
+
+/* ---- programs ---------------------------------------------------------- */
+
+/* mhla-bench and mhla-cli: parse argv, run, print; return the process exit
+ * status (0 success, 1 error or failed requests where so documented, 2 usage). */
+int cl_bench_main(int argc, char **argv);
+int cl_cli_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,109 @@
+/*
+ * internal.h — what kvstate's own files share. Other modules include
+ * kvstate.h only.
+ */
+#ifndef MHLA_KVSTATE_INTERNAL_H
+#define MHLA_KVSTATE_INTERNAL_H
+
+#include "kvstate.h"
+
+#include <stdarg.h>
+
+int kv_fail(kv_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+enum { PG_FREE = 0, PG_USED = 1, PG_CACHED = 2 };
+
+/* One page. A page is on exactly one of: the free list (PG_FREE), some
+ * sequences' tables (PG_USED, refs > 0), the LRU list of evictable cached
+ * pages (PG_CACHED, refs == 0, indexed). Indexed pages (USED or CACHED) also
+ * sit on a hash chain and keep the whole token prefix they summarise, which
+ * is compared on every hit: a key collision can never serve another
+ * prefix's state. */
+typedef struct {
+    void *data;      /* page_bytes of summaries */
+    int32_t *tokens; /* the token prefix [0, n_tokens) when indexed */
+    int n_tokens;
+    int tokens_cap; /* ints tokens can hold (grown on demand, kept for reuse) */
+    int state;
+    int indexed;
+    int32_t refs;
+    uint64_t key;       /* masked prefix key */
+    int32_t hnext;      /* hash chain */
+    int32_t prev, next; /* LRU list (CACHED) or free list (FREE, next only) */
+} kv_page_desc;
+
+/* The end state of a finished sequence that stopped mid-block. */
+typedef struct {
+    int pos; /* 0: empty slot */
+    int32_t *tokens;
+    float *rows; /* packed current-block rows, see kv_rows_pack */
+    uint64_t last_used;
+} kv_resume_entry;
+
+struct kv_pool {
+    kv_pool_options opt;
+    size_t page_floats, page_bytes;
+    int holders; /* the creator plus every live sequence */
+    int bounded;
+    kv_page_desc *pg;
+    int n_pg, cap_pg;
+    long max_pages;
+    int32_t free_head;
+    int32_t lru_head, lru_tail; /* head: least recently used */
+    int32_t *buckets;
+    uint64_t n_buckets; /* power of two */
+    long n_used, n_cached, n_free, n_reserved;
+    uint64_t hash_mask;
+    kv_stats ctr; /* hits, misses, evictions, resumed_tokens, resumes */
+    kv_resume_entry *resume;
+    uint64_t clock;
+};
+
+struct kv_seq {
+    kv_pool *pool;
+    int pos;
+    int n_pages;
+    long reserved;   /* pages promised to this sequence, not yet taken */
+    int loaded;      /* state came from a snapshot: never shared (see snapshot.c) */
+    int32_t *tokens; /* [max_blocks * C] */
+    int32_t *table;  /* [max_blocks] page ids */
+    uint64_t *keys;  /* [max_blocks] unmasked prefix key of each closed block */
+    kv_seq_bufs b;
+};
+
+/* ---- pool.c ---- */
+long kv_pool_available(const kv_pool *p);
+/* Takes a fresh page (refs 1); from the caller's reservation when
+ * from_reservation, else only when the pool can spare one beyond all
+ * reservations. */
+int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err);
+/* Adds a reference to an indexed page (a cached one becomes used). */
+void kv_page_ref(kv_pool *p, int32_t id);
+void kv_page_unref(kv_pool *p, int32_t id);
+
+/* ---- prefix_index.c ---- */
+uint64_t kv_block_key(uint64_t prev_key, const int32_t *block, int n);
+/* The indexed page summarising exactly tokens[0, n_tokens), or -1. */
+int32_t kv_index_find(const kv_pool *p, uint64_t key, const int32_t *tokens, int n_tokens);
+/* Fails (leaving the page unindexed) only when out of memory for the tokens. */
+int kv_index_insert(kv_pool *p, int32_t id, uint64_t key, const int32_t *tokens, int n_tokens);
+void kv_index_remove(kv_pool *p, int32_t id);
+
+/* ---- rows.c: the current block's first r rows of every (layer, head) ---- */
+size_t kv_rows_floats(const kv_geometry *g, int r);
+void kv_rows_pack(const kv_geometry *g, const kv_seq_bufs *b, int r, float *dst);
+void kv_rows_unpack(const kv_geometry *g, const float *src, int r, kv_seq_bufs *b);
+
+/* ---- resume.c ---- */
+void kv_resume_free_all(kv_pool *p);
+void kv_resume_keep(kv_pool *p, const kv_seq *s);
+/* The longest entry with pos <= limit, exactly n_blocks whole blocks (the
+ * ones the caller matched) and tokens that prefix `tokens`, or NULL. */
+kv_resume_entry *kv_resume_find(kv_pool *p, const int32_t *tokens, int limit, int n_blocks);
+
+/* ---- seq.c ---- */
+/* Computes the prefix keys of blocks [first, last) of s and, with index,
+ * publishes their pages (which must be written) to the prefix cache. */
+void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * kvstate.h — state memory for MHLA sequences (SPEC §4): a pool of fixed-size
+ * pages, one page holding one finished block's summaries for every layer and
+ * kv head; per-sequence state (page table, mixed prefix, the current block's
+ * raw rows, token history); an exact prefix cache; a resume store; snapshots.
+ *
+ * The module knows nothing of the model: the engine passes the geometry as
+ * plain numbers and decides what the floats in a page mean. Pages are
+ * reference-counted and shared; a page is written once, by the sequence that
+ * allocated it, before it is published to the prefix cache, and is immutable
+ * afterwards.
+ *
+ * Not thread-safe: the pool is changed only between forward passes (the
+ * engine's parallel token mixer reads pages and writes only pages and
+ * buffers that belong to one sequence).
+ *
+ * Every function that can fail returns 0 (or a count) on success and -1 with
+ * a one-line message in *err naming the cause.
+ */
+#ifndef MHLA_KVSTATE_H
+#define MHLA_KVSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char msg[512];
+} kv_error;
+
+typedef enum {
+    KV_DTYPE_F32 = 0,
+    KV_DTYPE_BF16 = 1, /* pages only; rounded to nearest even when stored */
+} kv_dtype;
+
+/* The shape of one sequence's state. A page holds layers * kv_heads blocks of
+ * dk*dv values, then (with key_sums) layers * kv_heads vectors of dk. */
+typedef struct {
+    int layers;
+    int kv_heads;
+    int dk;
+    int dv;
+    int block_tokens; /* C */
+    int max_blocks;   /* Lm: a sequence holds at most this many pages */
+    int key_sums;     /* 1: pages also hold per-head key sums */
+} kv_geometry;
+
+typedef struct {
+    kv_geometry geo;
+    kv_dtype dtype;
+    /* Bytes of page storage. 0: unbounded, pages are malloc'd on demand and
+     * freed when released, and there is no prefix cache. > 0: at most
+     * budget / page_bytes pages; released pages are kept (free list or prefix
+     * cache) and reused. */
+    size_t budget_bytes;
+    /* End states of finished sequences kept for resume (0: none). */
+    int resume_slots;
+} kv_pool_options;
+
+typedef struct kv_pool kv_pool;
+typedef struct kv_seq kv_seq;
+
+/* Counters for admission and /metrics. */
+typedef struct {
+    size_t page_bytes;
+    long pages_total;        /* capacity (pages created so far, when unbounded) */
+    long pages_used;         /* referenced by at least one sequence */
+    long pages_cached;       /* unreferenced, kept by the prefix cache, evictable */
+    long pages_free;         /* on the free list */
+    long pages_reserved;     /* promised to admitted sequences, not yet taken */
+    long pages_available;    /* what a new reservation can still get */
+    uint64_t hits;           /* blocks served by the prefix cache */
+    uint64_t misses;         /* lookups that found no (further) block */
+    uint64_t evictions;      /* cached pages dropped to make room */
+    uint64_t resumed_tokens; /* tokens skipped by prefix hits and resumes */
+    uint64_t resumes;        /* lookups served from the resume store */
+} kv_stats;
+
+/* ---- pool ------------------------------------------------------------------ */
+
+int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err);
+/* Drops the creator's hold: the pool goes away once its last sequence does. */
+void kv_pool_release(kv_pool *pool);
+void kv_pool_stats(const kv_pool *pool, kv_stats *out);
+size_t kv_pool_page_bytes(const kv_pool *pool);
+size_t kv_page_floats(const kv_geometry *geo);
+kv_dtype kv_pool_dtype(const kv_pool *pool);
+/* Test hook: keep only the low `bits` bits of every prefix key (0: all 64),
+ * so that different prefixes collide. Clears the prefix cache. */
+void kv_pool_set_hash_bits(kv_pool *pool, int bits);
+/* Checks every invariant (counts, lists, refcounts, index); for tests. */
+int kv_pool_check(const kv_pool *pool, kv_error *err);
+/* Worst-case pages a sequence needs to reach n_positions. */
+int kv_pages_needed(const kv_geometry *geo, long n_positions);
+
+/* ---- per-sequence state ---------------------------------------------------- */
+
+/* The float buffers a sequence owns; the engine's token mixer works in them. */
+typedef struct {
+    float *prefix;   /* P_i: [layers][kv_heads][dk*dv] */
+    float *prefix_k; /* [layers][kv_heads][dk], or NULL without key_sums */
+    float *cur_k;    /* current block's rows: [layers][kv_heads][C][dk] */
+    float *cur_v;    /* [layers][kv_heads][C][dv] */
+} kv_seq_bufs;
+
+int kv_seq_create(kv_pool *pool, kv_seq **out, kv_error *err);
+/* A copy that continues exactly as the original would; pages are shared. */
+int kv_seq_clone(const kv_seq *src, kv_seq **out, kv_error *err);
+/* Releases its pages and reservation. */
+void kv_seq_free(kv_seq *seq);
+/* Keeps the sequence's end state in the resume store (when the pool has
+ * one), then frees it. */
+void kv_seq_finish(kv_seq *seq);
+kv_pool *kv_seq_pool(const kv_seq *seq);
+int kv_seq_pos(const kv_seq *seq);
+const int32_t *kv_seq_tokens(const kv_seq *seq);
+kv_seq_bufs kv_seq_buffers(const kv_seq *seq);
+int kv_seq_n_pages(const kv_seq *seq);
+/* Storage of page b (< kv_seq_n_pages), in the pool's dtype. */
+void *kv_seq_page(const kv_seq *seq, int b);
+/* Bytes the sequence holds: its pages (shared ones counted whole) and buffers. */
+size_t kv_seq_bytes(const kv_seq *seq);
+
+/* Admission: makes sure the sequence can reach n_positions without a page
+ * allocation failing (the reservation is consumed as pages are taken and
+ * returned when the sequence is freed). Fails, changing nothing, when the
+ * pool cannot promise it. */
+int kv_seq_reserve(kv_seq *seq, long n_positions, kv_error *err);
+/* Makes sure pages exist for blocks [0, n_blocks); called before a forward
+ * pass so that the pass itself never fails. */
+int kv_seq_ensure_pages(kv_seq *seq, int n_blocks, kv_error *err);
+/* Records n tokens the engine has just computed: appends them to the
+ * history, advances the position and publishes every block they closed to
+ * the prefix cache (or swaps in an identical cached page). Never fails. */
+void kv_seq_advance(kv_seq *seq, const int32_t *tokens, int n);
+
+/* For a fresh sequence (position 0): attaches the longest state the pool
+ * holds for a prefix of tokens[0..n), never more than n - 1 tokens so that at
+ * least one token is left to compute. Whole blocks come from the prefix
+ * cache; a resume entry may add the rows of a partial block. Returns the new
+ * position (0: nothing matched). When it ends mid-block, the caller must
+ * recompute the mixed prefix P_i from the pages. */
+int kv_seq_match(kv_seq *seq, const int32_t *tokens, int n, kv_error *err);
+
+/* ---- snapshots --------------------------------------------------------------- */
+
+/* Writes the sequence's state (tokens, pages, current block rows) to path:
+ * a versioned header, the caller's model fingerprint, the geometry, the
+ * data, and a checksum over everything. */
+int kv_seq_save(const kv_seq *seq, uint64_t fingerprint, const char *path, kv_error *err);
+/* Loads a snapshot into a fresh sequence. Refused with a message: a missing,
+ * truncated or corrupt file (checksum), another version, another
+ * fingerprint, geometry or dtype. The mixed prefix is not stored: when the
+ * position is mid-block the caller recomputes it from the pages. */
+int kv_seq_load(kv_seq *seq, uint64_t fingerprint, const char *path, kv_error *err);
+
+/* ---- page values ------------------------------------------------------------- */
+
+/* dst[0..n) = the f32 values of page storage src[off .. off+n). */
+void kv_page_read(kv_dtype dtype, const void *src, size_t off, float *dst, size_t n);
+/* page storage dst[off .. off+n) = src[0..n), rounded when dtype is bf16. */
+void kv_page_write(kv_dtype dtype, void *dst, size_t off, const float *src, size_t n);
+
+/* FNV-1a over bytes, continuing from h (start with KV_FNV_SEED). */
+#define KV_FNV_SEED 14695981039346656037ull
+uint64_t kv_fnv1a(uint64_t h, const void *data, size_t n);
+
+#endif

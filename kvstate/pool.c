@@ -1,0 +1,328 @@
+/*
+ * pool.c — the page pool: O(1) take and release through a free list,
+ * reference counts, LRU eviction of unreferenced cached pages, reservations
+ * for admission, and the accounting that kv_pool_check verifies.
+ *
+ * A bounded pool creates page storage lazily, up to budget / page_bytes
+ * pages, and never returns it: after warm-up, taking a page allocates
+ * nothing. An unbounded pool mallocs each page and frees it on release.
+ */
+#include "internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int kv_fail(kv_error *err, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+size_t kv_page_floats(const kv_geometry *g)
+{
+    size_t per_head = (size_t)g->dk * g->dv + (g->key_sums ? (size_t)g->dk : 0);
+    return (size_t)g->layers * g->kv_heads * per_head;
+}
+
+int kv_pages_needed(const kv_geometry *g, long n_positions)
+{
+    if (n_positions <= 0)
+        return 0;
+    long n = n_positions / g->block_tokens;
+    return n > g->max_blocks ? g->max_blocks : (int)n;
+}
+
+static int geometry_ok(const kv_geometry *g)
+{
+    return g->layers > 0 && g->kv_heads > 0 && g->dk > 0 && g->dv > 0 && g->block_tokens > 0 &&
+           g->max_blocks > 0 && g->layers <= 4096 && g->kv_heads <= 4096 && g->dk <= 65536 &&
+           g->dv <= 65536 && g->block_tokens <= 65536 && g->max_blocks <= 65536;
+}
+
+int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
+{
+    *out = NULL;
+    if (!opt || !geometry_ok(&opt->geo))
+        return kv_fail(err, "state pool: bad geometry");
+    if (opt->dtype != KV_DTYPE_F32 && opt->dtype != KV_DTYPE_BF16)
+        return kv_fail(err, "state pool: unknown page dtype %d", (int)opt->dtype);
+    if (opt->resume_slots < 0 || opt->resume_slots > 65536)
+        return kv_fail(err, "state pool: resume slots %d outside [0, 65536]", opt->resume_slots);
+    kv_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return kv_fail(err, "out of memory for the state pool");
+    p->opt = *opt;
+    p->page_floats = kv_page_floats(&opt->geo);
+    p->page_bytes = p->page_floats * (opt->dtype == KV_DTYPE_BF16 ? 2 : 4);
+    p->holders = 1;
+    p->free_head = p->lru_head = p->lru_tail = -1;
+    p->hash_mask = ~0ull;
+    p->bounded = opt->budget_bytes > 0;
+    if (p->bounded) {
+        size_t n = opt->budget_bytes / p->page_bytes;
+        if (n > INT32_MAX / 4)
+            n = INT32_MAX / 4;
+        p->max_pages = (long)n;
+        p->cap_pg = (int)n;
+        p->n_buckets = 1;
+        while (p->n_buckets < 2 * n)
+            p->n_buckets <<= 1;
+        p->pg = calloc(n ? n : 1, sizeof *p->pg);
+        p->buckets = malloc(p->n_buckets * sizeof *p->buckets);
+        p->resume = calloc(opt->resume_slots ? (size_t)opt->resume_slots : 1, sizeof *p->resume);
+        if (!p->pg || !p->buckets || !p->resume) {
+            kv_pool_release(p);
+            return kv_fail(err, "out of memory for the state pool's tables (%zu pages)", n);
+        }
+        memset(p->buckets, 0xff, p->n_buckets * sizeof *p->buckets);
+    } else {
+        p->max_pages = LONG_MAX / 4;
+        p->opt.resume_slots = 0; /* resume needs the prefix cache */
+    }
+    *out = p;
+    return 0;
+}
+
+static void pool_destroy(kv_pool *p)
+{
+    for (int i = 0; i < p->n_pg; i++) {
+        free(p->pg[i].data);
+        free(p->pg[i].tokens);
+    }
+    kv_resume_free_all(p);
+    free(p->resume);
+    free(p->pg);
+    free(p->buckets);
+    free(p);
+}
+
+void kv_pool_release(kv_pool *p)
+{
+    if (p && --p->holders == 0)
+        pool_destroy(p);
+}
+
+size_t kv_pool_page_bytes(const kv_pool *p) { return p->page_bytes; }
+kv_dtype kv_pool_dtype(const kv_pool *p) { return p->opt.dtype; }
+
+long kv_pool_available(const kv_pool *p)
+{
+    if (!p->bounded)
+        return LONG_MAX / 4;
+    return p->n_free + p->n_cached + (p->max_pages - p->n_pg) - p->n_reserved;
+}
+
+void kv_pool_stats(const kv_pool *p, kv_stats *o)
+{
+    *o = p->ctr;
+    o->page_bytes = p->page_bytes;
+    o->pages_total = p->bounded ? p->max_pages : p->n_used;
+    o->pages_used = p->n_used;
+    o->pages_cached = p->n_cached;
+    o->pages_free = p->bounded ? p->n_free + (p->max_pages - p->n_pg) : 0;
+    o->pages_reserved = p->n_reserved;
+    o->pages_available = p->bounded ? kv_pool_available(p) : -1;
+}
+
+static void lru_unlink(kv_pool *p, int32_t id)
+{
+    kv_page_desc *d = &p->pg[id];
+    if (d->prev >= 0)
+        p->pg[d->prev].next = d->next;
+    else
+        p->lru_head = d->next;
+    if (d->next >= 0)
+        p->pg[d->next].prev = d->prev;
+    else
+        p->lru_tail = d->prev;
+    d->prev = d->next = -1;
+}
+
+static void lru_push_tail(kv_pool *p, int32_t id)
+{
+    kv_page_desc *d = &p->pg[id];
+    d->next = -1;
+    d->prev = p->lru_tail;
+    if (p->lru_tail >= 0)
+        p->pg[p->lru_tail].next = id;
+    else
+        p->lru_head = id;
+    p->lru_tail = id;
+}
+
+/* A new descriptor with storage, or -1. */
+static int32_t grow(kv_pool *p, kv_error *err)
+{
+    if (!p->bounded && p->n_pg == p->cap_pg) {
+        int cap = p->cap_pg ? 2 * p->cap_pg : 16;
+        kv_page_desc *np = realloc(p->pg, (size_t)cap * sizeof *np);
+        if (!np)
+            return kv_fail(err, "out of memory for the state pool's page table");
+        p->pg = np;
+        p->cap_pg = cap;
+    }
+    kv_page_desc *d = &p->pg[p->n_pg];
+    memset(d, 0, sizeof *d);
+    d->hnext = d->prev = d->next = -1;
+    d->data = malloc(p->page_bytes);
+    if (!d->data)
+        return kv_fail(err, "out of memory for a state page (%zu bytes)", p->page_bytes);
+    return p->n_pg++;
+}
+
+int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
+{
+    if (!from_reservation && kv_pool_available(p) < 1)
+        return kv_fail(err,
+                       "state memory full: all %ld pages of %zu bytes are in use or reserved "
+                       "(%ld used, %ld reserved)",
+                       p->max_pages, p->page_bytes, p->n_used, p->n_reserved);
+    int32_t id;
+    if (p->free_head >= 0) {
+        id = p->free_head;
+        p->free_head = p->pg[id].next;
+        p->pg[id].next = -1;
+        if (p->bounded) {
+            p->n_free--;
+        } else {
+            p->pg[id].data = malloc(p->page_bytes);
+            if (!p->pg[id].data) {
+                p->pg[id].next = p->free_head;
+                p->free_head = id;
+                return kv_fail(err, "out of memory for a state page (%zu bytes)", p->page_bytes);
+            }
+        }
+    } else if (p->n_pg < p->max_pages) {
+        id = grow(p, err);
+        if (id < 0)
+            return -1;
+    } else if (p->lru_head >= 0) {
+        id = p->lru_head; /* evict the least recently used cached page */
+        lru_unlink(p, id);
+        kv_index_remove(p, id);
+        p->n_cached--;
+        p->ctr.evictions++;
+    } else {
+        return kv_fail(err, "state memory full: no free or evictable page");
+    }
+    if (from_reservation)
+        p->n_reserved--;
+    kv_page_desc *d = &p->pg[id];
+    d->state = PG_USED;
+    d->refs = 1;
+    p->n_used++;
+    *out = id;
+    return 0;
+}
+
+void kv_page_ref(kv_pool *p, int32_t id)
+{
+    kv_page_desc *d = &p->pg[id];
+    if (d->state == PG_CACHED) {
+        lru_unlink(p, id);
+        p->n_cached--;
+        p->n_used++;
+        d->state = PG_USED;
+    }
+    d->refs++;
+}
+
+void kv_page_unref(kv_pool *p, int32_t id)
+{
+    kv_page_desc *d = &p->pg[id];
+    if (--d->refs > 0)
+        return;
+    p->n_used--;
+    if (d->indexed) {
+        d->state = PG_CACHED;
+        p->n_cached++;
+        lru_push_tail(p, id);
+        return;
+    }
+    d->state = PG_FREE;
+    if (!p->bounded) {
+        free(d->data);
+        d->data = NULL;
+    } else {
+        p->n_free++;
+    }
+    d->next = p->free_head;
+    p->free_head = id;
+}
+
+void kv_pool_set_hash_bits(kv_pool *p, int bits)
+{
+    /* Drop every index entry first: keys stored under the old mask would
+     * not be found under the new one. */
+    for (int i = 0; i < p->n_pg; i++)
+        if (p->pg[i].indexed) {
+            kv_index_remove(p, i);
+            if (p->pg[i].state == PG_CACHED) {
+                lru_unlink(p, i);
+                p->n_cached--;
+                p->pg[i].state = PG_FREE;
+                p->pg[i].next = p->free_head;
+                p->free_head = i;
+                p->n_free++;
+            }
+        }
+    p->hash_mask = bits <= 0 || bits >= 64 ? ~0ull : (1ull << bits) - 1;
+}
+
+int kv_pool_check(const kv_pool *p, kv_error *err)
+{
+    long used = 0, cached = 0, freed = 0, indexed = 0, lru = 0, fl = 0;
+    for (int i = 0; i < p->n_pg; i++) {
+        const kv_page_desc *d = &p->pg[i];
+        if (d->state == PG_USED) {
+            used++;
+            if (d->refs <= 0)
+                return kv_fail(err, "page %d is used with %d references", i, d->refs);
+        } else if (d->state == PG_CACHED) {
+            cached++;
+            if (d->refs != 0 || !d->indexed)
+                return kv_fail(err, "cached page %d has %d references, indexed %d", i, d->refs,
+                               d->indexed);
+        } else {
+            freed++;
+            if (d->refs != 0 || d->indexed)
+                return kv_fail(err, "free page %d has %d references, indexed %d", i, d->refs,
+                               d->indexed);
+        }
+        if (d->indexed) {
+            indexed++;
+            if (kv_index_find(p, d->key, d->tokens, d->n_tokens) != i)
+                return kv_fail(err, "indexed page %d cannot be found by its key", i);
+        }
+    }
+    for (int32_t id = p->lru_head, prev = -1; id >= 0; prev = id, id = p->pg[id].next) {
+        if (p->pg[id].state != PG_CACHED || p->pg[id].prev != prev || ++lru > p->n_pg)
+            return kv_fail(err, "LRU list broken at page %d", id);
+    }
+    for (int32_t id = p->free_head; id >= 0; id = p->pg[id].next)
+        if (p->pg[id].state != PG_FREE || ++fl > p->n_pg)
+            return kv_fail(err, "free list broken at page %d", id);
+    long chained = 0;
+    for (uint64_t b = 0; p->bounded && b < p->n_buckets; b++)
+        for (int32_t id = p->buckets[b]; id >= 0; id = p->pg[id].hnext)
+            if (!p->pg[id].indexed || ++chained > p->n_pg)
+                return kv_fail(err, "hash chain %llu broken at page %d", (unsigned long long)b, id);
+    if (used != p->n_used || cached != p->n_cached || lru != cached || fl != freed ||
+        chained != indexed || (p->bounded && freed != p->n_free))
+        return kv_fail(err,
+                       "pool accounting: used %ld/%ld cached %ld/%ld lru %ld free %ld/%ld list %ld "
+                       "indexed %ld chained %ld",
+                       used, p->n_used, cached, p->n_cached, lru, freed, p->n_free, fl, indexed,
+                       chained);
+    if (p->n_reserved < 0 || (p->bounded && kv_pool_available(p) < 0))
+        return kv_fail(err, "reservations exceed the pool: %ld reserved, %ld available",
+                       p->n_reserved, kv_pool_available(p));
+    return 0;
+}

@@ -1,0 +1,209 @@
+/*
+ * snapshot.c — one sequence's state in a file, to move a conversation
+ * between processes or keep it across restarts.
+ *
+ * Layout (native byte order, little-endian on every supported machine):
+ *   "MHLAKVSN"  u32 version  u32 dtype  u64 model fingerprint
+ *   i32 layers, kv_heads, dk, dv, block_tokens, max_blocks, key_sums
+ *   i32 pos
+ *   i32 tokens[pos]
+ *   pages: (pos / C) * page_bytes, in the pool's dtype
+ *   the partial block's rows: kv_rows_floats(pos % C) f32
+ *   u64 FNV-1a of every byte before it
+ * P_i is not stored: it is a function of the pages (the caller remixes it).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SNAP_MAGIC "MHLAKVSN"
+#define SNAP_VERSION 1u
+
+typedef struct {
+    char magic[8];
+    uint32_t version;
+    uint32_t dtype;
+    uint64_t fingerprint;
+    int32_t geo[7];
+    int32_t pos;
+} snap_header;
+
+static void geo_fields(const kv_geometry *g, int32_t out[7])
+{
+    int32_t v[7] = {g->layers,       g->kv_heads,   g->dk,      g->dv,
+                    g->block_tokens, g->max_blocks, g->key_sums};
+    memcpy(out, v, sizeof v);
+}
+
+static size_t body_bytes(const kv_pool *p, int pos)
+{
+    const kv_geometry *g = &p->opt.geo;
+    int C = g->block_tokens;
+    return (size_t)pos * sizeof(int32_t) + (size_t)(pos / C) * p->page_bytes +
+           kv_rows_floats(g, pos % C) * sizeof(float);
+}
+
+int kv_seq_save(const kv_seq *s, uint64_t fingerprint, const char *path, kv_error *err)
+{
+    const kv_pool *p = s->pool;
+    const kv_geometry *g = &p->opt.geo;
+    int C = g->block_tokens, nb = s->pos / C, r = s->pos % C;
+    if (s->n_pages < nb)
+        return kv_fail(err, "snapshot: sequence at position %d holds only %d pages", s->pos,
+                       s->n_pages);
+    snap_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, SNAP_MAGIC, 8);
+    h.version = SNAP_VERSION;
+    h.dtype = (uint32_t)p->opt.dtype;
+    h.fingerprint = fingerprint;
+    geo_fields(g, h.geo);
+    h.pos = s->pos;
+    float *rows = malloc(kv_rows_floats(g, r) * sizeof(float) + 1);
+    if (!rows)
+        return kv_fail(err, "snapshot: out of memory");
+    kv_rows_pack(g, &s->b, r, rows);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        free(rows);
+        return kv_fail(err, "snapshot: cannot create '%s': %s", path, strerror(errno));
+    }
+    uint64_t sum = kv_fnv1a(KV_FNV_SEED, &h, sizeof h);
+    int ok = fwrite(&h, sizeof h, 1, f) == 1;
+    sum = kv_fnv1a(sum, s->tokens, (size_t)s->pos * sizeof(int32_t));
+    ok = ok && fwrite(s->tokens, sizeof(int32_t), (size_t)s->pos, f) == (size_t)s->pos;
+    for (int b = 0; ok && b < nb; b++) {
+        const void *d = p->pg[s->table[b]].data;
+        sum = kv_fnv1a(sum, d, p->page_bytes);
+        ok = fwrite(d, p->page_bytes, 1, f) == 1;
+    }
+    size_t rb = kv_rows_floats(g, r) * sizeof(float);
+    sum = kv_fnv1a(sum, rows, rb);
+    ok = ok && (rb == 0 || fwrite(rows, rb, 1, f) == 1);
+    ok = ok && fwrite(&sum, sizeof sum, 1, f) == 1;
+    ok = (fclose(f) == 0) && ok;
+    free(rows);
+    if (!ok)
+        return kv_fail(err, "snapshot: writing '%s' failed: %s", path, strerror(errno));
+    return 0;
+}
+
+/* Reads the whole file; refuses one larger than `max` bytes. */
+static int read_file(const char *path, size_t max, unsigned char **out, size_t *len, kv_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return kv_fail(err, "snapshot: cannot open '%s': %s", path, strerror(errno));
+    unsigned char *buf = malloc(max + 1);
+    if (!buf) {
+        fclose(f);
+        return kv_fail(err, "snapshot: out of memory");
+    }
+    size_t n = fread(buf, 1, max + 1, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return kv_fail(err, "snapshot: reading '%s' failed", path);
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int kv_seq_load(kv_seq *s, uint64_t fingerprint, const char *path, kv_error *err)
+{
+    kv_pool *p = s->pool;
+    const kv_geometry *g = &p->opt.geo;
+    int C = g->block_tokens;
+    if (s->pos != 0 || s->n_pages != 0)
+        return kv_fail(err, "snapshot: load into a sequence that already holds %d tokens", s->pos);
+    size_t max = sizeof(snap_header) + body_bytes(p, g->max_blocks * C - 1) + sizeof(uint64_t);
+    size_t mx2 = sizeof(snap_header) + body_bytes(p, g->max_blocks * C) + sizeof(uint64_t);
+    if (mx2 > max)
+        max = mx2;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (read_file(path, max, &buf, &len, err))
+        return -1;
+    int rc = -1;
+    snap_header h;
+    if (len < 8 || memcmp(buf, SNAP_MAGIC, 8) != 0) {
+        kv_fail(err, "snapshot '%s': not a state snapshot (bad magic)", path);
+        goto out;
+    }
+    if (len < sizeof h) {
+        kv_fail(err, "snapshot '%s': truncated header (%zu bytes)", path, len);
+        goto out;
+    }
+    memcpy(&h, buf, sizeof h);
+    if (h.version != SNAP_VERSION) {
+        kv_fail(err, "snapshot '%s': format version %u, this build reads version %u", path,
+                h.version, SNAP_VERSION);
+        goto out;
+    }
+    if (h.fingerprint != fingerprint) {
+        kv_fail(err,
+                "snapshot '%s': written for another model (fingerprint %016llx, this model "
+                "%016llx)",
+                path, (unsigned long long)h.fingerprint, (unsigned long long)fingerprint);
+        goto out;
+    }
+    int32_t geo[7];
+    geo_fields(g, geo);
+    if (memcmp(h.geo, geo, sizeof geo) != 0 || h.dtype != (uint32_t)p->opt.dtype) {
+        kv_fail(err,
+                "snapshot '%s': state geometry or page dtype (%s) differs from this pool's "
+                "(%s)",
+                path, h.dtype == KV_DTYPE_BF16 ? "bf16" : "f32",
+                p->opt.dtype == KV_DTYPE_BF16 ? "bf16" : "f32");
+        goto out;
+    }
+    if (h.pos < 0 || h.pos > g->max_blocks * C) {
+        kv_fail(err, "snapshot '%s': position %d outside the context", path, h.pos);
+        goto out;
+    }
+    size_t want = sizeof h + body_bytes(p, h.pos) + sizeof(uint64_t);
+    if (len != want) {
+        kv_fail(err,
+                "snapshot '%s': %zu bytes, a snapshot at position %d has %zu (truncated or "
+                "trailing data)",
+                path, len, h.pos, want);
+        goto out;
+    }
+    uint64_t sum;
+    memcpy(&sum, buf + len - sizeof sum, sizeof sum);
+    if (kv_fnv1a(KV_FNV_SEED, buf, len - sizeof sum) != sum) {
+        kv_fail(err, "snapshot '%s': checksum mismatch (corrupt file)", path);
+        goto out;
+    }
+    int nb = h.pos / C, r = h.pos % C;
+    if (kv_seq_ensure_pages(s, nb, err))
+        goto out;
+    const unsigned char *q = buf + sizeof h;
+    memcpy(s->tokens, q, (size_t)h.pos * sizeof(int32_t));
+    q += (size_t)h.pos * sizeof(int32_t);
+    for (int b = 0; b < nb; b++, q += p->page_bytes)
+        memcpy(p->pg[s->table[b]].data, q, p->page_bytes);
+    float *rows = malloc(kv_rows_floats(g, r) * sizeof(float) + 1);
+    if (!rows) {
+        kv_fail(err, "snapshot: out of memory");
+        goto out;
+    }
+    memcpy(rows, q, kv_rows_floats(g, r) * sizeof(float));
+    kv_rows_unpack(g, rows, r, &s->b);
+    free(rows);
+    s->pos = h.pos;
+    /* The checksum catches corruption, not forgery: nothing a loaded
+     * sequence computes is published, so a file can never put state into
+     * other requests. */
+    s->loaded = 1;
+    kv_seq_publish_blocks(s, 0, nb, 0);
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}

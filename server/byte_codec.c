@@ -1,0 +1,187 @@
+/*
+ * byte_codec.c — the byte-level stand-in used when the model directory has
+ * no tokenizer.json: byte b is token id b (models with vocab >= 256);
+ * decoding maps ids 1..255 back to bytes, skips the others (id 0 too: JSON
+ * text cannot carry NUL), and turns byte sequences that are not UTF-8 into
+ * U+FFFD (one per maximal invalid subpart, as the WHATWG decoder does).
+ */
+#include "text_codec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct srv_bytes_stream {
+    int vocab_size;
+    unsigned char part[4]; /* an incomplete but so far valid UTF-8 sequence */
+    int npart;
+    char out[64];
+};
+
+int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n,
+                     char *err, size_t errlen)
+{
+    *ids = NULL;
+    *n = 0;
+    if (vocab_size < 256) {
+        snprintf(err, errlen,
+                 "this model has no tokenizer.json and its vocabulary (%d ids) cannot hold the "
+                 "byte-level stand-in encoding; send the prompt as token ids",
+                 vocab_size);
+        return -1;
+    }
+    if (len > (size_t)1 << 30) {
+        snprintf(err, errlen, "text of %zu bytes is too long", len);
+        return -1;
+    }
+    int32_t *v = malloc((len ? len : 1) * sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory encoding %zu bytes", len);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++)
+        v[i] = (unsigned char)text[i];
+    *ids = v;
+    *n = (int)len;
+    return 0;
+}
+
+/* Length of the UTF-8 sequence starting with lead byte b, 0 when b cannot lead. */
+static int utf8_len(unsigned char b)
+{
+    if (b < 0x80)
+        return 1;
+    if (b >= 0xC2 && b <= 0xDF)
+        return 2;
+    if (b >= 0xE0 && b <= 0xEF)
+        return 3;
+    if (b >= 0xF0 && b <= 0xF4)
+        return 4;
+    return 0;
+}
+
+/* Whether b may follow the bytes part[0..k-1] (k >= 1) of a sequence. */
+static int utf8_cont_ok(const unsigned char *part, int k, unsigned char b)
+{
+    if (k == 1) {
+        switch (part[0]) {
+        case 0xE0: return b >= 0xA0 && b <= 0xBF;
+        case 0xED: return b >= 0x80 && b <= 0x9F;
+        case 0xF0: return b >= 0x90 && b <= 0xBF;
+        case 0xF4: return b >= 0x80 && b <= 0x8F;
+        default: break;
+        }
+    }
+    return b >= 0x80 && b <= 0xBF;
+}
+
+static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
+
+/* Feeds one byte; appends completed characters to out (*olen, room >= 8). */
+static void feed_byte(srv_bytes_stream *s, unsigned char b, char *out, size_t *olen)
+{
+    for (;;) {
+        if (s->npart == 0) {
+            int l = utf8_len(b);
+            if (l == 0) {
+                memcpy(out + *olen, REPLACEMENT, 3);
+                *olen += 3;
+            } else if (l == 1) {
+                out[(*olen)++] = (char)b;
+            } else {
+                s->part[s->npart++] = b;
+            }
+            return;
+        }
+        if (utf8_cont_ok(s->part, s->npart, b)) {
+            s->part[s->npart++] = b;
+            if (s->npart == utf8_len(s->part[0])) {
+                memcpy(out + *olen, s->part, (size_t)s->npart);
+                *olen += (size_t)s->npart;
+                s->npart = 0;
+            }
+            return;
+        }
+        /* the sequence so far is a maximal invalid subpart; b starts afresh */
+        memcpy(out + *olen, REPLACEMENT, 3);
+        *olen += 3;
+        s->npart = 0;
+    }
+}
+
+int srv_bytes_stream_new(int vocab_size, srv_bytes_stream **out, char *err, size_t errlen)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
+        snprintf(err, errlen, "out of memory for a decoding stream");
+        return -1;
+    }
+    (*out)->vocab_size = vocab_size;
+    return 0;
+}
+
+int srv_bytes_stream_push(srv_bytes_stream *s, int32_t id, const char **piece, size_t *len,
+                          char *err, size_t errlen)
+{
+    size_t n = 0;
+    if (id < 0 || id >= s->vocab_size) {
+        snprintf(err, errlen, "token id %d is outside the vocabulary [0, %d)", (int)id,
+                 s->vocab_size);
+        return -1;
+    }
+    if (id > 0 && id < 256)
+        feed_byte(s, (unsigned char)id, s->out, &n);
+    s->out[n] = 0;
+    *piece = s->out;
+    *len = n;
+    return 0;
+}
+
+void srv_bytes_stream_finish(srv_bytes_stream *s, const char **piece, size_t *len)
+{
+    size_t n = 0;
+    if (s->npart) {
+        memcpy(s->out, REPLACEMENT, 3);
+        n = 3;
+        s->npart = 0;
+    }
+    s->out[n] = 0;
+    *piece = s->out;
+    *len = n;
+}
+
+void srv_bytes_stream_free(srv_bytes_stream *s) { free(s); }
+
+int srv_bytes_decode(int vocab_size, const int32_t *ids, int n, char **text, size_t *len,
+                     char *err, size_t errlen)
+{
+    *text = NULL;
+    *len = 0;
+    /* each byte yields at most 3 bytes of output, plus the final flush */
+    size_t cap = (size_t)(n > 0 ? n : 0) * 3 + 8;
+    char *buf = malloc(cap);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory decoding %d ids", n);
+        return -1;
+    }
+    srv_bytes_stream st = {.vocab_size = vocab_size};
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= vocab_size) {
+            snprintf(err, errlen, "token id %d is outside the vocabulary [0, %d)", (int)ids[i],
+                     vocab_size);
+            free(buf);
+            return -1;
+        }
+        if (ids[i] > 0 && ids[i] < 256)
+            feed_byte(&st, (unsigned char)ids[i], buf, &o);
+    }
+    if (st.npart) {
+        memcpy(buf + o, REPLACEMENT, 3);
+        o += 3;
+    }
+    buf[o] = 0;
+    *text = buf;
+    *len = o;
+    return 0;
+}

@@ -1,0 +1,346 @@
+/*
+ * Churn: thousands of random sequences of random lengths sharing random
+ * prefixes, with random frees, finishes (resume), clones, reservations and
+ * evictions, in a deliberately small pool, with and without keys cut to 2
+ * bits (forced collisions). The "engine" here writes into each page and each
+ * current-block row a value that is a function of the token prefix it
+ * summarises, so any state served for the wrong prefix shows up.
+ *
+ * After every operation: kv_pool_check (lists, counts, index), every page's
+ * reference count equals the number of live tables holding it, reservations
+ * add up, and every live sequence's pages and rows are right for its tokens.
+ * Built also with AddressSanitizer and run under valgrind (fewer rounds).
+ *
+ * usage: test_kvstate_churn [ROUNDS]
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LIVE 12
+#define ROOTS 3
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            if (++failures > 20)                                                                   \
+                exit(1);                                                                           \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static int rnd(int n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (int)(rng_state % (uint64_t)n);
+}
+
+static const kv_geometry GEO = {.layers = 2,
+                                .kv_heads = 1,
+                                .dk = 2,
+                                .dv = 3,
+                                .block_tokens = 4,
+                                .max_blocks = 12,
+                                .key_sums = 1};
+#define CTX (12 * 4)
+#define VOCAB 3 /* few ids: prefixes meet often */
+
+typedef struct {
+    kv_seq *s;
+    int32_t tok[CTX];
+    int n; /* tokens it will be fed in all */
+} live_seq;
+
+static live_seq live[MAX_LIVE];
+static int n_live;
+static int32_t roots[ROOTS][CTX];
+
+/* The value slot j of whatever summarises tokens[0..n) must hold. */
+static float expect(const int32_t *tokens, int n, int j)
+{
+    uint64_t h = kv_fnv1a(KV_FNV_SEED, tokens, (size_t)n * 4);
+    h = kv_fnv1a(h, &j, sizeof j);
+    return (float)(h & 0xff); /* exact in bf16 too */
+}
+
+static void write_page(kv_seq *s, int b, const int32_t *tokens)
+{
+    size_t n = kv_page_floats(&GEO);
+    float v[64];
+    for (size_t j = 0; j < n; j++)
+        v[j] = expect(tokens, (b + 1) * GEO.block_tokens, (int)j);
+    kv_page_write(kv_pool_dtype(kv_seq_pool(s)), kv_seq_page(s, b), 0, v, n);
+}
+
+/* Row r (position p) of every (layer, head): a function of tokens[0..p]. */
+static void write_row(kv_seq *s, int p, const int32_t *tokens)
+{
+    kv_seq_bufs b = kv_seq_buffers(s);
+    int C = GEO.block_tokens, r = p % C;
+    for (int lh = 0; lh < GEO.layers * GEO.kv_heads; lh++) {
+        for (int a = 0; a < GEO.dk; a++)
+            b.cur_k[((size_t)lh * C + r) * GEO.dk + a] = expect(tokens, p + 1, 100 + lh * 10 + a);
+        for (int a = 0; a < GEO.dv; a++)
+            b.cur_v[((size_t)lh * C + r) * GEO.dv + a] = expect(tokens, p + 1, 200 + lh * 10 + a);
+    }
+}
+
+static void verify_seq(const live_seq *ls, const char *when)
+{
+    kv_seq *s = ls->s;
+    int pos = kv_seq_pos(s), C = GEO.block_tokens;
+    const int32_t *t = kv_seq_tokens(s);
+    CHECK(memcmp(t, ls->tok, (size_t)pos * 4) == 0, "%s: token history differs", when);
+    size_t n = kv_page_floats(&GEO);
+    float v[64];
+    for (int b = 0; b < pos / C; b++) {
+        kv_page_read(kv_pool_dtype(kv_seq_pool(s)), kv_seq_page(s, b), 0, v, n);
+        for (size_t j = 0; j < n; j++)
+            if (v[j] != expect(ls->tok, (b + 1) * C, (int)j)) {
+                CHECK(0, "%s: page of block %d at position %d holds another prefix's state", when,
+                      b, pos);
+                return;
+            }
+    }
+    kv_seq_bufs bf = kv_seq_buffers(s);
+    for (int p = pos / C * C; p < pos; p++)
+        for (int lh = 0; lh < GEO.layers * GEO.kv_heads; lh++)
+            for (int a = 0; a < GEO.dk; a++)
+                if (bf.cur_k[((size_t)lh * C + p % C) * GEO.dk + a] !=
+                    expect(ls->tok, p + 1, 100 + lh * 10 + a)) {
+                    CHECK(0, "%s: row %d holds another prefix's state", when, p);
+                    return;
+                }
+}
+
+static void verify_all(const kv_pool *p, const char *when)
+{
+    kv_error err;
+    if (kv_pool_check(p, &err))
+        CHECK(0, "%s: %s", when, err.msg);
+    static int refs[4096];
+    memset(refs, 0, sizeof refs);
+    long reserved = 0, distinct = 0;
+    for (int i = 0; i < n_live; i++) {
+        kv_seq *s = live[i].s;
+        for (int b = 0; b < s->n_pages; b++)
+            refs[s->table[b]]++;
+        reserved += s->reserved;
+        verify_seq(&live[i], when);
+    }
+    for (int id = 0; id < p->n_pg; id++) {
+        CHECK(refs[id] == p->pg[id].refs, "%s: page %d has %d references, %d tables hold it", when,
+              id, p->pg[id].refs, refs[id]);
+        distinct += refs[id] > 0;
+    }
+    CHECK(distinct == p->n_used, "%s: %ld pages in tables, %ld counted used", when, distinct,
+          p->n_used);
+    CHECK(reserved == p->n_reserved, "%s: sequences reserve %ld, pool counts %ld", when, reserved,
+          p->n_reserved);
+    kv_stats st;
+    kv_pool_stats(p, &st);
+    CHECK(st.pages_used + st.pages_cached + st.pages_free == st.pages_total,
+          "%s: used %ld + cached %ld + free %ld != total %ld", when, st.pages_used, st.pages_cached,
+          st.pages_free, st.pages_total);
+}
+
+static void drop(int i, int finish)
+{
+    if (finish)
+        kv_seq_finish(live[i].s);
+    else
+        kv_seq_free(live[i].s);
+    live[i] = live[--n_live];
+}
+
+static void op_new(kv_pool *p)
+{
+    if (n_live == MAX_LIVE)
+        return;
+    live_seq *ls = &live[n_live];
+    kv_error err;
+    ls->n = 1 + rnd(CTX);
+    int shared = rnd(ls->n + 1);
+    const int32_t *root = roots[rnd(ROOTS)];
+    for (int i = 0; i < ls->n; i++)
+        ls->tok[i] = i < shared ? root[i] : rnd(VOCAB);
+    if (kv_seq_create(p, &ls->s, &err)) {
+        CHECK(0, "create: %s", err.msg);
+        return;
+    }
+    n_live++;
+    if (rnd(2) && kv_seq_reserve(ls->s, ls->n, &err))
+        CHECK(strstr(err.msg, "state memory full") != NULL, "reserve: %s", err.msg);
+    int pos = kv_seq_match(ls->s, ls->tok, ls->n, &err);
+    CHECK(pos >= 0 && (pos < ls->n || ls->n == 1) && pos == kv_seq_pos(ls->s),
+          "match returned %d for %d tokens", pos, ls->n);
+}
+
+static void op_step(int i)
+{
+    live_seq *ls = &live[i];
+    kv_seq *s = ls->s;
+    int pos = kv_seq_pos(s), C = GEO.block_tokens;
+    if (pos >= ls->n) {
+        drop(i, rnd(2));
+        return;
+    }
+    int len = 1 + rnd(2 * C);
+    if (len > ls->n - pos)
+        len = ls->n - pos;
+    kv_error err;
+    if (kv_seq_ensure_pages(s, (pos + len) / C, &err)) {
+        CHECK(strstr(err.msg, "state memory full") != NULL, "ensure_pages: %s", err.msg);
+        CHECK(kv_seq_pos(s) == pos, "a refused step moved the sequence");
+        if (rnd(2))
+            drop(i, 0);
+        return;
+    }
+    for (int p = pos; p < pos + len; p++) {
+        write_row(s, p, ls->tok);
+        if (p % C == C - 1)
+            write_page(s, p / C, ls->tok);
+    }
+    kv_seq_advance(s, ls->tok + pos, len);
+}
+
+static void op_clone(int i)
+{
+    if (n_live == MAX_LIVE)
+        return;
+    kv_error err;
+    live[n_live] = live[i];
+    if (kv_seq_clone(live[i].s, &live[n_live].s, &err)) {
+        CHECK(0, "clone: %s", err.msg);
+        return;
+    }
+    n_live++;
+}
+
+/* Runs one sequence over tokens[0..n) and frees it: its blocks stay cached. */
+static void run_and_free(kv_pool *p, const int32_t *tok, int n)
+{
+    kv_seq *s;
+    kv_error err;
+    if (kv_seq_create(p, &s, &err) || kv_seq_ensure_pages(s, n / GEO.block_tokens, &err)) {
+        CHECK(0, "run_and_free: %s", err.msg);
+        return;
+    }
+    for (int q = 0; q < n; q++) {
+        write_row(s, q, tok);
+        if (q % GEO.block_tokens == GEO.block_tokens - 1)
+            write_page(s, q / GEO.block_tokens, tok);
+    }
+    kv_seq_advance(s, tok, n);
+    kv_seq_free(s);
+}
+
+/* Blocks of tok[0..n) a fresh sequence finds cached (then freed). */
+static int cached_blocks(kv_pool *p, const int32_t *tok, int n)
+{
+    kv_seq *s;
+    kv_error err;
+    if (kv_seq_create(p, &s, &err))
+        return -1;
+    int pos = kv_seq_match(s, tok, n, &err);
+    kv_seq_free(s);
+    return pos < 0 ? -1 : pos / GEO.block_tokens;
+}
+
+/* Eviction takes the least recently used cached page, and a hit refreshes a
+ * page's age. */
+static void test_lru_order(void)
+{
+    kv_pool_options o = {.geo = GEO, .dtype = KV_DTYPE_F32};
+    o.budget_bytes = kv_page_floats(&GEO) * 4 * 3; /* 3 pages */
+    kv_pool *p;
+    kv_error err;
+    if (kv_pool_create(&o, &p, &err)) {
+        CHECK(0, "pool: %s", err.msg);
+        return;
+    }
+    int C = GEO.block_tokens;
+    int32_t x[8] = {0, 0, 0, 0, 9}, y[8] = {1, 1, 1, 1, 9}, z[8] = {2, 2, 2, 2, 9};
+    int32_t w[8] = {0, 1, 2, 0, 9};
+    run_and_free(p, x, C);
+    run_and_free(p, y, C);
+    run_and_free(p, z, C);
+    CHECK(p->n_cached == 3, "3 blocks cached, counted %ld", p->n_cached);
+    CHECK(cached_blocks(p, x, C + 1) == 1, "x not cached"); /* x is now the youngest */
+    run_and_free(p, w, C); /* needs a page: evicts y, the oldest */
+    CHECK(cached_blocks(p, y, C + 1) == 0, "LRU kept y, the least recently used block");
+    CHECK(cached_blocks(p, x, C + 1) == 1 && cached_blocks(p, z, C + 1) == 1 &&
+              cached_blocks(p, w, C + 1) == 1,
+          "LRU evicted a more recently used block");
+    CHECK(p->ctr.evictions == 1, "%llu evictions, expected 1",
+          (unsigned long long)p->ctr.evictions);
+    verify_all(p, "LRU test");
+    kv_pool_release(p);
+}
+
+int main(int argc, char **argv)
+{
+    int rounds = argc > 1 ? atoi(argv[1]) : 20000;
+    test_lru_order();
+    for (int r = 0; r < ROOTS; r++)
+        for (int i = 0; i < CTX; i++)
+            roots[r][i] = rnd(VOCAB);
+    for (int dt = 0; dt < 2; dt++) {
+        kv_pool_options o = {
+            .geo = GEO, .dtype = dt ? KV_DTYPE_BF16 : KV_DTYPE_F32, .resume_slots = 3};
+        kv_error err;
+        kv_pool *p;
+        o.budget_bytes = kv_page_floats(&GEO) * (dt ? 2 : 4) * 20; /* 20 pages */
+        if (kv_pool_create(&o, &p, &err)) {
+            fprintf(stderr, "FAIL: pool: %s\n", err.msg);
+            return 1;
+        }
+        for (int it = 0; it < rounds; it++) {
+            if (it % 2000 == 1000) /* forced collisions for a while */
+                kv_pool_set_hash_bits(p, 2);
+            else if (it % 2000 == 0)
+                kv_pool_set_hash_bits(p, 0);
+            int op = rnd(10);
+            if (op < 2 || n_live == 0)
+                op_new(p);
+            else if (op < 8)
+                op_step(rnd(n_live));
+            else if (op < 9)
+                op_clone(rnd(n_live));
+            else
+                drop(rnd(n_live), rnd(2));
+            verify_all(p, "after an operation");
+            if (failures)
+                break;
+        }
+        kv_stats st;
+        kv_pool_stats(p, &st);
+        printf("%s pool: %d rounds: %llu hits, %llu misses, %llu evictions, %llu resumes, "
+               "%llu tokens not recomputed\n",
+               dt ? "bf16" : "f32", rounds, (unsigned long long)st.hits,
+               (unsigned long long)st.misses, (unsigned long long)st.evictions,
+               (unsigned long long)st.resumes, (unsigned long long)st.resumed_tokens);
+        if (rounds >= 2000)
+            CHECK(st.hits > 0 && st.evictions > 0 && st.resumes > 0,
+                  "churn did not exercise hits, evictions and resumes");
+        while (n_live)
+            drop(n_live - 1, rnd(2));
+        verify_all(p, "at the end");
+        CHECK(p->n_used == 0 && p->n_reserved == 0, "pages left used or reserved");
+        kv_pool_release(p);
+    }
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
