@@ -12,7 +12,8 @@ pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 # PyTorch (CPU) for train/ and its tests (tests/train: the training forward vs the numpy
-# reference, C engine vs PyTorch perplexity, a train.py run); ~200 MB with its dependencies.
+# reference, C engine vs PyTorch perplexity, a train.py run). Large (hundreds of MB with
+# its dependencies), but the first of those tests is about the torch model itself.
 pkgs+=(python3-torch)
 
 missing=()

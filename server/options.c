@@ -9,7 +9,7 @@
 #include <string.h>
 
 #ifndef MHLA_DEFAULT_MODEL
-#define MHLA_DEFAULT_MODEL "models/random-demo"
+#define MHLA_DEFAULT_MODEL "models/brown-mhla"
 #endif
 
 void mhla_server_options_default(mhla_server_options *o)

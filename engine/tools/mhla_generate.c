@@ -4,6 +4,7 @@
  * by token, or random chunks, which is what the exactness tests compare.
  */
 #include "engine.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,6 +18,8 @@ static const char *USAGE =
     "       mhla-generate --model DIR --perplexity FILE [--threads N] [--weights W]\n"
     "\n"
     "  --model DIR            checkpoint directory (config.json + safetensors)\n"
+    "  --prompt TEXT          prompt text, encoded with the model's tokenizer.json; the\n"
+    "                         generated text is streamed to stdout\n"
     "  --prompt-ids LIST      prompt token ids, comma or space separated\n"
     "  --prompt-ids-file F    read the prompt ids from a file\n"
     "  --feed MODE            prefill (one call, default), decode (token by token),\n"
@@ -40,7 +43,7 @@ static const char *USAGE =
     "  --help                 this text\n";
 
 typedef struct {
-    const char *model, *prompt_ids, *prompt_file, *feed, *logits_out, *weights,
+    const char *model, *prompt_text, *prompt_ids, *prompt_file, *feed, *logits_out, *weights,
         *perplexity;
     long split_seed, max_tokens, seed, threads;
     double temperature;
@@ -96,6 +99,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->model = v;
         else if (strcmp(a, "--prompt-ids") == 0)
             o->prompt_ids = v;
+        else if (strcmp(a, "--prompt") == 0)
+            o->prompt_text = v;
         else if (strcmp(a, "--prompt-ids-file") == 0)
             o->prompt_file = v;
         else if (strcmp(a, "--feed") == 0)
@@ -132,12 +137,13 @@ static int parse_args(int argc, char **argv, options *o)
     if (!o->model)
         return fail("%s", "--model DIR is required");
     if (o->perplexity) {
-        if (o->prompt_ids || o->prompt_file || o->logits_out)
+        if (o->prompt_ids || o->prompt_file || o->prompt_text || o->logits_out)
             return fail("%s", "--perplexity takes no prompt and no --logits-out");
         return 0;
     }
-    if (!o->prompt_ids == !o->prompt_file)
-        return fail("%s", "give the prompt with exactly one of --prompt-ids or --prompt-ids-file");
+    if (!!o->prompt_ids + !!o->prompt_file + !!o->prompt_text != 1)
+        return fail("%s", "give the prompt with exactly one of --prompt, --prompt-ids or "
+                          "--prompt-ids-file");
     if (strcmp(o->feed, "prefill") && strcmp(o->feed, "decode") && strcmp(o->feed, "splits"))
         return fail("--feed: '%.64s' is not prefill, decode or splits", o->feed);
     return 0;
@@ -346,6 +352,39 @@ done:
     return rc;
 }
 
+/* Loads DIR/tokenizer.json (and tokenizer_config.json when present). */
+static int load_tokenizer(const char *dir, mhla_tokenizer **tok)
+{
+    char path[4096], cfg[4096], msg[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(cfg, "rb");
+    if (f)
+        fclose(f);
+    if (mhla_tok_load(path, f ? cfg : NULL, tok, msg, sizeof msg))
+        return fail("--prompt needs the model's tokenizer: %s", msg);
+    return 0;
+}
+
+/* Writes what the streaming decoder releases for id (complete characters only). */
+static int emit_text(mhla_tok_stream *st, int32_t id, int last)
+{
+    const char *piece;
+    size_t len;
+    char msg[512];
+    if (mhla_tok_stream_push(st, id, &piece, &len, msg, sizeof msg))
+        return fail("%s", msg);
+    fwrite(piece, 1, len, stdout);
+    if (last) {
+        if (mhla_tok_stream_finish(st, &piece, &len, msg, sizeof msg))
+            return fail("%s", msg);
+        fwrite(piece, 1, len, stdout);
+        fputc('\n', stdout);
+    }
+    fflush(stdout);
+    return 0;
+}
+
 static int run(const options *o)
 {
     if (o->perplexity)
@@ -360,14 +399,37 @@ static int run(const options *o)
     char *text = NULL;
     FILE *out = NULL;
     int n = 0;
+    mhla_tokenizer *tok = NULL;
+    mhla_tok_stream *stream = NULL;
 
-    if (o->prompt_file) {
-        text = read_file(o->prompt_file);
-        if (!text)
+    if (o->prompt_text) {
+        char msg[512];
+        size_t nn = 0;
+        if (load_tokenizer(o->model, &tok))
+            goto done;
+        if (mhla_tok_encode(tok, o->prompt_text, strlen(o->prompt_text), 1, &ids, &nn, msg,
+                            sizeof msg)) {
+            fail("%s", msg);
+            goto done;
+        }
+        if (nn == 0 || nn > INT32_MAX) {
+            fail("%s", "the prompt encodes to no tokens");
+            goto done;
+        }
+        n = (int)nn;
+        if (!o->print_ids && mhla_tok_stream_new(tok, 1, &stream, msg, sizeof msg)) {
+            fail("%s", msg);
+            goto done;
+        }
+    } else {
+        if (o->prompt_file) {
+            text = read_file(o->prompt_file);
+            if (!text)
+                goto done;
+        }
+        if (parse_ids(o->prompt_ids ? o->prompt_ids : text, &ids, &n))
             goto done;
     }
-    if (parse_ids(o->prompt_ids ? o->prompt_ids : text, &ids, &n))
-        goto done;
     double t0 = now();
     mhla_model_options mo = {
         .weights = o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16
@@ -429,13 +491,16 @@ static int run(const options *o)
         double t3 = now();
         long produced = 0;
         for (long g = 0; g < o->max_tokens; g++) {
-            int32_t tok = (int32_t)mhla_sample(row, V, (float)o->temperature, &rng);
+            int32_t id = (int32_t)mhla_sample(row, V, (float)o->temperature, &rng);
             produced++;
+            int last = (id == c->eos_token_id && !o->ignore_eos) || g + 1 == o->max_tokens;
             if (o->print_ids)
-                printf(g ? " %d" : "%d", tok);
-            if ((tok == c->eos_token_id && !o->ignore_eos) || g + 1 == o->max_tokens)
+                printf(g ? " %d" : "%d", id);
+            else if (stream && emit_text(stream, id, last))
+                goto done;
+            if (last)
                 break;
-            mhla_batch_item it = {.seq = seq, .tokens = &tok, .n_tokens = 1, .logits_from = 0,
+            mhla_batch_item it = {.seq = seq, .tokens = &id, .n_tokens = 1, .logits_from = 0,
                                   .logits = row};
             if (mhla_engine_forward(eng, &it, 1, &err)) {
                 fail("%s", err.msg);
@@ -452,6 +517,8 @@ static int run(const options *o)
 done:
     if (out)
         fclose(out);
+    mhla_tok_stream_free(stream);
+    mhla_tok_free(tok);
     free(text);
     free(ids);
     free(logits);
