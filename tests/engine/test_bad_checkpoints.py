@@ -346,16 +346,16 @@ def main():
         if probs:
             failures.append("valid %s checkpoint: %s; %s" % (label, "; ".join(probs), tu.describe(p)))
 
-    todo = []
+    pending = []
     for k, (label, base, mutate, expect) in enumerate(cases(meta)):
         d = os.path.join(a.work, "case%02d" % k)
         shutil.copytree(bases[base], d)
         ret = mutate(d)
         if "<remapped>" in expect:
             expect = [ret]
-        todo.append((label, d, expect))
+        pending.append((label, d, expect))
     with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        results = list(pool.map(lambda t: (t, run_model(t[1])), todo))
+        results = list(pool.map(lambda t: (t, run_model(t[1])), pending))
     for (label, d, expect), p in results:
         probs = check_clean_exit(p, allow_zero=False)
         lines = tu.error_lines(p.stderr)
@@ -389,7 +389,7 @@ def main():
         for f in failures:
             print("  " + f)
         return 1
-    print("\nPASS: %d corruption cases, 2 valid controls, %d fuzz mutations" % (len(todo), len(res)))
+    print("\nPASS: %d corruption cases, 2 valid controls, %d fuzz mutations" % (len(pending), len(res)))
     if not a.keep:
         shutil.rmtree(a.work, ignore_errors=True)
     return 0
