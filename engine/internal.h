@@ -88,7 +88,8 @@ struct mhla_model {
     float *rope_cos; /* [max_positions, dk/2] */
     float *rope_sin;
     float q_scale; /* dk^-0.5 */
-    void **owned;  /* converted (non-f32 or unaligned) tensors */
+    int copy_weights; /* hold f32 tensors in huge-page memory, not the mapping */
+    void **owned;     /* tensors copied or converted out of the mapping */
     int n_owned;
     size_t weight_bytes;
 };
