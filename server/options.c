@@ -57,6 +57,8 @@ void mhla_server_print_help(void *fp)
             "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
             "  --state-memory MB        state pool with exact prefix cache; requests wait until\n"
             "                           their worst-case pages fit (default 0: state per sequence)\n"
+            "  --weights f32|bf16       how weights are held in memory: bf16 halves the bytes\n"
+            "                           each step reads, arithmetic stays f32 (default f32)\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --help                   this text\n",
             d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running,
@@ -144,6 +146,18 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
             if (parse_int(a, v, 64, 1L << 30, &x, err, errlen))
                 return -1;
             o->max_body_bytes = (size_t)x;
+            if (!eq)
+                i++;
+            continue;
+        }
+        if (strcmp(a, "--weights") == 0) {
+            if (!v)
+                goto missing;
+            if (strcmp(v, "f32") && strcmp(v, "bf16")) {
+                snprintf(err, errlen, "--weights: '%.32s' is not f32 or bf16", v);
+                return -1;
+            }
+            o->weights_bf16 = strcmp(v, "bf16") == 0;
             if (!eq)
                 i++;
             continue;

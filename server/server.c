@@ -54,7 +54,8 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     signal(SIGPIPE, SIG_IGN);
 
     double t0 = srv_now();
-    if (mhla_model_load(o->model_dir, &model, &e)) {
+    mhla_model_options mo = {o->weights_bf16 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32};
+    if (mhla_model_load_with(o->model_dir, &mo, &model, &e)) {
         snprintf(err, errlen, "cannot load the model from '%s': %s", o->model_dir, e.msg);
         goto done;
     }
@@ -103,6 +104,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
             cJSON_AddItemToArray(eos, cJSON_CreateNumber(gen.eos[i]));
         cJSON_AddStringToObject(f, "eos_from", gen.source);
         cJSON_AddNumberToObject(f, "state_memory_mb", o->state_memory_mb);
+        cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
         cJSON_AddNumberToObject(f, "load_s", (double)(long long)((srv_now() - t0) * 1000) / 1000);
     }

@@ -39,6 +39,7 @@ typedef struct {
     int request_timeout_s;    /* per-request deadline, 0 = none */
     int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
     int state_memory_mb;      /* state pool with prefix cache (SPEC §4); 0: per-sequence state */
+    int weights_bf16;         /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
 } mhla_server_options;
 
 void mhla_server_options_default(mhla_server_options *o);
