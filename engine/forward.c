@@ -11,7 +11,6 @@
 #include "internal.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

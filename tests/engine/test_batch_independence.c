@@ -13,28 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TEST_RNG_SEED 88172645463325252ull
+#include "check.h"
+
 #define N_SEQ 5
 
-static int failures;
 
-#define CHECK(cond, ...)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-            fprintf(stderr, __VA_ARGS__);                                                        \
-            fprintf(stderr, "\n");                                                               \
-            failures++;                                                                          \
-        }                                                                                        \
-    } while (0)
-
-static uint64_t rng_state = 88172645463325252ull;
-static int rnd(int n)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (int)(rng_state % (uint64_t)n);
-}
 
 static void die(const char *what, const mhla_error *err)
 {

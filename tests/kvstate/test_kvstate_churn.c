@@ -19,29 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#define CHECK_MAX_FAILURES 20
+#include "check.h"
+
 #define MAX_LIVE 12
 #define ROOTS 3
 
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            if (++failures > 20)                                                                   \
-                exit(1);                                                                           \
-        }                                                                                          \
-    } while (0)
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static int rnd(int n)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (int)(rng_state % (uint64_t)n);
-}
 
 static const kv_geometry GEO = {.layers = 2,
                                 .kv_heads = 1,

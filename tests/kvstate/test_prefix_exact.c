@@ -16,26 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "check.h"
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static int rnd(int n)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (int)(rng_state % (uint64_t)n);
-}
 
 static void die(const char *what, const mhla_error *err)
 {
