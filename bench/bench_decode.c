@@ -9,8 +9,18 @@
  * round of each is kept, so a burst of load from elsewhere on a shared
  * machine does not land on one side of the ratio only.
  *
+ * Next to each rate it prints the bound memory bandwidth sets: a decode step
+ * reads every weight once (the bytes the device holds them in) and, per
+ * sequence, P_i plus on average C/2 rows of the current block; the bound is
+ * batch * bandwidth / those bytes, with the device's copy bandwidth (bytes
+ * read + written per second) measured at start.
+ *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
- *                          [--weights f32|bf16]
+ *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
+ *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
+ *
+ * --state-memory gives the engine a page pool of that size (pages are then
+ * allocated once and reused, as in the server with --state-memory).
  */
 #include "engine.h"
 
@@ -99,12 +109,16 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] "
-                        "[--threads N] [--weights f32|bf16]\n");
+                        "[--threads N] [--weights f32|bf16] [--device cpu|cuda|auto] "
+                        "[--gpu-weights bf16|f16|f32] [--state f32|bf16] [--state-memory MB] "
+                        "[--no-graphs 1]\n");
         return 2;
     }
     const char *batches = "1,16";
     int steps = 64, threads = 0, rounds = 3;
     mhla_model_options mo = {MHLA_WEIGHTS_F32};
+    mhla_engine_options o = {0};
+    mhla_error err;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--batch") == 0)
             batches = argv[i + 1];
@@ -116,15 +130,40 @@ int main(int argc, char **argv)
             rounds = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--weights") == 0)
             mo.weights = strcmp(argv[i + 1], "bf16") == 0 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32;
+        else if (strcmp(argv[i], "--device") == 0)
+            check(mhla_device_parse(argv[i + 1], &o.device, &err), &err);
+        else if (strcmp(argv[i], "--gpu-weights") == 0)
+            check(mhla_gpu_weights_parse(argv[i + 1], &o.gpu_weights, &err), &err);
+        else if (strcmp(argv[i], "--state") == 0)
+            o.state_dtype = strcmp(argv[i + 1], "bf16") == 0 ? MHLA_STATE_BF16 : MHLA_STATE_F32;
+        else if (strcmp(argv[i], "--state-memory") == 0)
+            o.state_bytes = (size_t)atol(argv[i + 1]) << 20;
+        else if (strcmp(argv[i], "--no-graphs") == 0)
+            o.gpu_no_graphs = atoi(argv[i + 1]) != 0;
+        else {
+            fprintf(stderr, "bench_decode: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
     }
-    mhla_error err;
+    o.n_threads = threads;
     mhla_model *m;
     check(mhla_model_load_with(argv[1], &mo, &m, &err), &err);
     const mhla_config *c = mhla_model_config(m);
     int V = c->vocab_size;
     mhla_engine *e;
-    mhla_engine_options o = {.n_threads = threads};
     check(mhla_engine_create(m, &o, &e, &err), &err);
+    const char *note = mhla_engine_device_note(e);
+    double bw = 0;
+    check(mhla_engine_copy_bandwidth(e, &bw, &err), &err);
+    double wbytes = (double)mhla_engine_step_weight_bytes(e);
+    /* per sequence and step: P_i, and on average C/2 rows of the current block */
+    double lh = (double)c->num_layers * c->num_kv_heads;
+    double sbytes = lh * ((double)c->head_k_dim * c->head_v_dim * 4 +
+                          c->chunk_size / 2.0 * (c->head_k_dim + c->head_v_dim) * 4);
+    printf("device: %s%s%s\n", mhla_engine_device_name(e), note[0] ? "; " : "", note);
+    printf("copy bandwidth %.1f GB/s (read + written); a step reads %.1f MB of weights and "
+           "%.2f MB of state per sequence\n",
+           bw / 1e9, wbytes / 1e6, sbytes / 1e6);
     printf("model: %d layers, d=%d, H=%d, Hkv=%d, dk=%d, dv=%d, I=%d, V=%d, C=%d, context %d; "
            "weights %.0f MB (%s)\n",
            c->num_layers, c->hidden_size, c->num_heads, c->num_kv_heads, c->head_k_dim,
@@ -137,21 +176,23 @@ int main(int argc, char **argv)
         return 1;
     }
     mhla_seq *at_lo, *at_hi, *tmp;
-    check(mhla_seq_create(m, &at_lo, &err), &err);
-    check(mhla_seq_create(m, &at_hi, &err), &err);
+    check(mhla_engine_seq_create(e, &at_lo, &err), &err);
+    check(mhla_engine_seq_create(e, &at_hi, &err), &err);
     feed(e, at_lo, lo, V, &seed);
     double t_pre = feed(e, at_hi, hi, V, &seed);
     check(mhla_seq_clone(at_hi, &tmp, &err), &err);
     t_pre += feed(e, tmp, plen - hi, V, &seed);
     mhla_seq_free(tmp);
-    printf("prefill: %d-token prompt in %.2f s: %.1f tokens/s\n", plen, t_pre, plen / t_pre);
+    /* two calls, each reading the weights once */
+    printf("prefill: %d-token prompt in %.3f s: %.1f tokens/s (memory bound %.0f tokens/s)\n", plen,
+           t_pre, plen / t_pre, bw > 0 ? plen / (2 * wbytes / bw) : 0.0);
     printf("decode: state per sequence at position %d: %.1f MB\n", hi,
            mhla_seq_state_bytes(at_hi) / 1e6);
 
     printf("tok/s: whole window of %d steps (best of %d rounds) | rate of the median step\n",
            steps, rounds);
-    printf("%-6s %12s %12s %9s | %12s %12s %9s\n", "batch", "@~100", "@~1900", "ratio", "@~100",
-           "@~1900", "ratio");
+    printf("%-6s %12s %12s %9s | %12s %12s %9s | %12s\n", "batch", "@~100", "@~1900", "ratio",
+           "@~100", "@~1900", "ratio", "mem. bound");
     for (const char *p = batches; *p;) {
         int batch = atoi(p);
         if (batch < 1)
@@ -166,8 +207,9 @@ int main(int argc, char **argv)
             m_lo = ma > m_lo ? ma : m_lo;
             m_hi = mb > m_hi ? mb : m_hi;
         }
-        printf("%-6d %12.2f %12.2f %9.3f | %12.2f %12.2f %9.3f\n", batch, r_lo, r_hi, r_hi / r_lo,
-               m_lo, m_hi, m_hi / m_lo);
+        double bound = bw > 0 ? batch * bw / (wbytes + batch * sbytes) : 0;
+        printf("%-6d %12.2f %12.2f %9.3f | %12.2f %12.2f %9.3f | %12.1f\n", batch, r_lo, r_hi,
+               r_hi / r_lo, m_lo, m_hi, m_hi / m_lo, bound);
         fflush(stdout);
         p = strchr(p, ',');
         if (!p)

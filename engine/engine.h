@@ -100,8 +100,33 @@ typedef enum {
     MHLA_STATE_BF16 = 1, /* pages in bf16: half the bytes, logits change slightly */
 } mhla_state_dtype;
 
+/* Where the forward pass runs. CPU is the reference backend; CUDA needs a
+ * build with nvcc and an NVIDIA GPU at run time. AUTO takes the GPU when one
+ * is usable and the CPU otherwise (mhla_engine_device_note says why). */
+typedef enum {
+    MHLA_DEVICE_CPU = 0,
+    MHLA_DEVICE_AUTO = 1,
+    MHLA_DEVICE_CUDA = 2,
+} mhla_device;
+
+/* How a GPU holds the weights; products accumulate in f32 either way. */
+typedef enum {
+    MHLA_GPU_WEIGHTS_BF16 = 0,
+    MHLA_GPU_WEIGHTS_F16 = 1,
+    MHLA_GPU_WEIGHTS_F32 = 2, /* f32 activations too: matches the CPU to ~1e-6 */
+} mhla_gpu_weights;
+
+/* "cpu" | "auto" | "cuda" → *out; -1 with a message otherwise. */
+int mhla_device_parse(const char *name, mhla_device *out, mhla_error *err);
+/* "bf16" | "f16" | "f32" → *out; -1 with a message otherwise. */
+int mhla_gpu_weights_parse(const char *name, mhla_gpu_weights *out, mhla_error *err);
+
 typedef struct {
     int n_threads; /* 0: all online CPUs */
+    mhla_device device;           /* default CPU */
+    int gpu_index;                /* which CUDA device (default 0) */
+    mhla_gpu_weights gpu_weights; /* default bf16 */
+    int gpu_no_graphs;            /* 1: never replay decode steps as CUDA graphs */
     /* State memory (SPEC §4) of the sequences made by mhla_engine_seq_create:
      * a pool of this many bytes of pages with an exact prefix cache. 0: no
      * limit and no prefix cache (pages malloc'd and freed as needed). */
@@ -112,9 +137,33 @@ typedef struct {
     int resume_slots;
 } mhla_engine_options;
 
+/* With device CUDA and no usable GPU this fails with the reason; with AUTO
+ * it falls back to the CPU. */
 int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt,
                        mhla_engine **out, mhla_error *err);
 void mhla_engine_free(mhla_engine *engine);
+/* The device the engine runs on: MHLA_DEVICE_CPU or MHLA_DEVICE_CUDA. */
+mhla_device mhla_engine_device(const mhla_engine *engine);
+/* A one-line description: "cpu (2 threads)", "cuda:0 NVIDIA H200 (bf16 weights)". */
+const char *mhla_engine_device_name(const mhla_engine *engine);
+/* Why AUTO chose the CPU ("" when it did not), for the caller's log. */
+const char *mhla_engine_device_note(const mhla_engine *engine);
+/* Bytes of GPU memory the engine holds for weights and buffers (0 on the CPU). */
+size_t mhla_engine_device_bytes(const mhla_engine *engine);
+/* Bytes of weights a step reads on the engine's device (on a GPU, in its
+ * weight dtype; without the embedding table unless the LM head is tied). */
+size_t mhla_engine_step_weight_bytes(const mhla_engine *engine);
+/* What the GPU backend did (all 0 on the CPU). */
+typedef struct {
+    uint64_t steps;          /* forward passes run on the GPU */
+    uint64_t graph_captures; /* decode steps captured as CUDA graphs */
+    uint64_t graph_replays;  /* decode steps run by replaying one */
+} mhla_device_stats;
+void mhla_engine_device_stats(const mhla_engine *engine, mhla_device_stats *out);
+/* Measures the device's copy bandwidth (bytes read + written per second):
+ * device-to-device on a GPU, memcpy of 256 MiB buffers on the CPU. For
+ * benchmarks' memory-bandwidth bounds. */
+int mhla_engine_copy_bandwidth(mhla_engine *engine, double *bytes_per_s, mhla_error *err);
 
 /*
  * One item of a batch: feed n_tokens new tokens to seq (prefill chunk or a
@@ -142,7 +191,8 @@ int mhla_engine_forward(mhla_engine *engine, mhla_batch_item *items, int n_items
 /* These calls change the engine's state pool: make them from the thread that
  * calls mhla_engine_forward, never during it. */
 
-/* A fresh sequence whose pages come from the engine's pool. */
+/* A fresh sequence whose pages come from the engine's pool (on the engine's
+ * device). A CUDA engine takes only such sequences. */
 int mhla_engine_seq_create(mhla_engine *engine, mhla_seq **out, mhla_error *err);
 
 /*

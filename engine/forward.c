@@ -11,8 +11,10 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Rows of final hidden states turned into logits per lm_head call. */
@@ -26,6 +28,11 @@ struct mhla_engine {
     float *logit_rows, *logit_buf;
     int *row_item; /* which batch item each token row belongs to */
     kv_pool *pool; /* state memory of mhla_engine_seq_create's sequences */
+    mhla_cuda *cuda; /* the GPU the steps run on; NULL: the CPU */
+    kv_memory cuda_memory;
+    size_t gpu_weight_elem; /* bytes per weight on the GPU */
+    char device_name[420];
+    char device_note[600];
 };
 
 int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, mhla_engine **out,
@@ -51,6 +58,25 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
         mhla_engine_free(e);
         return mhla_fail(err, "unknown state dtype %d", (int)opt->state_dtype);
     }
+    if (opt && opt->device != MHLA_DEVICE_CPU) {
+        if (opt->device != MHLA_DEVICE_AUTO && opt->device != MHLA_DEVICE_CUDA) {
+            mhla_engine_free(e);
+            return mhla_fail(err, "unknown device %d", (int)opt->device);
+        }
+        if (mhla_device_open(model, opt, &e->cuda, e->device_note, sizeof e->device_note, err)) {
+            mhla_engine_free(e);
+            return -1;
+        }
+        if (e->cuda) {
+            e->gpu_weight_elem = opt->gpu_weights == MHLA_GPU_WEIGHTS_F32 ? 4 : 2;
+            mhla_device_memory(e->cuda, &e->cuda_memory);
+            po.memory = &e->cuda_memory;
+        }
+    }
+    if (e->cuda)
+        snprintf(e->device_name, sizeof e->device_name, "%s", mhla_cuda_name(e->cuda));
+    else
+        snprintf(e->device_name, sizeof e->device_name, "cpu (%d threads)", e->n_threads);
     if (kv_pool_create(&po, &e->pool, &ke)) {
         mhla_engine_free(e);
         return mhla_fail(err, "%s", ke.msg);
@@ -79,7 +105,10 @@ void mhla_engine_free(mhla_engine *e)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(e->row_item);
-    kv_pool_release(e->pool); /* its sequences keep it alive as long as they live */
+    /* its sequences keep the pool alive as long as they live; on a GPU they
+     * must all be gone before the backend goes */
+    kv_pool_release(e->pool);
+    mhla_cuda_free(e->cuda);
     free(e);
 }
 
@@ -121,6 +150,9 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
         const mhla_batch_item *it = &items[b];
         if (!it->seq || it->seq->model != e->model)
             return mhla_fail(err, "batch item %d: no sequence of this model", b);
+        if (it->seq->dev != e->cuda)
+            return mhla_fail(err, "batch item %d: the sequence's state is on another device (make "
+                                  "sequences with mhla_engine_seq_create)", b);
         if (it->n_tokens < 1 || !it->tokens)
             return mhla_fail(err, "batch item %d: no tokens", b);
         if (it->logits_from < 0 || it->logits_from > it->n_tokens)
@@ -332,6 +364,13 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
         if (mhla_seq_reserve_pages(s, (mhla_seq_pos(s) + items[b].n_tokens) / c->chunk_size, err))
             return -1;
     }
+    if (e->cuda) {
+        if (mhla_device_forward(e->cuda, items, n_items, err))
+            return -1;
+        for (int b = 0; b < n_items; b++)
+            kv_seq_advance(items[b].seq->kv, items[b].tokens, items[b].n_tokens);
+        return 0;
+    }
     if (ensure_capacity(e, T, err))
         return -1;
     int *row_start = malloc(((size_t)n_items + 1) * sizeof *row_start);
@@ -359,4 +398,71 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
 }
 
 kv_pool *mhla_engine_state_pool(const mhla_engine *e) { return e->pool; }
+mhla_cuda *mhla_engine_cuda(const mhla_engine *e) { return e->cuda; }
+mhla_device mhla_engine_device(const mhla_engine *e)
+{
+    return e->cuda ? MHLA_DEVICE_CUDA : MHLA_DEVICE_CPU;
+}
+const char *mhla_engine_device_name(const mhla_engine *e) { return e->device_name; }
+const char *mhla_engine_device_note(const mhla_engine *e) { return e->device_note; }
+size_t mhla_engine_device_bytes(const mhla_engine *e)
+{
+    return e->cuda ? mhla_cuda_bytes(e->cuda) : 0;
+}
 const mhla_model *mhla_engine_model(const mhla_engine *e) { return e->model; }
+
+size_t mhla_engine_step_weight_bytes(const mhla_engine *e)
+{
+    const mhla_model *m = e->model;
+    const mhla_config *c = &m->cfg;
+    size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    if (!e->cuda) {
+        size_t n = mhla_model_weight_bytes(m);
+        /* a step gathers a few embedding rows, unless the head is the table */
+        return m->lm_head.f32 == m->embeddings ? n : n - V * D * 4;
+    }
+    size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
+    size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
+    size_t gate = m->layers[0].wg.f32 || m->layers[0].wg.bf16 ? od : 0;
+    size_t per_layer = (qd + kd + vd + gate) * D + D * od + 3 * I * D;
+    return ((size_t)c->num_layers * per_layer + V * D) * e->gpu_weight_elem;
+}
+
+int mhla_engine_copy_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error *err)
+{
+    if (e->cuda) {
+        char cerr[MHLA_CUDA_ERR];
+        if (mhla_cuda_copy_bandwidth(e->cuda, bytes_per_s, cerr))
+            return mhla_fail(err, "%s", cerr);
+        return 0;
+    }
+    size_t n = 256u << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return mhla_fail(err, "out of memory for the copy benchmark");
+    }
+    /* called through a volatile pointer: the compiler may not drop copies
+     * whose results nobody reads */
+    void *(*volatile copy)(void *, const void *, size_t) = memcpy;
+    memset(a, 1, n);
+    copy(b, a, n);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 4; i++)
+        copy(i % 2 ? a : b, i % 2 ? b : a, n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    *bytes_per_s = s > 0 ? 4.0 * 2.0 * (double)n / s : 0;
+    free(a);
+    free(b);
+    return 0;
+}
+
+void mhla_engine_device_stats(const mhla_engine *e, mhla_device_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (e->cuda)
+        mhla_cuda_stats(e->cuda, &out->steps, &out->graph_captures, &out->graph_replays);
+}

@@ -6,6 +6,7 @@
 #define MHLA_ENGINE_INTERNAL_H
 
 #include "cpu/kernels.h"
+#include "cuda/cuda_backend.h"
 #include "engine.h"
 #include "kvstate.h"
 
@@ -106,21 +107,38 @@ struct mhla_model {
 struct mhla_seq {
     const mhla_model *model;
     kv_seq *kv;
+    mhla_cuda *dev; /* the GPU its state lives on; NULL: host memory */
 };
 
 size_t mhla_page_floats(const mhla_config *cfg);
 /* The state geometry kvstate is given for a model. */
 kv_geometry mhla_state_geometry(const mhla_config *cfg);
-/* A fresh sequence whose pages come from pool. */
-int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_seq **out, mhla_error *err);
-/* The engine's state pool and model (forward.c). */
+/* A fresh sequence whose pages come from pool (in dev's memory when dev). */
+int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_cuda *dev, mhla_seq **out,
+                       mhla_error *err);
+/* The engine's state pool, model and GPU backend (forward.c). */
 kv_pool *mhla_engine_state_pool(const mhla_engine *engine);
 const mhla_model *mhla_engine_model(const mhla_engine *engine);
+mhla_cuda *mhla_engine_cuda(const mhla_engine *engine);
 /* Makes sure pages for blocks [0, n_blocks) exist. */
 int mhla_seq_reserve_pages(mhla_seq *seq, int n_blocks, mhla_error *err);
 /* Recomputes P_i from the pages after the state was attached mid-block (a
  * resume or a snapshot): the mixer itself mixes only at a block's first token. */
 void mhla_mix_restore_prefix(mhla_seq *seq);
+/* The same on whichever device holds the sequence's state. */
+int mhla_seq_restore_prefix(mhla_seq *seq, mhla_error *err);
+
+/* ---- device.c: the GPU backend's engine side ---- */
+
+/* For device AUTO or CUDA: the backend, or NULL with *note saying why the CPU
+ * is used (AUTO only; CUDA without a usable GPU fails). */
+int mhla_device_open(const mhla_model *m, const mhla_engine_options *opt, mhla_cuda **out,
+                     char *note, size_t note_len, mhla_error *err);
+/* kvstate memory hooks that allocate on dev. */
+void mhla_device_memory(mhla_cuda *dev, kv_memory *mem);
+/* One validated step on the GPU (pages already reserved). */
+int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhla_error *err);
+int mhla_device_restore_prefix(mhla_seq *seq, mhla_error *err);
 
 /* Runs the token mixer of one layer and one kv head over a run of n tokens of
  * one sequence, starting at its position (which it does not advance).

@@ -28,7 +28,8 @@ size_t mhla_page_floats(const mhla_config *c)
     return kv_page_floats(&g);
 }
 
-int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_seq **out, mhla_error *err)
+int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_cuda *dev, mhla_seq **out,
+                       mhla_error *err)
 {
     *out = NULL;
     mhla_seq *s = calloc(1, sizeof *s);
@@ -40,6 +41,7 @@ int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_seq **out, m
         return mhla_fail(err, "%s", ke.msg);
     }
     s->model = model;
+    s->dev = dev;
     *out = s;
     return 0;
 }
@@ -52,7 +54,7 @@ int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err)
     *out = NULL;
     if (kv_pool_create(&o, &pool, &ke))
         return mhla_fail(err, "%s", ke.msg);
-    int rc = mhla_seq_create_in(model, pool, out, err);
+    int rc = mhla_seq_create_in(model, pool, NULL, out, err);
     kv_pool_release(pool); /* the sequence holds it now */
     return rc;
 }
@@ -69,6 +71,7 @@ int mhla_seq_clone(const mhla_seq *src, mhla_seq **out, mhla_error *err)
         return mhla_fail(err, "%s", ke.msg);
     }
     s->model = src->model;
+    s->dev = src->dev;
     *out = s;
     return 0;
 }
@@ -128,8 +131,8 @@ int mhla_seq_match_prefix(mhla_seq *s, const int32_t *tokens, int n, mhla_error 
     int pos = kv_seq_match(s->kv, tokens, n, &ke);
     if (pos < 0)
         return mhla_fail(err, "%s", ke.msg);
-    if (pos % c->chunk_size != 0)
-        mhla_mix_restore_prefix(s);
+    if (pos % c->chunk_size != 0 && mhla_seq_restore_prefix(s, err))
+        return -1;
     return pos;
 }
 
@@ -164,7 +167,15 @@ int mhla_seq_load(mhla_seq *s, const char *path, mhla_error *err)
     kv_error ke;
     if (kv_seq_load(s->kv, model_fingerprint(s->model), path, &ke))
         return mhla_fail(err, "%s", ke.msg);
-    if (mhla_seq_pos(s) % s->model->cfg.chunk_size != 0)
-        mhla_mix_restore_prefix(s);
+    if (mhla_seq_pos(s) % s->model->cfg.chunk_size != 0 && mhla_seq_restore_prefix(s, err))
+        return -1;
+    return 0;
+}
+
+int mhla_seq_restore_prefix(mhla_seq *s, mhla_error *err)
+{
+    if (s->dev)
+        return mhla_device_restore_prefix(s, err);
+    mhla_mix_restore_prefix(s);
     return 0;
 }

@@ -7,7 +7,8 @@
 
 int mhla_engine_seq_create(mhla_engine *e, mhla_seq **out, mhla_error *err)
 {
-    return mhla_seq_create_in(mhla_engine_model(e), mhla_engine_state_pool(e), out, err);
+    return mhla_seq_create_in(mhla_engine_model(e), mhla_engine_state_pool(e), mhla_engine_cuda(e),
+                              out, err);
 }
 
 void mhla_engine_state_stats(const mhla_engine *e, mhla_state_stats *out)

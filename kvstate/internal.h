@@ -42,6 +42,7 @@ typedef struct {
 
 struct kv_pool {
     kv_pool_options opt;
+    kv_memory mem; /* opt.memory, or the host's */
     size_t page_floats, page_bytes;
     int holders; /* the creator plus every live sequence */
     int bounded;
@@ -71,6 +72,12 @@ struct kv_seq {
     kv_seq_bufs b;
 };
 
+/* ---- memory.c: storage in the pool's memory ---- */
+void kv_memory_host(kv_memory *m);
+void *kv_mem_alloc(const kv_pool *p, size_t bytes);
+void kv_mem_release(const kv_pool *p, void *ptr);
+int kv_mem_copy(const kv_pool *p, void *dst, const void *src, size_t bytes, kv_copy_dir dir);
+
 /* ---- pool.c ---- */
 long kv_pool_available(const kv_pool *p);
 /* Takes a fresh page (refs 1); from the caller's reservation when
@@ -91,8 +98,9 @@ void kv_index_remove(kv_pool *p, int32_t id);
 
 /* ---- rows.c: the current block's first r rows of every (layer, head) ---- */
 size_t kv_rows_floats(const kv_geometry *g, int r);
-void kv_rows_pack(const kv_geometry *g, const kv_seq_bufs *b, int r, float *dst);
-void kv_rows_unpack(const kv_geometry *g, const float *src, int r, kv_seq_bufs *b);
+/* dst (host) = the rows; 0, or -1 when the pool's memory failed to copy. */
+int kv_rows_pack(const kv_pool *p, const kv_seq_bufs *b, int r, float *dst);
+int kv_rows_unpack(const kv_pool *p, const float *src, int r, kv_seq_bufs *b);
 
 /* ---- resume.c ---- */
 void kv_resume_free_all(kv_pool *p);

@@ -44,9 +44,28 @@ typedef struct {
     int key_sums;     /* 1: pages also hold per-head key sums */
 } kv_geometry;
 
+/* Where page storage and a sequence's buffers live. NULL in the pool options:
+ * host memory (malloc). A device backend passes its allocator; kvstate then
+ * never dereferences that memory itself and moves bytes only through copy. */
+typedef enum {
+    KV_COPY_TO_HOST = 0,   /* dst host, src in this memory */
+    KV_COPY_FROM_HOST = 1, /* dst in this memory, src host */
+    KV_COPY_WITHIN = 2,    /* both in this memory */
+} kv_copy_dir;
+
+typedef struct {
+    void *ctx;
+    /* Zero-filled storage, or NULL when out of memory. */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*release)(void *ctx, void *p);
+    /* Returns 0, or -1 when the copy failed. */
+    int (*copy)(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir);
+} kv_memory;
+
 typedef struct {
     kv_geometry geo;
     kv_dtype dtype;
+    const kv_memory *memory; /* copied; NULL: host memory */
     /* Bytes of page storage. 0: unbounded, pages are malloc'd on demand and
      * freed when released, and there is no prefix cache. > 0: at most
      * budget / page_bytes pages; released pages are kept (free list or prefix
@@ -94,7 +113,8 @@ int kv_pages_needed(const kv_geometry *geo, long n_positions);
 
 /* ---- per-sequence state ---------------------------------------------------- */
 
-/* The float buffers a sequence owns; the engine's token mixer works in them. */
+/* The float buffers a sequence owns; the engine's token mixer works in them.
+ * They live in the pool's memory (kv_pool_options.memory). */
 typedef struct {
     float *prefix;   /* P_i: [layers][kv_heads][dk*dv] */
     float *prefix_k; /* [layers][kv_heads][dk], or NULL without key_sums */
@@ -115,7 +135,7 @@ int kv_seq_pos(const kv_seq *seq);
 const int32_t *kv_seq_tokens(const kv_seq *seq);
 kv_seq_bufs kv_seq_buffers(const kv_seq *seq);
 int kv_seq_n_pages(const kv_seq *seq);
-/* Storage of page b (< kv_seq_n_pages), in the pool's dtype. */
+/* Storage of page b (< kv_seq_n_pages), in the pool's dtype and memory. */
 void *kv_seq_page(const kv_seq *seq, int b);
 /* Bytes the sequence holds: its pages (shared ones counted whole) and buffers. */
 size_t kv_seq_bytes(const kv_seq *seq);

@@ -59,6 +59,11 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
     if (!p)
         return kv_fail(err, "out of memory for the state pool");
     p->opt = *opt;
+    if (opt->memory)
+        p->mem = *opt->memory;
+    else
+        kv_memory_host(&p->mem);
+    p->opt.memory = &p->mem;
     p->page_floats = kv_page_floats(&opt->geo);
     p->page_bytes = p->page_floats * (opt->dtype == KV_DTYPE_BF16 ? 2 : 4);
     p->holders = 1;
@@ -93,7 +98,7 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
 static void pool_destroy(kv_pool *p)
 {
     for (int i = 0; i < p->n_pg; i++) {
-        free(p->pg[i].data);
+        kv_mem_release(p, p->pg[i].data);
         free(p->pg[i].tokens);
     }
     kv_resume_free_all(p);
@@ -171,7 +176,7 @@ static int32_t grow(kv_pool *p, kv_error *err)
     kv_page_desc *d = &p->pg[p->n_pg];
     memset(d, 0, sizeof *d);
     d->hnext = d->prev = d->next = -1;
-    d->data = malloc(p->page_bytes);
+    d->data = kv_mem_alloc(p, p->page_bytes);
     if (!d->data)
         return kv_fail(err, "out of memory for a state page (%zu bytes)", p->page_bytes);
     return p->n_pg++;
@@ -192,7 +197,7 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
         if (p->bounded) {
             p->n_free--;
         } else {
-            p->pg[id].data = malloc(p->page_bytes);
+            p->pg[id].data = kv_mem_alloc(p, p->page_bytes);
             if (!p->pg[id].data) {
                 p->pg[id].next = p->free_head;
                 p->free_head = id;
@@ -248,7 +253,7 @@ void kv_page_unref(kv_pool *p, int32_t id)
     }
     d->state = PG_FREE;
     if (!p->bounded) {
-        free(d->data);
+        kv_mem_release(p, d->data);
         d->data = NULL;
     } else {
         p->n_free++;

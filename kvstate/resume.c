@@ -53,9 +53,13 @@ void kv_resume_keep(kv_pool *p, const kv_seq *s)
         free(rows);
         return;
     }
+    if (kv_rows_pack(p, &s->b, r, rows)) {
+        free(tok);
+        free(rows);
+        return;
+    }
     entry_clear(slot);
     memcpy(tok, s->tokens, (size_t)s->pos * sizeof *tok);
-    kv_rows_pack(g, &s->b, r, rows);
     slot->tokens = tok;
     slot->rows = rows;
     slot->pos = s->pos;

@@ -5,31 +5,42 @@
  */
 #include "internal.h"
 
-#include <string.h>
 
 size_t kv_rows_floats(const kv_geometry *g, int r)
 {
     return (size_t)g->layers * g->kv_heads * r * (g->dk + g->dv);
 }
 
-void kv_rows_pack(const kv_geometry *g, const kv_seq_bufs *b, int r, float *dst)
+int kv_rows_pack(const kv_pool *p, const kv_seq_bufs *b, int r, float *dst)
 {
+    const kv_geometry *g = &p->opt.geo;
     size_t n = (size_t)g->layers * g->kv_heads, C = g->block_tokens;
     for (size_t lh = 0; lh < n; lh++) {
-        memcpy(dst, b->cur_k + lh * C * g->dk, (size_t)r * g->dk * sizeof(float));
+        if (kv_mem_copy(p, dst, b->cur_k + lh * C * g->dk, (size_t)r * g->dk * sizeof(float),
+                        KV_COPY_TO_HOST))
+            return -1;
         dst += (size_t)r * g->dk;
-        memcpy(dst, b->cur_v + lh * C * g->dv, (size_t)r * g->dv * sizeof(float));
+        if (kv_mem_copy(p, dst, b->cur_v + lh * C * g->dv, (size_t)r * g->dv * sizeof(float),
+                        KV_COPY_TO_HOST))
+            return -1;
         dst += (size_t)r * g->dv;
     }
+    return 0;
 }
 
-void kv_rows_unpack(const kv_geometry *g, const float *src, int r, kv_seq_bufs *b)
+int kv_rows_unpack(const kv_pool *p, const float *src, int r, kv_seq_bufs *b)
 {
+    const kv_geometry *g = &p->opt.geo;
     size_t n = (size_t)g->layers * g->kv_heads, C = g->block_tokens;
     for (size_t lh = 0; lh < n; lh++) {
-        memcpy(b->cur_k + lh * C * g->dk, src, (size_t)r * g->dk * sizeof(float));
+        if (kv_mem_copy(p, b->cur_k + lh * C * g->dk, src, (size_t)r * g->dk * sizeof(float),
+                        KV_COPY_FROM_HOST))
+            return -1;
         src += (size_t)r * g->dk;
-        memcpy(b->cur_v + lh * C * g->dv, src, (size_t)r * g->dv * sizeof(float));
+        if (kv_mem_copy(p, b->cur_v + lh * C * g->dv, src, (size_t)r * g->dv * sizeof(float),
+                        KV_COPY_FROM_HOST))
+            return -1;
         src += (size_t)r * g->dv;
     }
+    return 0;
 }

@@ -24,10 +24,10 @@ int kv_seq_create(kv_pool *p, kv_seq **out, kv_error *err)
     s->tokens = malloc(ctx * sizeof *s->tokens);
     s->table = malloc((size_t)g->max_blocks * sizeof *s->table);
     s->keys = malloc((size_t)g->max_blocks * sizeof *s->keys);
-    s->b.prefix = calloc(heads(g) * g->dk * g->dv, sizeof(float));
-    s->b.prefix_k = g->key_sums ? calloc(heads(g) * g->dk, sizeof(float)) : NULL;
-    s->b.cur_k = calloc(heads(g) * g->block_tokens * g->dk, sizeof(float));
-    s->b.cur_v = calloc(heads(g) * g->block_tokens * g->dv, sizeof(float));
+    s->b.prefix = kv_mem_alloc(p, heads(g) * g->dk * g->dv * sizeof(float));
+    s->b.prefix_k = g->key_sums ? kv_mem_alloc(p, heads(g) * g->dk * sizeof(float)) : NULL;
+    s->b.cur_k = kv_mem_alloc(p, heads(g) * g->block_tokens * g->dk * sizeof(float));
+    s->b.cur_v = kv_mem_alloc(p, heads(g) * g->block_tokens * g->dv * sizeof(float));
     if (!s->tokens || !s->table || !s->keys || !s->b.prefix || (g->key_sums && !s->b.prefix_k) ||
         !s->b.cur_k || !s->b.cur_v) {
         kv_seq_free(s);
@@ -58,11 +58,17 @@ int kv_seq_clone(const kv_seq *src, kv_seq **out, kv_error *err)
         kv_page_ref(p, s->table[b]);
     }
     s->n_pages = closed;
-    memcpy(s->b.prefix, src->b.prefix, heads(g) * g->dk * g->dv * sizeof(float));
-    if (g->key_sums)
-        memcpy(s->b.prefix_k, src->b.prefix_k, heads(g) * g->dk * sizeof(float));
-    memcpy(s->b.cur_k, src->b.cur_k, heads(g) * g->block_tokens * g->dk * sizeof(float));
-    memcpy(s->b.cur_v, src->b.cur_v, heads(g) * g->block_tokens * g->dv * sizeof(float));
+    const kv_copy_dir w = KV_COPY_WITHIN;
+    if (kv_mem_copy(p, s->b.prefix, src->b.prefix, heads(g) * g->dk * g->dv * sizeof(float), w) ||
+        (g->key_sums &&
+         kv_mem_copy(p, s->b.prefix_k, src->b.prefix_k, heads(g) * g->dk * sizeof(float), w)) ||
+        kv_mem_copy(p, s->b.cur_k, src->b.cur_k, heads(g) * g->block_tokens * g->dk * sizeof(float),
+                    w) ||
+        kv_mem_copy(p, s->b.cur_v, src->b.cur_v, heads(g) * g->block_tokens * g->dv * sizeof(float),
+                    w)) {
+        kv_seq_free(s);
+        return kv_fail(err, "cloning a sequence: copying its state buffers failed");
+    }
     *out = s;
     return 0;
 }
@@ -78,10 +84,10 @@ void kv_seq_free(kv_seq *s)
     free(s->tokens);
     free(s->table);
     free(s->keys);
-    free(s->b.prefix);
-    free(s->b.prefix_k);
-    free(s->b.cur_k);
-    free(s->b.cur_v);
+    kv_mem_release(p, s->b.prefix);
+    kv_mem_release(p, s->b.prefix_k);
+    kv_mem_release(p, s->b.cur_k);
+    kv_mem_release(p, s->b.cur_v);
     free(s);
     kv_pool_release(p);
 }
@@ -219,8 +225,7 @@ int kv_seq_match(kv_seq *s, const int32_t *tokens, int n, kv_error *err)
     }
     int pos = nb * C;
     kv_resume_entry *e = kv_resume_find(p, tokens, limit, nb);
-    if (e) {
-        kv_rows_unpack(g, e->rows, e->pos % C, &s->b);
+    if (e && kv_rows_unpack(p, e->rows, e->pos % C, &s->b) == 0) {
         e->last_used = ++p->clock;
         pos = e->pos;
         p->ctr.resumes++;

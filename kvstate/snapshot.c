@@ -63,12 +63,22 @@ int kv_seq_save(const kv_seq *s, uint64_t fingerprint, const char *path, kv_erro
     geo_fields(g, h.geo);
     h.pos = s->pos;
     float *rows = malloc(kv_rows_floats(g, r) * sizeof(float) + 1);
-    if (!rows)
+    /* Pages are staged through host memory: the pool's may be a device's. */
+    void *stage = malloc(p->page_bytes);
+    if (!rows || !stage) {
+        free(rows);
+        free(stage);
         return kv_fail(err, "snapshot: out of memory");
-    kv_rows_pack(g, &s->b, r, rows);
+    }
+    if (kv_rows_pack(p, &s->b, r, rows)) {
+        free(rows);
+        free(stage);
+        return kv_fail(err, "snapshot: reading the sequence's rows failed");
+    }
     FILE *f = fopen(path, "wb");
     if (!f) {
         free(rows);
+        free(stage);
         return kv_fail(err, "snapshot: cannot create '%s': %s", path, strerror(errno));
     }
     uint64_t sum = kv_fnv1a(KV_FNV_SEED, &h, sizeof h);
@@ -76,9 +86,9 @@ int kv_seq_save(const kv_seq *s, uint64_t fingerprint, const char *path, kv_erro
     sum = kv_fnv1a(sum, s->tokens, (size_t)s->pos * sizeof(int32_t));
     ok = ok && fwrite(s->tokens, sizeof(int32_t), (size_t)s->pos, f) == (size_t)s->pos;
     for (int b = 0; ok && b < nb; b++) {
-        const void *d = p->pg[s->table[b]].data;
-        sum = kv_fnv1a(sum, d, p->page_bytes);
-        ok = fwrite(d, p->page_bytes, 1, f) == 1;
+        ok = kv_mem_copy(p, stage, p->pg[s->table[b]].data, p->page_bytes, KV_COPY_TO_HOST) == 0;
+        sum = kv_fnv1a(sum, stage, p->page_bytes);
+        ok = ok && fwrite(stage, p->page_bytes, 1, f) == 1;
     }
     size_t rb = kv_rows_floats(g, r) * sizeof(float);
     sum = kv_fnv1a(sum, rows, rb);
@@ -86,6 +96,7 @@ int kv_seq_save(const kv_seq *s, uint64_t fingerprint, const char *path, kv_erro
     ok = ok && fwrite(&sum, sizeof sum, 1, f) == 1;
     ok = (fclose(f) == 0) && ok;
     free(rows);
+    free(stage);
     if (!ok)
         return kv_fail(err, "snapshot: writing '%s' failed: %s", path, strerror(errno));
     return 0;
@@ -187,15 +198,22 @@ int kv_seq_load(kv_seq *s, uint64_t fingerprint, const char *path, kv_error *err
     memcpy(s->tokens, q, (size_t)h.pos * sizeof(int32_t));
     q += (size_t)h.pos * sizeof(int32_t);
     for (int b = 0; b < nb; b++, q += p->page_bytes)
-        memcpy(p->pg[s->table[b]].data, q, p->page_bytes);
+        if (kv_mem_copy(p, p->pg[s->table[b]].data, q, p->page_bytes, KV_COPY_FROM_HOST)) {
+            kv_fail(err, "snapshot '%s': copying a page into state memory failed", path);
+            goto out;
+        }
     float *rows = malloc(kv_rows_floats(g, r) * sizeof(float) + 1);
     if (!rows) {
         kv_fail(err, "snapshot: out of memory");
         goto out;
     }
     memcpy(rows, q, kv_rows_floats(g, r) * sizeof(float));
-    kv_rows_unpack(g, rows, r, &s->b);
+    int bad_rows = kv_rows_unpack(p, rows, r, &s->b);
     free(rows);
+    if (bad_rows) {
+        kv_fail(err, "snapshot '%s': copying the rows into state memory failed", path);
+        goto out;
+    }
     s->pos = h.pos;
     /* The checksum catches corruption, not forgery: nothing a loaded
      * sequence computes is published, so a file can never put state into

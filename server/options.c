@@ -23,6 +23,7 @@ void mhla_server_options_default(mhla_server_options *o)
     o->max_running = 64;
     o->max_queue = 256;
     o->log_level = MHLA_LOG_INFO;
+    o->device = MHLA_DEVICE_AUTO;
     o->max_body_bytes = 1u << 20;
     o->max_connections = 512;
     o->timeout_s = 30;
@@ -59,6 +60,11 @@ void mhla_server_print_help(void *fp)
             "                           their worst-case pages fit (default 0: state per sequence)\n"
             "  --weights f32|bf16       how weights are held in memory: bf16 halves the bytes\n"
             "                           each step reads, arithmetic stays f32 (default f32)\n"
+            "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
+            "                           cuda (refuses to start without a usable GPU) (default auto)\n"
+            "  --gpu-weights W          bf16, f16 or f32: how the GPU holds weights (default bf16)\n"
+            "  --gpu-index N            which CUDA device (default 0)\n"
+            "  --no-graphs              never replay decode steps as CUDA graphs\n"
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --help                   this text\n",
             d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running,
@@ -146,6 +152,40 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
             if (parse_int(a, v, 64, 1L << 30, &x, err, errlen))
                 return -1;
             o->max_body_bytes = (size_t)x;
+            if (!eq)
+                i++;
+            continue;
+        }
+        if (strcmp(a, "--no-graphs") == 0) {
+            o->gpu_no_graphs = 1;
+            continue;
+        }
+        if (strcmp(a, "--device") == 0 || strcmp(a, "--gpu-weights") == 0) {
+            if (!v)
+                goto missing;
+            mhla_error pe;
+            mhla_device d;
+            mhla_gpu_weights w;
+            if (strcmp(a, "--device") == 0 ? mhla_device_parse(v, &d, &pe)
+                                           : mhla_gpu_weights_parse(v, &w, &pe)) {
+                snprintf(err, errlen, "%s: %s", a, pe.msg);
+                return -1;
+            }
+            if (strcmp(a, "--device") == 0)
+                o->device = (int)d;
+            else
+                o->gpu_weights = (int)w;
+            if (!eq)
+                i++;
+            continue;
+        }
+        if (strcmp(a, "--gpu-index") == 0) {
+            if (!v)
+                goto missing;
+            long x;
+            if (parse_int(a, v, 0, 64, &x, err, errlen))
+                return -1;
+            o->gpu_index = (int)x;
             if (!eq)
                 i++;
             continue;

@@ -639,7 +639,7 @@ static int step(srv_sched *s)
                 continue;
             if (!gr->seq) {
                 mhla_error e = {{0}};
-                if (mhla_seq_create(s->c.model, &gr->seq, &e)) {
+                if (mhla_engine_seq_create(s->c.engine, &gr->seq, &e)) {
                     fail_req(r, e.msg);
                     break;
                 }

@@ -62,11 +62,18 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     const mhla_config *cfg = mhla_model_config(model);
     mhla_engine_options eo = {.n_threads = o->threads,
                               .state_bytes = (size_t)o->state_memory_mb << 20,
-                              .resume_slots = o->state_memory_mb ? 64 : 0};
+                              .resume_slots = o->state_memory_mb ? 64 : 0,
+                              .device = (mhla_device)o->device,
+                              .gpu_index = o->gpu_index,
+                              .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
+                              .gpu_no_graphs = o->gpu_no_graphs};
     if (mhla_engine_create(model, &eo, &engine, &e)) {
         snprintf(err, errlen, "cannot create the engine: %s", e.msg);
         goto done;
     }
+    if (mhla_engine_device_note(engine)[0])
+        srv_logf(MHLA_LOG_INFO, "device", "%s: running on the CPU",
+                 mhla_engine_device_note(engine));
     if (srv_codec_create(o->model_dir, cfg->vocab_size, &codec, err, errlen) ||
         srv_gen_config_load(o->model_dir, cfg, &gen, err, errlen))
         goto done;
@@ -105,6 +112,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
         cJSON_AddStringToObject(f, "eos_from", gen.source);
         cJSON_AddNumberToObject(f, "state_memory_mb", o->state_memory_mb);
         cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
+        cJSON_AddStringToObject(f, "device", mhla_engine_device_name(engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
         cJSON_AddNumberToObject(f, "load_s", (double)(long long)((srv_now() - t0) * 1000) / 1000);
     }

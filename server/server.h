@@ -40,6 +40,10 @@ typedef struct {
     int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
     int state_memory_mb;      /* state pool with prefix cache (SPEC §4); 0: per-sequence state */
     int weights_bf16;         /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
+    int device;               /* mhla_device: cpu, auto or cuda */
+    int gpu_weights;          /* mhla_gpu_weights */
+    int gpu_index;
+    int gpu_no_graphs;
 } mhla_server_options;
 
 void mhla_server_options_default(mhla_server_options *o);

@@ -35,6 +35,11 @@ static const char *USAGE =
     "  --threads N            worker threads (default: all CPUs)\n"
     "  --weights f32|bf16     how weights are held in memory (default f32; bf16 halves\n"
     "                         the bytes per step, arithmetic stays f32)\n"
+    "  --device D             auto (a GPU when one is usable, else the CPU), cpu (default)\n"
+    "                         or cuda (fails without a usable GPU)\n"
+    "  --gpu-weights W        bf16 (default), f16 or f32: how the GPU holds the weights\n"
+    "  --gpu-index N          which CUDA device (default 0)\n"
+    "  --no-graphs            never replay decode steps as CUDA graphs\n"
     "  --perplexity FILE      evaluate the token ids in FILE instead of generating: the ids\n"
     "                         are cut into consecutive windows of the model's context; in\n"
     "                         each window every token but the first is predicted from the\n"
@@ -45,9 +50,11 @@ static const char *USAGE =
 typedef struct {
     const char *model, *prompt_text, *prompt_ids, *prompt_file, *feed, *logits_out, *weights,
         *perplexity;
-    long split_seed, max_tokens, seed, threads;
+    long split_seed, max_tokens, seed, threads, gpu_index;
     double temperature;
-    int print_ids, ignore_eos;
+    int print_ids, ignore_eos, no_graphs;
+    mhla_device device;
+    mhla_gpu_weights gpu_weights;
 } options;
 
 static char errbuf[600];
@@ -72,6 +79,32 @@ static int parse_long(const char *s, long lo, long hi, long *out, const char *fl
     return 0;
 }
 
+static mhla_engine_options engine_options(const options *o)
+{
+    mhla_engine_options eo = {
+        .n_threads = (int)o->threads,
+        .device = o->device,
+        .gpu_index = (int)o->gpu_index,
+        .gpu_weights = o->gpu_weights,
+        .gpu_no_graphs = o->no_graphs,
+    };
+    return eo;
+}
+
+/* Creates the engine and says on stderr where it runs (and why not on a GPU
+ * when --device auto found none). */
+static int open_engine(const options *o, const mhla_model *model, mhla_engine **eng,
+                       mhla_error *err)
+{
+    mhla_engine_options eo = engine_options(o);
+    if (mhla_engine_create(model, &eo, eng, err))
+        return -1;
+    const char *note = mhla_engine_device_note(*eng);
+    fprintf(stderr, "mhla-generate: device %s%s%s\n", mhla_engine_device_name(*eng),
+            note[0] ? "; " : "", note);
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -92,6 +125,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->ignore_eos = 1;
             continue;
         }
+        if (strcmp(a, "--no-graphs") == 0) {
+            o->no_graphs = 1;
+            continue;
+        }
         if (i + 1 >= argc)
             return fail("%s needs a value (see --help)", a);
         const char *v = argv[++i];
@@ -109,7 +146,18 @@ static int parse_args(int argc, char **argv, options *o)
             o->logits_out = v;
         else if (strcmp(a, "--perplexity") == 0)
             o->perplexity = v;
-        else if (strcmp(a, "--weights") == 0) {
+        else if (strcmp(a, "--device") == 0) {
+            mhla_error e;
+            if (mhla_device_parse(v, &o->device, &e))
+                return fail("--device: %s", e.msg);
+        } else if (strcmp(a, "--gpu-weights") == 0) {
+            mhla_error e;
+            if (mhla_gpu_weights_parse(v, &o->gpu_weights, &e))
+                return fail("--gpu-weights: %s", e.msg);
+        } else if (strcmp(a, "--gpu-index") == 0) {
+            if (parse_long(v, 0, 64, &o->gpu_index, a))
+                return -1;
+        } else if (strcmp(a, "--weights") == 0) {
             if (strcmp(v, "f32") && strcmp(v, "bf16"))
                 return fail("--weights: '%.64s' is not f32 or bf16", v);
             o->weights = v;
@@ -292,8 +340,7 @@ static int run_perplexity(const options *o)
             snprintf(errbuf, sizeof errbuf, "token id %d is outside the vocabulary [0, %d)", ids[i], V);
             goto done;
         }
-    mhla_engine_options eo = {.n_threads = (int)o->threads};
-    if (mhla_engine_create(model, &eo, &eng, &err)) {
+    if (open_engine(o, model, &eng, &err)) {
         fail("%s", err.msg);
         goto done;
     }
@@ -310,7 +357,7 @@ static int run_perplexity(const options *o)
             break;
         mhla_seq_free(seq);
         seq = NULL;
-        if (mhla_seq_create(model, &seq, &err)) {
+        if (mhla_engine_seq_create(eng, &seq, &err)) {
             fail("%s", err.msg);
             goto done;
         }
@@ -454,8 +501,7 @@ static int run(const options *o)
                  n, o->max_tokens, c->max_positions);
         goto done;
     }
-    mhla_engine_options eo = {.n_threads = (int)o->threads};
-    if (mhla_engine_create(model, &eo, &eng, &err) || mhla_seq_create(model, &seq, &err)) {
+    if (open_engine(o, model, &eng, &err) || mhla_engine_seq_create(eng, &seq, &err)) {
         fail("%s", err.msg);
         goto done;
     }

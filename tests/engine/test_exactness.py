@@ -16,6 +16,10 @@ against the typical logit size of their row rather than against themselves. A ca
 when the worst such value over all positions and vocabulary entries is <= 1e-4. The feed
 modes are also compared against each other (prefill as b) with the same measure and bound.
 The worst error per case is printed; the script exits non-zero on any failure.
+
+The same script checks the CUDA backend: --generate names another build of mhla-generate (the
+one linked with the CPU simulator of CUDA, or the real one) and --device-args adds e.g.
+"--device cuda --gpu-weights f32" to every run; without a usable GPU it exits 77 (skipped).
 """
 import os
 import sys
@@ -57,17 +61,24 @@ MODES = [("prefill", ["--feed", "prefill"]),
 def extra_args(ap):
     ap.add_argument("--only", default="", help="comma-separated config name prefixes to run")
     ap.add_argument("--jobs", type=int, default=2, help="engine processes run in parallel")
+    ap.add_argument("--generate", default="mhla-generate", help="which mhla-generate binary in --bin")
+    ap.add_argument("--device-args", default="", help="extra arguments for every engine run")
+    ap.add_argument("--modes", default="", help="comma-separated feed modes to run (default: all)")
+    ap.add_argument("--max-length", type=int, default=0, help="skip prompt lengths above this")
 
 
 def main():
     a = tu.parse_args(__doc__, extra_args)
-    exe = os.path.join(a.bin, "mhla-generate")
+    exe = os.path.join(a.bin, a.generate)
     if not os.access(exe, os.X_OK):
         print("FAIL: %s not found / not executable" % exe)
         return 1
+    dev_args = a.device_args.split()
+    modes_run = [(m, ma) for m, ma in MODES if not a.modes or m in a.modes.split(",")]
     failures = []
     rows = []  # (config, T, {mode: err vs ref}, worst mode-vs-prefill, bitwise-equal modes, diag)
     only = [s for s in a.only.split(",") if s]
+    probed = False
     pool = ThreadPoolExecutor(max_workers=a.jobs)
     for ci, (name, flags) in enumerate(CONFIGS):
         if only and not any(name.startswith(o) for o in only):
@@ -75,7 +86,14 @@ def main():
         mdir = tu.gen(os.path.join(a.work, name), *flags.split(), seed=100 + ci)
         ref = mhla_reference.Model(mdir)
         C, T_max, V = ref.C, ref.max_pos, ref.V
-        lengths = sorted({n for n in (1, C - 1, C, C + 1, 5 * C + 3, T_max) if 1 <= n <= T_max})
+        lengths = sorted({n for n in (1, C - 1, C, C + 1, 5 * C + 3, T_max)
+                          if 1 <= n <= T_max and (not a.max_length or n <= a.max_length)})
+        if dev_args and not probed:
+            probed = True
+            p = tu.run(exe, ["--model", mdir, "--prompt-ids", "1", "--max-tokens", "0"] + dev_args)
+            if p.returncode != 0 and "device cuda:" in p.stderr:
+                print("SKIP: %s" % p.stderr.strip().splitlines()[-1])
+                return 77
         rng = np.random.default_rng(1000 + ci)
         cases = []
         for T in lengths:
@@ -88,10 +106,10 @@ def main():
                 failures.append("%s T=%d: the reference itself is not finite (normaliser 0?); "
                                 "pick another seed/config" % (name, T))
             jobs = {}
-            for mode, margs in MODES:
+            for mode, margs in modes_run:
                 out = os.path.join(a.work, "%s_T%d_%s.f32" % (name, T, mode))
                 args = ["--model", mdir, "--prompt-ids", tu.ids_arg(ids), "--max-tokens", "0",
-                        "--logits-out", out] + margs
+                        "--logits-out", out] + margs + dev_args
                 if "--threads" not in margs:
                     args += ["--threads", "1"]
                 jobs[mode] = (out, args, pool.submit(tu.run, exe, args, 300))
@@ -146,7 +164,7 @@ def main():
             rows.append((name, T, errs, cross if base is not None else None, same, diag))
     pool.shutdown()
 
-    modes = [m for m, _ in MODES]
+    modes = [m for m, _ in modes_run]
     print("relative error vs the reference, |a-b| / max(|b|, rms(row of b)); tolerance %g" % TOL)
     print("%-24s %4s " % ("config", "T") + " ".join("%10s" % m for m in modes) + " %10s  %s" % (
         "x-mode", "bitwise = prefill"))

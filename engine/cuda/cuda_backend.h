@@ -1,0 +1,103 @@
+/*
+ * cuda_backend.h — what the engine (C) asks of the CUDA backend (CUDA C++).
+ *
+ * The engine keeps the bookkeeping (validation, kvstate's page tables,
+ * prefix cache, admission) and hands the backend plain descriptors: device
+ * pointers of each sequence's buffers and pages, tokens, positions. The
+ * backend holds the weights on the GPU and runs whole steps there. Built
+ * three ways: by nvcc (a GPU), by g++ against engine/cuda/sim (the same
+ * kernels on the CPU, for tests without a GPU), or as none.c (no CUDA).
+ *
+ * Every function that can fail returns 0 or -1 with a one-line message in
+ * err (MHLA_CUDA_ERR bytes).
+ */
+#ifndef MHLA_CUDA_BACKEND_H
+#define MHLA_CUDA_BACKEND_H
+
+#include "engine.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MHLA_CUDA_ERR 512
+
+typedef struct mhla_cuda mhla_cuda;
+
+/* A host matrix [rows, cols], row-major: exactly one of f32 / bf16 is set. */
+typedef struct {
+    const float *f32;
+    const uint16_t *bf16;
+} mhla_cuda_hmat;
+
+typedef struct {
+    const float *attn_norm, *g_norm, *mlp_norm; /* g_norm [dv] */
+    const float *mix;                           /* [Lm, Lm], clamped */
+    mhla_cuda_hmat wq, wk, wv, wg, wo, w_gate, w_up, w_down; /* wg: both NULL without gate */
+} mhla_cuda_layer_src;
+
+typedef struct {
+    const mhla_config *cfg;
+    const float *embeddings; /* [V, D] */
+    const float *final_norm;
+    mhla_cuda_hmat lm_head; /* [V, D] */
+    int lm_head_tied;       /* lm_head is the embedding matrix: one copy on the GPU */
+    const mhla_cuda_layer_src *layers;
+    const float *rope_cos, *rope_sin; /* [max_positions, dk/2] */
+    float q_scale;
+} mhla_cuda_model_src;
+
+typedef struct {
+    int device_index;
+    mhla_gpu_weights weights;
+    int state_bf16; /* pages hold bf16 */
+    int no_graphs;
+} mhla_cuda_options;
+
+/* 0 when a usable device exists; otherwise -1 and why (no driver, no GPU). */
+int mhla_cuda_probe(int device_index, char *why);
+int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_options *opt,
+                     mhla_cuda **out, char *err);
+void mhla_cuda_free(mhla_cuda *g);
+const char *mhla_cuda_name(const mhla_cuda *g);
+size_t mhla_cuda_bytes(const mhla_cuda *g);
+
+void mhla_cuda_stats(const mhla_cuda *g, uint64_t *steps, uint64_t *captures, uint64_t *replays);
+/* Device-to-device copy bandwidth, bytes read + written per second. */
+int mhla_cuda_copy_bandwidth(mhla_cuda *g, double *bytes_per_s, char *err);
+
+/* kvstate's memory hooks (kv_memory), ctx = the backend. */
+void *mhla_cuda_mem_alloc(void *ctx, size_t bytes);
+void mhla_cuda_mem_release(void *ctx, void *p);
+/* dir: 0 to host, 1 from host, 2 within the device (kv_copy_dir). */
+int mhla_cuda_mem_copy(void *ctx, void *dst, const void *src, size_t bytes, int dir);
+
+/* One sequence's part of a step. Buffers are the kvstate ones (device). */
+typedef struct {
+    int pos;      /* position of tokens[0] */
+    int n_tokens; /* >= 1 */
+    const int32_t *tokens;
+    int logits_from;
+    float *logits;     /* host, (n_tokens - logits_from) * V */
+    float *prefix;     /* P_i [L][Hkv][dk*dv] */
+    float *prefix_k;   /* [L][Hkv][dk] or NULL */
+    float *cur_k;      /* [L][Hkv][C][dk] */
+    float *cur_v;      /* [L][Hkv][C][dv] */
+    void *const *pages; /* host array: device storage of blocks 0 .. n_pages-1 */
+    int n_pages;
+} mhla_cuda_item;
+
+/* One step over all items; every page a closing block needs exists. On a
+ * device fault the backend refuses every later call. */
+int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items, char *err);
+/* Recomputes P_i (and its key-sum part) of a sequence attached mid-block,
+ * from its pages (item.pos is the position; tokens/logits unused). */
+int mhla_cuda_restore_prefix(mhla_cuda *g, const mhla_cuda_item *item, char *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,362 @@
+/*
+ * forward.cu — one engine step on the GPU, top to bottom like the CPU's
+ * forward.c: embedding, then per layer RMSNorm → one fused q|k|v|gate
+ * product → feature map and rotary → token mixer → gated norm → output
+ * product → RMSNorm → fused gate|up product → SwiGLU → down product, then
+ * the final norm and the LM head for the rows that want logits.
+ *
+ * The host describes the step in one small buffer (tokens, positions, the
+ * (sequence, block) segments, page tables) copied up in one transfer. A step
+ * of n sequences decoding one token each has the same shape every time, so
+ * it is captured once as a CUDA graph and replayed: only the descriptor
+ * buffer's contents change between replays.
+ */
+#include "backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+using namespace mhla_gpu;
+
+static size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
+
+static int grow_to(int need, int have, int floor)
+{
+    if (need <= have)
+        return have;
+    int n = have > 0 ? have * 2 : floor;
+    return n < need ? need : n;
+}
+
+static int alloc_dev(mhla_cuda *g, void *p, size_t bytes, char *err)
+{
+    void **pp = static_cast<void **>(p);
+    CU(cudaMalloc(pp, bytes ? bytes : 16), "out of GPU memory for step buffers");
+    g->buf_bytes += bytes;
+    return 0;
+}
+
+/* Buffers for a step of T rows, R logit rows, n_seg segments, n_items
+ * sequences and n_pages page pointers. Growing moves them, which drops the
+ * captured graphs. */
+static int ensure_buffers(mhla_cuda *g, int T, int R, int n_seg, int n_items, int n_pages,
+                          char *err)
+{
+    step_bufs *sb = &g->sb;
+    if (T <= g->cap_T && R <= g->cap_R && n_seg <= g->cap_seg && n_items <= sb->cap_items &&
+        n_pages <= sb->cap_pages)
+        return 0;
+    const mhla_config *c = &g->cfg;
+    int cT = grow_to(T, g->cap_T, 64), cR = grow_to(R, g->cap_R, 64);
+    int cS = grow_to(n_seg, g->cap_seg, 64), cI = grow_to(n_items, sb->cap_items, 64);
+    int cP = grow_to(n_pages, sb->cap_pages, 64);
+    if (cP < cI * c->num_blocks) /* decode steps then never grow it */
+        cP = cI * c->num_blocks;
+    CU(cudaStreamSynchronize(g->stream), "finishing earlier work");
+    free_buffers(g);
+    size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    size_t od = (size_t)c->num_heads * c->head_v_dim, hw = D;
+    if (od > hw)
+        hw = od;
+    if (I > hw)
+        hw = I;
+    size_t per = (size_t)c->head_k_dim * c->head_v_dim, Hkv = c->num_kv_heads;
+    if (alloc_dev(g, &g->x, cT * D * 4, err) || alloc_dev(g, &g->y, cT * D * 4, err) ||
+        alloc_dev(g, &g->qkvg, (size_t)cT * g->W * 4, err) ||
+        alloc_dev(g, &g->att, cT * od * 4, err) || alloc_dev(g, &g->gu, cT * 2 * I * 4, err) ||
+        alloc_dev(g, &g->h, cT * hw * g->dt_bytes, err) ||
+        alloc_dev(g, &g->hl, cR * D * g->dt_bytes, err) ||
+        alloc_dev(g, &g->logits, cR * V * 4, err) ||
+        alloc_dev(g, &g->pscr, cS * Hkv * per * 4, err) ||
+        alloc_dev(g, &g->pkscr, cS * Hkv * c->head_k_dim * 4, err))
+        goto fail;
+    sb->cap_T = cT;
+    sb->cap_R = cR;
+    sb->cap_seg = cS;
+    sb->cap_items = cI;
+    sb->cap_pages = cP;
+    sb->off_tokens = 0;
+    sb->off_rowpos = align256(sb->off_tokens + (size_t)cT * 4);
+    sb->off_segs = align256(sb->off_rowpos + (size_t)cT * 4);
+    sb->off_items = align256(sb->off_segs + (size_t)cS * sizeof(seg_desc));
+    sb->off_pages = align256(sb->off_items + (size_t)cI * sizeof(item_desc));
+    sb->off_lrows = align256(sb->off_pages + (size_t)cP * sizeof(void *));
+    sb->bytes = align256(sb->off_lrows + (size_t)cR * 4);
+    if (alloc_dev(g, &sb->dev, sb->bytes, err))
+        goto fail;
+    if (cudaMallocHost(reinterpret_cast<void **>(&sb->host), sb->bytes) != cudaSuccess ||
+        cudaMallocHost(reinterpret_cast<void **>(&g->logits_host), cR * V * 4) != cudaSuccess) {
+        fail(err, "CUDA: out of pinned host memory for step buffers");
+        goto fail;
+    }
+    g->cap_T = cT;
+    g->cap_R = cR;
+    g->cap_seg = cS;
+    return 0;
+fail:
+    free_buffers(g);
+    return -1;
+}
+
+void mhla_gpu::drop_graphs(mhla_cuda *g)
+{
+    for (int i = 0; i < g->n_graphs; i++)
+        cudaGraphExecDestroy(g->graphs[i].exec);
+    g->n_graphs = 0;
+}
+
+/* y[T, ldy] = x[T, K] · w[N, K]ᵀ — column-major for cuBLAS: yᵀ = w · xᵀ. */
+static int gemm(mhla_cuda *g, const void *x, int T, int K, const void *w, int N, float *y, int ldy,
+                char *err)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType t = g->dt == DT_F32 ? CUDA_R_32F : g->dt == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    cublasStatus_t rc = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, t, K, x,
+                                     t, K, &zero, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+    if (rc != CUBLAS_STATUS_SUCCESS)
+        return fail(err, "cuBLAS: the %d x %d x %d product failed: %s", T, N, K,
+                    cublasGetStatusString(rc));
+    return 0;
+}
+
+/* Enqueues a whole step whose descriptors are already on the device. */
+static int run_step(mhla_cuda *g, int T, int R, int n_seg, char *err)
+{
+    const mhla_config *c = &g->cfg;
+    cudaStream_t st = g->stream;
+    int D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, H = c->num_heads;
+    int Hkv = c->num_kv_heads, dk = c->head_k_dim, dv = c->head_v_dim, od = H * dv;
+    float eps = c->norm_eps;
+    unsigned char *d = g->sb.dev;
+    const int32_t *tokens = reinterpret_cast<const int32_t *>(d + g->sb.off_tokens);
+    const int32_t *rowpos = reinterpret_cast<const int32_t *>(d + g->sb.off_rowpos);
+    const int32_t *lrows = reinterpret_cast<const int32_t *>(d + g->sb.off_lrows);
+
+    mix_args a;
+    a.dk = dk;
+    a.dv = dv;
+    a.C = c->chunk_size;
+    a.Lm = c->num_blocks;
+    a.H = H;
+    a.Hkv = Hkv;
+    a.L = c->num_layers;
+    a.normalize = c->normalize;
+    a.state_bf16 = g->state_bf16;
+    a.W = g->W;
+    a.q_off = g->q_off;
+    a.k_off = g->k_off;
+    a.v_off = g->v_off;
+    a.qkvg = g->qkvg;
+    a.att = g->att;
+    a.segs = reinterpret_cast<const seg_desc *>(d + g->sb.off_segs);
+    a.n_seg = n_seg;
+    a.items = reinterpret_cast<const item_desc *>(d + g->sb.off_items);
+    a.pages = reinterpret_cast<void *const *>(d + g->sb.off_pages);
+    a.pscr = g->pscr;
+    a.pkscr = g->pkscr;
+
+    k_embed(g->x, g->emb, g->dt, tokens, T, D, st);
+    for (int l = 0; l < c->num_layers; l++) {
+        const dev_layer *ly = &g->layers[l];
+        k_add_norm(g->x, l == 0 ? nullptr : g->y, ly->attn_norm, g->h, g->dt, T, D, eps, st);
+        if (gemm(g, g->h, T, D, ly->w_qkvg, g->W, g->qkvg, g->W, err))
+            return -1;
+        k_qk_prepare(g->qkvg, g->W, g->q_off, g->k_off, rowpos, g->rope_cos, g->rope_sin, T, H,
+                     Hkv, dk, c->feature_map, g->q_scale, st);
+        a.layer = l;
+        a.mix = ly->mix;
+        k_mixer(a, st);
+        k_out_norm(g->att, g->qkvg, g->W, g->g_off, ly->g_norm, g->h, g->dt, T, H, dv, eps, st);
+        if (gemm(g, g->h, T, od, ly->wo, D, g->y, D, err))
+            return -1;
+        k_add_norm(g->x, g->y, ly->mlp_norm, g->h, g->dt, T, D, eps, st);
+        if (gemm(g, g->h, T, D, ly->w_gu, 2 * I, g->gu, 2 * I, err))
+            return -1;
+        k_swiglu(g->gu, g->h, g->dt, T, I, st);
+        if (gemm(g, g->h, T, I, ly->w_down, D, g->y, D, err))
+            return -1;
+    }
+    if (R > 0) {
+        k_final_norm(g->x, g->y, lrows, g->final_norm, g->hl, g->dt, R, D, eps, st);
+        if (gemm(g, g->hl, R, D, g->lm_head, V, g->logits, V, err))
+            return -1;
+    }
+    CU(cudaGetLastError(), "launching the step's kernels");
+    return 0;
+}
+
+/* A decode step of n sequences: replay its graph, capturing it first. */
+static int run_decode_graph(mhla_cuda *g, int n, char *err)
+{
+    graph_entry *e = nullptr;
+    for (int i = 0; i < g->n_graphs; i++)
+        if (g->graphs[i].n == n)
+            e = &g->graphs[i];
+    if (!e) {
+        cudaGraph_t graph = nullptr;
+        CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal),
+           "starting a graph capture");
+        int rc = run_step(g, n, n, n, err);
+        cudaError_t ec = cudaStreamEndCapture(g->stream, &graph);
+        cudaGraphExec_t exec = nullptr;
+        if (rc == 0 && ec == cudaSuccess)
+            ec = cudaGraphInstantiate(&exec, graph, 0);
+        if (graph)
+            cudaGraphDestroy(graph);
+        if (rc || ec != cudaSuccess) {
+            /* Capture is an optimisation: run this step, and later ones,
+             * without graphs. */
+            cudaGetLastError();
+            g->no_graphs = 1;
+            return run_step(g, n, n, n, err);
+        }
+        if (g->n_graphs == MAX_GRAPHS) { /* replace the least recently used */
+            int lru = 0;
+            for (int i = 1; i < g->n_graphs; i++)
+                if (g->graphs[i].last_used < g->graphs[lru].last_used)
+                    lru = i;
+            cudaGraphExecDestroy(g->graphs[lru].exec);
+            e = &g->graphs[lru];
+        } else {
+            e = &g->graphs[g->n_graphs++];
+        }
+        e->n = n;
+        e->exec = exec;
+        g->captures++;
+    }
+    e->last_used = ++g->clock;
+    CU(cudaGraphLaunch(e->exec, g->stream), "replaying a decode step");
+    g->replays++;
+    return 0;
+}
+
+/* Fills the host mirror of the step descriptors; returns the segment count. */
+static int describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items)
+{
+    const int C = g->cfg.chunk_size;
+    unsigned char *h = g->sb.host;
+    int32_t *tokens = reinterpret_cast<int32_t *>(h + g->sb.off_tokens);
+    int32_t *rowpos = reinterpret_cast<int32_t *>(h + g->sb.off_rowpos);
+    int32_t *lrows = reinterpret_cast<int32_t *>(h + g->sb.off_lrows);
+    seg_desc *segs = reinterpret_cast<seg_desc *>(h + g->sb.off_segs);
+    item_desc *its = reinterpret_cast<item_desc *>(h + g->sb.off_items);
+    void **pages = reinterpret_cast<void **>(h + g->sb.off_pages);
+    int t = 0, r = 0, ns = 0, np = 0;
+    for (int b = 0; b < n_items; b++) {
+        const mhla_cuda_item *it = &items[b];
+        its[b].prefix = it->prefix;
+        its[b].prefix_k = it->prefix_k;
+        its[b].cur_k = it->cur_k;
+        its[b].cur_v = it->cur_v;
+        its[b].page0 = np;
+        its[b].n_pages = it->n_pages;
+        for (int p = 0; p < it->n_pages; p++)
+            pages[np++] = it->pages[p];
+        int t_first = t;
+        for (int k = 0; k < it->n_tokens; k++, t++) {
+            tokens[t] = it->tokens[k];
+            rowpos[t] = it->pos + k;
+            if (k >= it->logits_from)
+                lrows[r++] = t;
+        }
+        int end = it->pos + it->n_tokens;
+        for (int p = it->pos; p < end;) {
+            int blk = p / C, r0 = p % C, n = C - r0;
+            if (n > end - p)
+                n = end - p;
+            seg_desc *s = &segs[ns++];
+            s->item = b;
+            s->block = blk;
+            s->t0 = t_first + (p - it->pos);
+            s->n = n;
+            s->r0 = r0;
+            s->final_open = p + n == end && r0 + n < C;
+            p += n;
+        }
+    }
+    return ns;
+}
+
+extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items,
+                                 char *err)
+{
+    if (g->failed)
+        return fail(err, "CUDA backend unusable after an earlier device error; restart");
+    const mhla_config *c = &g->cfg;
+    const int C = c->chunk_size, V = c->vocab_size;
+    int T = 0, R = 0, n_seg = 0, n_pages = 0, decode = 1;
+    for (int b = 0; b < n_items; b++) {
+        const mhla_cuda_item *it = &items[b];
+        T += it->n_tokens;
+        R += it->n_tokens - it->logits_from;
+        n_seg += (it->pos + it->n_tokens - 1) / C - it->pos / C + 1;
+        n_pages += it->n_pages;
+        if (it->n_tokens != 1 || it->logits_from != 0)
+            decode = 0;
+    }
+    if (T == 0)
+        return 0;
+    if (ensure_buffers(g, T, R, n_seg, n_items, n_pages, err))
+        return -1;
+    describe_step(g, items, n_items);
+    CU(cudaMemcpyAsync(g->sb.dev, g->sb.host, g->sb.bytes, cudaMemcpyHostToDevice, g->stream),
+       "copying the step's descriptors");
+    int rc = decode && !g->no_graphs ? run_decode_graph(g, n_items, err)
+                                     : run_step(g, T, R, n_seg, err);
+    if (rc == 0 && R > 0) {
+        cudaError_t ec = cudaMemcpyAsync(g->logits_host, g->logits, (size_t)R * V * 4,
+                                         cudaMemcpyDeviceToHost, g->stream);
+        if (ec != cudaSuccess)
+            rc = fail(err, "CUDA: copying logits: %s", cudaGetErrorString(ec));
+    }
+    cudaError_t ec = cudaStreamSynchronize(g->stream);
+    if (ec != cudaSuccess) {
+        /* A fault inside a kernel leaves the context unusable, and the
+         * sequences' device state half-written. */
+        g->failed = 1;
+        return fail(err, "CUDA: the step failed on the device: %s", cudaGetErrorString(ec));
+    }
+    if (rc)
+        return -1;
+    g->steps++;
+    const float *src = g->logits_host;
+    for (int b = 0; b < n_items; b++) {
+        size_t n = (size_t)(items[b].n_tokens - items[b].logits_from) * V;
+        memcpy(items[b].logits, src, n * sizeof(float));
+        src += n;
+    }
+    return 0;
+}
+
+extern "C" int mhla_cuda_restore_prefix(mhla_cuda *g, const mhla_cuda_item *it, char *err)
+{
+    if (g->failed)
+        return fail(err, "CUDA backend unusable after an earlier device error; restart");
+    const mhla_config *c = &g->cfg;
+    int block = it->pos / c->chunk_size;
+    if (block > it->n_pages)
+        return fail(err, "restoring P_%d of a sequence that holds %d pages", block, it->n_pages);
+    if (block > 0)
+        CU(cudaMemcpyAsync(g->restore_pages, it->pages, (size_t)block * sizeof(void *),
+                           cudaMemcpyHostToDevice, g->stream),
+           "copying a page table");
+    k_restore_prefix(g->restore_pages, block, g->mix_all, it->prefix, it->prefix_k,
+                     c->num_layers, c->num_kv_heads, c->head_k_dim, c->head_v_dim, c->num_blocks,
+                     c->normalize, g->state_bf16, g->stream);
+    CU(cudaGetLastError(), "launching the prefix mix");
+    cudaError_t ec = cudaStreamSynchronize(g->stream);
+    if (ec != cudaSuccess) {
+        g->failed = 1;
+        return fail(err, "CUDA: the prefix mix failed on the device: %s", cudaGetErrorString(ec));
+    }
+    return 0;
+}
+
+extern "C" void mhla_cuda_stats(const mhla_cuda *g, uint64_t *steps, uint64_t *captures,
+                                uint64_t *replays)
+{
+    *steps = g->steps;
+    *captures = g->captures;
+    *replays = g->replays;
+}

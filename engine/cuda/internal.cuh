@@ -1,0 +1,81 @@
+/*
+ * internal.cuh — what the CUDA backend's files share: the backend's state,
+ * the step descriptors the kernels read, the kernel launchers.
+ */
+#ifndef MHLA_CUDA_INTERNAL_CUH
+#define MHLA_CUDA_INTERNAL_CUH
+
+#include "compat.h"
+#include "cuda_backend.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mhla_gpu {
+
+/* Element types of weights and GEMM inputs. */
+enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 };
+
+/* The tokens of one sequence that fall in one block during a step. Rows
+ * [t0, t0+n) of the step are that block's rows [r0, r0+n). */
+struct seg_desc {
+    int item;
+    int block;
+    int t0, n, r0;
+    int final_open; /* the sequence's block still open after the step */
+};
+
+/* One sequence of the step: its kvstate buffers and where its page
+ * pointers start in the step's page table. */
+struct item_desc {
+    float *prefix, *prefix_k, *cur_k, *cur_v;
+    int page0, n_pages;
+};
+
+/* What the token-mixer kernels of one layer read. Passed by value: a CUDA
+ * graph captures it, and every pointer in it stays valid across replays. */
+struct mix_args {
+    int dk, dv, C, Lm, H, Hkv, L, layer, normalize, state_bf16;
+    int W, q_off, k_off, v_off; /* the fused q|k|v|g row and its parts */
+    const float *qkvg;          /* [T, W] after feature map and rotary */
+    float *att;                 /* [T, H*dv] */
+    const seg_desc *segs;
+    int n_seg;
+    const item_desc *items;
+    void *const *pages;
+    const float *mix; /* this layer's [Lm, Lm] */
+    float *pscr;      /* [n_seg][Hkv][dk*dv]: P of blocks started in the step */
+    float *pkscr;     /* [n_seg][Hkv][dk] */
+};
+
+/* ---- kernels.cu: launchers (enqueue on stream; errors surface at sync) ---- */
+void k_convert(const void *src, int src_dt, void *dst, int dst_dt, size_t n, cudaStream_t st);
+void k_embed(float *x, const void *emb, int dt, const int32_t *tokens, int T, int D,
+             cudaStream_t st);
+/* x += y (y may be NULL); h = rmsnorm(x) * w, in dtype dt. */
+void k_add_norm(float *x, const float *y, const float *w, void *h, int dt, int T, int D, float eps,
+                cudaStream_t st);
+/* hl[r] = rmsnorm(x[rows[r]] + y[rows[r]]) * w, in dtype dt. */
+void k_final_norm(const float *x, const float *y, const int32_t *rows, const float *w, void *hl,
+                  int dt, int R, int D, float eps, cudaStream_t st);
+void k_qk_prepare(float *qkvg, int W, int q_off, int k_off, const int32_t *rowpos,
+                  const float *rope_cos, const float *rope_sin, int T, int H, int Hkv, int dk,
+                  int feature_map, float q_scale, cudaStream_t st);
+/* ho = RMSNorm_dv(att) * g_norm (* swish(gate) when g_off >= 0), in dtype dt. */
+void k_out_norm(const float *att, const float *qkvg, int W, int g_off, const float *g_norm,
+                void *ho, int dt, int T, int H, int dv, float eps, cudaStream_t st);
+void k_swiglu(const float *gu, void *out, int dt, int T, int I, cudaStream_t st);
+/* The token mixer of one layer: close blocks, mix prefixes, outputs, keep rows. */
+void k_mixer(const mix_args &a, cudaStream_t st);
+/* P_i of one sequence for every layer and head, from its pages. */
+void k_restore_prefix(void *const *pages, int block, const float *mix_all, float *prefix,
+                      float *prefix_k, int L, int Hkv, int dk, int dv, int Lm, int normalize,
+                      int state_bf16, cudaStream_t st);
+
+/* Rows of the mixer's output tile, and its shared memory. */
+constexpr int MIX_TT = 8;
+inline size_t mixer_smem_bytes(int dk, int C) { return (size_t)MIX_TT * (dk + C) * sizeof(float); }
+
+} // namespace mhla_gpu
+
+#endif

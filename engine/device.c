@@ -1,0 +1,165 @@
+/*
+ * device.c — the engine's side of the GPU backend: choosing the device,
+ * describing the model and each step to engine/cuda in plain descriptors,
+ * and giving kvstate the backend's memory for pages and buffers.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int mhla_device_parse(const char *name, mhla_device *out, mhla_error *err)
+{
+    if (name && strcmp(name, "cpu") == 0)
+        *out = MHLA_DEVICE_CPU;
+    else if (name && strcmp(name, "auto") == 0)
+        *out = MHLA_DEVICE_AUTO;
+    else if (name && strcmp(name, "cuda") == 0)
+        *out = MHLA_DEVICE_CUDA;
+    else
+        return mhla_fail(err, "device '%.64s' is not auto, cpu or cuda", name ? name : "");
+    return 0;
+}
+
+int mhla_gpu_weights_parse(const char *name, mhla_gpu_weights *out, mhla_error *err)
+{
+    if (name && strcmp(name, "bf16") == 0)
+        *out = MHLA_GPU_WEIGHTS_BF16;
+    else if (name && strcmp(name, "f16") == 0)
+        *out = MHLA_GPU_WEIGHTS_F16;
+    else if (name && strcmp(name, "f32") == 0)
+        *out = MHLA_GPU_WEIGHTS_F32;
+    else
+        return mhla_fail(err, "GPU weights '%.64s' are not bf16, f16 or f32", name ? name : "");
+    return 0;
+}
+
+static mhla_cuda_hmat hmat(k_matrix m) { return (mhla_cuda_hmat){m.f32, m.bf16}; }
+
+int mhla_device_open(const mhla_model *m, const mhla_engine_options *opt, mhla_cuda **out,
+                     char *note, size_t note_len, mhla_error *err)
+{
+    *out = NULL;
+    note[0] = '\0';
+    char why[MHLA_CUDA_ERR];
+    if (mhla_cuda_probe(opt->gpu_index, why)) {
+        if (opt->device == MHLA_DEVICE_CUDA)
+            return mhla_fail(err, "device cuda: %s", why);
+        snprintf(note, note_len, "no GPU used: %s", why);
+        return 0;
+    }
+    const mhla_config *c = &m->cfg;
+    mhla_cuda_layer_src *ls = calloc((size_t)c->num_layers, sizeof *ls);
+    if (!ls)
+        return mhla_fail(err, "out of memory");
+    for (int l = 0; l < c->num_layers; l++) {
+        const mhla_layer *y = &m->layers[l];
+        ls[l] = (mhla_cuda_layer_src){
+            .attn_norm = y->attn_norm, .g_norm = y->g_norm, .mlp_norm = y->mlp_norm,
+            .mix = y->mix, .wq = hmat(y->wq), .wk = hmat(y->wk), .wv = hmat(y->wv),
+            .wg = hmat(y->wg), .wo = hmat(y->wo), .w_gate = hmat(y->w_gate),
+            .w_up = hmat(y->w_up), .w_down = hmat(y->w_down),
+        };
+    }
+    mhla_cuda_model_src src = {
+        .cfg = c,
+        .embeddings = m->embeddings,
+        .final_norm = m->final_norm,
+        .lm_head = hmat(m->lm_head),
+        .lm_head_tied = m->lm_head.f32 == m->embeddings ||
+                        (c->tie_word_embeddings && !st_find(&m->st, "lm_head.weight")),
+        .layers = ls,
+        .rope_cos = m->rope_cos,
+        .rope_sin = m->rope_sin,
+        .q_scale = m->q_scale,
+    };
+    mhla_cuda_options co = {
+        .device_index = opt->gpu_index,
+        .weights = opt->gpu_weights,
+        .state_bf16 = opt->state_dtype == MHLA_STATE_BF16,
+        .no_graphs = opt->gpu_no_graphs,
+    };
+    char cerr[MHLA_CUDA_ERR];
+    int rc = mhla_cuda_create(&src, &co, out, cerr);
+    free(ls);
+    if (rc) {
+        if (opt->device == MHLA_DEVICE_CUDA)
+            return mhla_fail(err, "device cuda: %s", cerr);
+        snprintf(note, note_len, "no GPU used: %s", cerr);
+    }
+    return 0;
+}
+
+static int device_copy(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir)
+{
+    return mhla_cuda_mem_copy(ctx, dst, src, bytes, (int)dir);
+}
+
+void mhla_device_memory(mhla_cuda *dev, kv_memory *mem)
+{
+    mem->ctx = dev;
+    mem->alloc = mhla_cuda_mem_alloc;
+    mem->release = mhla_cuda_mem_release;
+    mem->copy = device_copy;
+}
+
+/* A sequence's buffers and page table as the backend sees them. The page
+ * pointers live in pages (n_pages of them, caller-owned). */
+static int describe_seq(const mhla_seq *s, void **pages, mhla_cuda_item *it)
+{
+    kv_seq_bufs b = kv_seq_buffers(s->kv);
+    int np = kv_seq_n_pages(s->kv);
+    for (int p = 0; p < np; p++)
+        pages[p] = kv_seq_page(s->kv, p);
+    memset(it, 0, sizeof *it);
+    it->pos = kv_seq_pos(s->kv);
+    it->prefix = b.prefix;
+    it->prefix_k = b.prefix_k;
+    it->cur_k = b.cur_k;
+    it->cur_v = b.cur_v;
+    it->pages = pages;
+    it->n_pages = np;
+    return np;
+}
+
+int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhla_error *err)
+{
+    int Lm = items[0].seq->model->cfg.num_blocks;
+    mhla_cuda_item *ci = malloc((size_t)n_items * sizeof *ci);
+    void **pages = malloc((size_t)n_items * Lm * sizeof *pages + 1);
+    if (!ci || !pages) {
+        free(ci);
+        free(pages);
+        return mhla_fail(err, "out of memory");
+    }
+    for (int b = 0; b < n_items; b++) {
+        describe_seq(items[b].seq, pages + (size_t)b * Lm, &ci[b]);
+        ci[b].n_tokens = items[b].n_tokens;
+        ci[b].tokens = items[b].tokens;
+        ci[b].logits_from = items[b].logits_from;
+        ci[b].logits = items[b].logits;
+    }
+    char cerr[MHLA_CUDA_ERR];
+    int rc = mhla_cuda_forward(dev, ci, n_items, cerr);
+    free(ci);
+    free(pages);
+    if (rc)
+        return mhla_fail(err, "%s", cerr);
+    return 0;
+}
+
+int mhla_device_restore_prefix(mhla_seq *s, mhla_error *err)
+{
+    void **pages = malloc((size_t)s->model->cfg.num_blocks * sizeof *pages + 1);
+    if (!pages)
+        return mhla_fail(err, "out of memory");
+    mhla_cuda_item it;
+    describe_seq(s, pages, &it);
+    char cerr[MHLA_CUDA_ERR];
+    int rc = mhla_cuda_restore_prefix(s->dev, &it, cerr);
+    free(pages);
+    if (rc)
+        return mhla_fail(err, "%s", cerr);
+    return 0;
+}
