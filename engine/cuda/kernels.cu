@@ -276,8 +276,8 @@ __global__ void close_kernel(mix_args a)
     int g = blockIdx.y;
     const item_desc it = a.items[s.item];
     void *page = a.pages[it.page0 + s.block];
-    size_t per = (size_t)a.dk * a.dv, e = (size_t)blockIdx.z * blockDim.x + threadIdx.x;
-    if (e < per) {
+    size_t per = (size_t)a.dk * a.dv, step = (size_t)gridDim.z * blockDim.x;
+    for (size_t e = (size_t)blockIdx.z * blockDim.x + threadIdx.x; e < per; e += step) {
         int ai = (int)(e / a.dv), c = (int)(e % a.dv);
         float acc = 0.0f;
         for (int u = 0; u < a.C; u++)
@@ -304,22 +304,20 @@ __global__ void mix_prefix_kernel(mix_args a)
         return;
     int g = blockIdx.y, i = s.block;
     const item_desc it = a.items[s.item];
-    size_t per = (size_t)a.dk * a.dv, e = (size_t)blockIdx.z * blockDim.x + threadIdx.x;
+    size_t per = (size_t)a.dk * a.dv, step = (size_t)gridDim.z * blockDim.x;
     size_t slot = (size_t)blockIdx.x * a.Hkv + g;
+    size_t end = per + (a.normalize ? (size_t)a.dk : 0);
     const float *mrow = a.mix + (size_t)i * a.Lm;
-    if (e < per) {
-        size_t off = head_index(a, g) * per + e;
+    for (size_t e = (size_t)blockIdx.z * blockDim.x + threadIdx.x; e < end; e += step) {
+        size_t off = e < per ? head_index(a, g) * per + e
+                             : (size_t)a.L * a.Hkv * per + head_index(a, g) * a.dk + (e - per);
         float acc = 0.0f;
         for (int b = 0; b < i; b++)
             acc = fmaf(mrow[b], page_get(a.pages[it.page0 + b], off, a.state_bf16), acc);
-        a.pscr[slot * per + e] = acc;
-    } else if (a.normalize && e < per + a.dk) {
-        int ai = (int)(e - per);
-        size_t off = (size_t)a.L * a.Hkv * per + head_index(a, g) * a.dk + ai;
-        float acc = 0.0f;
-        for (int b = 0; b < i; b++)
-            acc = fmaf(mrow[b], page_get(a.pages[it.page0 + b], off, a.state_bf16), acc);
-        a.pkscr[slot * a.dk + ai] = acc;
+        if (e < per)
+            a.pscr[slot * per + e] = acc;
+        else
+            a.pkscr[slot * a.dk + (e - per)] = acc;
     }
 }
 
@@ -413,40 +411,49 @@ __global__ void keep_rows_kernel(mix_args a)
         return;
     int g = blockIdx.y;
     const item_desc it = a.items[s.item];
-    size_t per = (size_t)a.dk * a.dv, e = (size_t)blockIdx.z * blockDim.x + threadIdx.x;
+    size_t per = (size_t)a.dk * a.dv, step = (size_t)gridDim.z * blockDim.x;
     size_t h = head_index(a, g), slot = (size_t)blockIdx.x * a.Hkv + g;
-    if (e < (size_t)s.n * a.dk) {
-        int uu = (int)(e / a.dk), ai = (int)(e % a.dk);
-        it.cur_k[(h * a.C + s.r0 + uu) * a.dk + ai] =
-            a.qkvg[(size_t)(s.t0 + uu) * a.W + a.k_off + (size_t)g * a.dk + ai];
-    }
-    if (e < (size_t)s.n * a.dv) {
-        int uu = (int)(e / a.dv), c = (int)(e % a.dv);
-        it.cur_v[(h * a.C + s.r0 + uu) * a.dv + c] =
-            a.qkvg[(size_t)(s.t0 + uu) * a.W + a.v_off + (size_t)g * a.dv + c];
-    }
-    if (s.r0 == 0) {
-        if (e < per)
-            it.prefix[h * per + e] = a.pscr[slot * per + e];
-        if (a.normalize && e < (size_t)a.dk)
-            it.prefix_k[h * a.dk + e] = a.pkscr[slot * a.dk + e];
+    size_t nk = (size_t)s.n * a.dk, nv = (size_t)s.n * a.dv;
+    size_t end = nk > nv ? nk : nv;
+    if (s.r0 == 0 && per > end)
+        end = per;
+    for (size_t e = (size_t)blockIdx.z * blockDim.x + threadIdx.x; e < end; e += step) {
+        if (e < nk) {
+            int uu = (int)(e / a.dk), ai = (int)(e % a.dk);
+            it.cur_k[(h * a.C + s.r0 + uu) * a.dk + ai] =
+                a.qkvg[(size_t)(s.t0 + uu) * a.W + a.k_off + (size_t)g * a.dk + ai];
+        }
+        if (e < nv) {
+            int uu = (int)(e / a.dv), c = (int)(e % a.dv);
+            it.cur_v[(h * a.C + s.r0 + uu) * a.dv + c] =
+                a.qkvg[(size_t)(s.t0 + uu) * a.W + a.v_off + (size_t)g * a.dv + c];
+        }
+        if (s.r0 == 0) {
+            if (e < per)
+                it.prefix[h * per + e] = a.pscr[slot * per + e];
+            if (a.normalize && e < (size_t)a.dk)
+                it.prefix_k[h * a.dk + e] = a.pkscr[slot * a.dk + e];
+        }
     }
 }
 
 static unsigned tiles(size_t n, unsigned block) { return (unsigned)((n + block - 1) / block); }
 
+/* Blocks per (segment, head) of the element-wise mixer kernels: most
+ * segments of a decode step neither close nor start a block and leave at
+ * once, so the grid stays small and the few that work loop. */
+constexpr unsigned MIX_SPLIT = 8;
+
 void k_mixer(const mix_args &a, cudaStream_t st)
 {
-    size_t per = (size_t)a.dk * a.dv;
-    size_t rows = (size_t)a.C * (a.dk > a.dv ? a.dk : a.dv);
     unsigned ns = (unsigned)a.n_seg, hk = (unsigned)a.Hkv;
     /* close before mixing: a block that closes in this step feeds the P of
      * the next one; outputs read the rows before keep_rows overwrites them */
-    MHLA_LAUNCH(close_kernel, dim3(ns, hk, tiles(per, 256)), 256, 0, st)(a);
-    MHLA_LAUNCH(mix_prefix_kernel, dim3(ns, hk, tiles(per + a.dk, 256)), 256, 0, st)(a);
+    MHLA_LAUNCH(close_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
+    MHLA_LAUNCH(mix_prefix_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
     MHLA_LAUNCH(mix_output_kernel, dim3(ns, hk, tiles(a.dv, 128)), 128,
                 mixer_smem_bytes(a.dk, a.C), st)(a);
-    MHLA_LAUNCH(keep_rows_kernel, dim3(ns, hk, tiles(rows > per ? rows : per, 256)), 256, 0, st)(a);
+    MHLA_LAUNCH(keep_rows_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
 }
 
 /* grid (layer * Hkv + head, element tiles) */
