@@ -52,7 +52,7 @@ static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
     float *logits = malloc((size_t)V * sizeof(float));
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(rand_r(seed) % V);
-    mhla_batch_item it = {s, tok, n, n - 1, logits};
+    mhla_batch_item it = {s, tok, n, n - 1, logits, NULL};
     double t0 = now();
     check(mhla_engine_forward(e, &it, 1, &err), &err);
     double dt = now() - t0;
@@ -82,7 +82,7 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
     float *logits = malloc((size_t)batch * V * sizeof(float));
     for (int b = 0; b < batch; b++) {
         check(mhla_seq_clone(base, &seqs[b], &err), &err);
-        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V};
+        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL};
     }
     double t0 = now();
     for (int s = 0; s < steps; s++) {

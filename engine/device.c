@@ -123,27 +123,95 @@ static int describe_seq(const mhla_seq *s, void **pages, mhla_cuda_item *it)
     return np;
 }
 
+/* The device's view of a sample slot: parameters, the uniform the host
+ * sampler would draw now, and the ids its penalties touch. pen holds
+ * 2 * n_seen ints (ids, then counts). */
+static void describe_sample(mhla_sample_slot *sl, int32_t *pen, mhla_cuda_sample *q)
+{
+    mhla_sampler_view v;
+    mhla_sampler_view_of(sl->sampler, &v);
+    memset(q, 0, sizeof *q);
+    q->temperature = v.p->temperature;
+    q->top_p = v.p->top_p;
+    q->min_p = v.p->min_p;
+    q->repetition = v.p->repetition_penalty;
+    q->presence = v.p->presence_penalty;
+    q->frequency = v.p->frequency_penalty;
+    q->top_k = v.p->top_k;
+    q->n_top = sl->n_top;
+    q->bias = v.p->logit_bias;
+    q->n_bias = v.p->n_logit_bias;
+    if (v.counts) {
+        for (int j = 0; j < v.n_seen; j++) {
+            int32_t id = v.seen[j];
+            pen[j] = id;
+            pen[v.n_seen + j] = v.counts[id] | (v.in_prompt[id] ? 1 << 30 : 0);
+        }
+        q->pen_ids = pen;
+        q->pen_counts = pen + v.n_seen;
+        q->n_pen = v.n_seen;
+    }
+    q->u = mhla_sampler_draw(sl->sampler);
+}
+
+static void finish_sample(mhla_sample_slot *sl, const mhla_cuda_sample *q)
+{
+    sl->status = q->status;
+    if (q->status) {
+        mhla_fail(&sl->err, "sampler: the logit of token %d is NaN", q->nan_id);
+        return;
+    }
+    sl->token = q->token;
+    mhla_sampler_record(sl->sampler, q->token);
+    if (sl->n_top >= 0) {
+        sl->token_logprob = q->token_logprob;
+        memcpy(sl->top, q->top, (size_t)sl->n_top * sizeof *sl->top);
+    }
+}
+
 int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhla_error *err)
 {
-    int Lm = items[0].seq->model->cfg.num_blocks;
+    int Lm = items[0].seq->model->cfg.num_blocks, n_pen = 0;
+    for (int b = 0; b < n_items; b++)
+        if (items[b].sample) {
+            mhla_sampler_view v;
+            mhla_sampler_view_of(items[b].sample->sampler, &v);
+            n_pen += v.counts ? 2 * v.n_seen : 0;
+        }
     mhla_cuda_item *ci = malloc((size_t)n_items * sizeof *ci);
+    mhla_cuda_sample *cs = malloc((size_t)n_items * sizeof *cs);
     void **pages = malloc((size_t)n_items * Lm * sizeof *pages + 1);
-    if (!ci || !pages) {
+    int32_t *pen = malloc((size_t)n_pen * sizeof *pen + 1);
+    if (!ci || !cs || !pages || !pen) {
         free(ci);
+        free(cs);
         free(pages);
+        free(pen);
         return mhla_fail(err, "out of memory");
     }
+    int32_t *pen_at = pen;
     for (int b = 0; b < n_items; b++) {
         describe_seq(items[b].seq, pages + (size_t)b * Lm, &ci[b]);
         ci[b].n_tokens = items[b].n_tokens;
         ci[b].tokens = items[b].tokens;
         ci[b].logits_from = items[b].logits_from;
         ci[b].logits = items[b].logits;
+        ci[b].sample = NULL;
+        if (items[b].sample) {
+            describe_sample(items[b].sample, pen_at, &cs[b]);
+            pen_at += 2 * cs[b].n_pen;
+            ci[b].sample = &cs[b];
+        }
     }
     char cerr[MHLA_CUDA_ERR];
     int rc = mhla_cuda_forward(dev, ci, n_items, cerr);
+    for (int b = 0; rc == 0 && b < n_items; b++)
+        if (items[b].sample)
+            finish_sample(items[b].sample, &cs[b]);
     free(ci);
+    free(cs);
     free(pages);
+    free(pen);
     if (rc)
         return mhla_fail(err, "%s", cerr);
     return 0;

@@ -171,12 +171,18 @@ int mhla_engine_copy_bandwidth(mhla_engine *engine, double *bytes_per_s, mhla_er
  * tokens[logits_from .. n_tokens-1]; logits_from == n_tokens asks for none.
  * logits must hold (n_tokens - logits_from) * vocab_size floats.
  */
+typedef struct mhla_sample_slot mhla_sample_slot;
+
 typedef struct {
     mhla_seq *seq;
     const int32_t *tokens;
     int n_tokens;
     int logits_from;
     float *logits;
+    /* Optional: sample the token after the item's last position inside the
+     * step (see mhla_sample_slot). With a slot, logits may be NULL: then no
+     * logits come back at all, only the slot's results. */
+    mhla_sample_slot *sample;
 } mhla_batch_item;
 
 /*
@@ -298,6 +304,30 @@ typedef struct {
     float logprob;
 } mhla_logprob;
 
+#define MHLA_MAX_TOP_LOGPROBS 20
+
+/*
+ * Sampling inside an engine step: the engine applies sampler to the logits of
+ * the item's last position and returns the token (mhla_sampler_next) and,
+ * with n_top >= 0, its log-probability and the n_top most likely ids
+ * (mhla_logprobs). On a GPU this runs on the device, so only these cross to
+ * the host. The CPU gives exactly mhla_sampler_next's token; the GPU draws
+ * from the same distribution with the same uniform from the sampler's
+ * generator, walking the candidates in id order: greedy and plain temperature
+ * sampling give the CPU's token, filtered sampling (top_k / top_p / min_p)
+ * may give another token of the same distribution.
+ * A sampling error (a NaN logit) fails this slot only (status -1, message in
+ * err): the step itself has run and the sequence has advanced.
+ */
+struct mhla_sample_slot {
+    mhla_sampler *sampler; /* in; its generator and penalty counts advance */
+    int n_top;             /* in: -1 no logprobs, else 0 .. MHLA_MAX_TOP_LOGPROBS */
+    int status;            /* out: 0, or -1 with err */
+    int32_t token;         /* out */
+    float token_logprob;   /* out (n_top >= 0) */
+    mhla_logprob top[MHLA_MAX_TOP_LOGPROBS]; /* out: n_top entries, best first */
+    mhla_error err;
+};
 /* Under the model's distribution (log-softmax of the raw logits): the log-
  * probability of token and the n_top most likely ids, best first (ties: lower
  * id first). top must hold n_top entries. */

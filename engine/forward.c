@@ -27,6 +27,8 @@ struct mhla_engine {
     float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
     float *logit_rows, *logit_buf;
     int *row_item; /* which batch item each token row belongs to */
+    float *sample_rows; /* logits of sampled positions no caller buffer holds */
+    int sample_cap;
     kv_pool *pool; /* state memory of mhla_engine_seq_create's sequences */
     mhla_cuda *cuda; /* the GPU the steps run on; NULL: the CPU */
     kv_memory cuda_memory;
@@ -105,6 +107,7 @@ void mhla_engine_free(mhla_engine *e)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(e->row_item);
+    free(e->sample_rows);
     /* its sequences keep the pool alive as long as they live; on a GPU they
      * must all be gone before the backend goes */
     kv_pool_release(e->pool);
@@ -158,8 +161,12 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
         if (it->logits_from < 0 || it->logits_from > it->n_tokens)
             return mhla_fail(err, "batch item %d: logits_from %d outside [0, %d]", b,
                              it->logits_from, it->n_tokens);
-        if (it->logits_from < it->n_tokens && !it->logits)
+        if (it->logits_from < it->n_tokens && !it->logits && !it->sample)
             return mhla_fail(err, "batch item %d: logits requested without a buffer", b);
+        if (it->sample && (!it->sample->sampler || it->sample->n_top < -1 ||
+                           it->sample->n_top > MHLA_MAX_TOP_LOGPROBS))
+            return mhla_fail(err, "batch item %d: a sample slot needs a sampler and n_top in "
+                                  "[-1, %d]", b, MHLA_MAX_TOP_LOGPROBS);
         int pos = mhla_seq_pos(it->seq);
         if ((long)pos + it->n_tokens > c->max_positions)
             return mhla_fail(err,
@@ -328,24 +335,76 @@ static void flush_logits(mhla_engine *e, float **dst, int n)
         memcpy(dst[r], e->logit_buf + (size_t)r * V, (size_t)V * sizeof(float));
 }
 
+/* The logits row of item b's position t, or NULL when nobody wants it. A
+ * sampled last position the caller has no buffer for goes to sample_rows. */
+static float *logits_dst(mhla_engine *e, const mhla_batch_item *it, int t, int *n_sampled)
+{
+    int V = e->model->cfg.vocab_size;
+    if (it->logits && t >= it->logits_from)
+        return it->logits + (size_t)(t - it->logits_from) * V;
+    if (it->sample && t == it->n_tokens - 1)
+        return e->sample_rows + (size_t)(*n_sampled)++ * V;
+    return NULL;
+}
+
 static void compute_logits(mhla_engine *e, mhla_batch_item *items, int n_items,
                            const int *row_start)
 {
     const mhla_model *m = e->model;
-    int D = m->cfg.hidden_size, V = m->cfg.vocab_size, n = 0;
+    int D = m->cfg.hidden_size, n = 0, n_sampled = 0;
     float *dst[LOGIT_ROWS];
-    for (int b = 0; b < n_items; b++)
-        for (int t = items[b].logits_from; t < items[b].n_tokens; t++) {
+    for (int b = 0; b < n_items; b++) {
+        int first = items[b].logits ? items[b].logits_from : items[b].n_tokens;
+        if (items[b].sample && first > items[b].n_tokens - 1)
+            first = items[b].n_tokens - 1;
+        for (int t = first; t < items[b].n_tokens; t++) {
+            float *d = logits_dst(e, &items[b], t, &n_sampled);
+            if (!d)
+                continue;
             if (n == LOGIT_ROWS) {
                 flush_logits(e, dst, n);
                 n = 0;
             }
             k_rmsnorm(e->x + (size_t)(row_start[b] + t) * D, m->final_norm, D, m->cfg.norm_eps,
                       e->logit_rows + (size_t)n * D);
-            dst[n++] = items[b].logits + (size_t)(t - items[b].logits_from) * V;
+            dst[n++] = d;
         }
+    }
     if (n > 0)
         flush_logits(e, dst, n);
+}
+
+/* Sample slots on the CPU: the sampler itself on the sampled rows. */
+static void sample_on_host(mhla_engine *e, mhla_batch_item *items, int n_items)
+{
+    int V = e->model->cfg.vocab_size, n_sampled = 0;
+    for (int b = 0; b < n_items; b++) {
+        mhla_sample_slot *sl = items[b].sample;
+        if (!sl)
+            continue;
+        const float *row = logits_dst(e, &items[b], items[b].n_tokens - 1, &n_sampled);
+        sl->status = 0;
+        if (mhla_sampler_next(sl->sampler, row, &sl->token, &sl->err) ||
+            (sl->n_top >= 0 &&
+             mhla_logprobs(row, V, sl->token, sl->n_top, &sl->token_logprob, sl->top, &sl->err)))
+            sl->status = -1;
+    }
+}
+
+static int ensure_sample_rows(mhla_engine *e, const mhla_batch_item *items, int n_items,
+                              mhla_error *err)
+{
+    int n = 0;
+    for (int b = 0; b < n_items; b++)
+        n += items[b].sample && !(items[b].logits && items[b].logits_from < items[b].n_tokens);
+    if (n <= e->sample_cap)
+        return 0;
+    float *p = realloc(e->sample_rows, (size_t)n * e->model->cfg.vocab_size * sizeof(float));
+    if (!p)
+        return mhla_fail(err, "out of memory for sampled logits");
+    e->sample_rows = p;
+    e->sample_cap = n;
+    return 0;
 }
 
 int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_error *err)
@@ -371,7 +430,7 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
             kv_seq_advance(items[b].seq->kv, items[b].tokens, items[b].n_tokens);
         return 0;
     }
-    if (ensure_capacity(e, T, err))
+    if (ensure_capacity(e, T, err) || ensure_sample_rows(e, items, n_items, err))
         return -1;
     int *row_start = malloc(((size_t)n_items + 1) * sizeof *row_start);
     if (!row_start)
@@ -389,6 +448,7 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
     for (int l = 0; l < c->num_layers; l++)
         layer_forward(e, l, items, n_items, T, row_start);
     compute_logits(e, items, n_items, row_start);
+    sample_on_host(e, items, n_items);
     /* Advances each sequence and publishes the blocks it closed to the
      * prefix cache: serial, after the parallel mixer is done with the pool. */
     for (int b = 0; b < n_items; b++)

@@ -128,6 +128,23 @@ void mhla_mix_restore_prefix(mhla_seq *seq);
 /* The same on whichever device holds the sequence's state. */
 int mhla_seq_restore_prefix(mhla_seq *seq, mhla_error *err);
 
+/* ---- sampler.c: what sampling on a GPU needs of a sampler ---- */
+
+typedef struct {
+    const mhla_sampling_params *p; /* logit_bias: the sampler's own copy */
+    const int *counts;             /* NULL without penalties */
+    const unsigned char *in_prompt;
+    const int32_t *seen; /* distinct ids with counts[id] > 0 or in_prompt[id] */
+    int n_seen;
+} mhla_sampler_view;
+
+void mhla_sampler_view_of(const mhla_sampler *s, mhla_sampler_view *v);
+/* The one uniform mhla_sampler_next would draw for this token (0 and none
+ * drawn when greedy). */
+double mhla_sampler_draw(mhla_sampler *s);
+/* Counts a chosen token for the penalties, as mhla_sampler_next does. */
+void mhla_sampler_record(mhla_sampler *s, int32_t tok);
+
 /* ---- device.c: the GPU backend's engine side ---- */
 
 /* For device AUTO or CUDA: the backend, or NULL with *note saying why the CPU

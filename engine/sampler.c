@@ -33,6 +33,8 @@ struct mhla_sampler {
     int plain;                /* nothing but temperature: mhla_sample */
     int *counts;              /* generated-token counts (penalties) */
     unsigned char *in_prompt; /* repetition penalty: ids seen in the prompt */
+    int32_t *seen;            /* the distinct ids of counts and in_prompt, for the GPU */
+    int n_seen;
     float *scratch;           /* adjusted logits */
     cand *cand;
 };
@@ -103,11 +105,14 @@ int mhla_sampler_create(const mhla_sampling_params *p, int vocab, const int32_t 
     if (penalties) {
         s->counts = calloc((size_t)vocab, sizeof *s->counts);
         s->in_prompt = calloc((size_t)vocab, 1);
-        if (!s->counts || !s->in_prompt)
+        s->seen = malloc((size_t)vocab * sizeof *s->seen);
+        if (!s->counts || !s->in_prompt || !s->seen)
             goto oom;
         for (int i = 0; i < n_prompt; i++)
-            if (prompt && prompt[i] >= 0 && prompt[i] < vocab)
+            if (prompt && prompt[i] >= 0 && prompt[i] < vocab && !s->in_prompt[prompt[i]]) {
                 s->in_prompt[prompt[i]] = 1;
+                s->seen[s->n_seen++] = prompt[i];
+            }
     }
     if (!s->plain) {
         s->scratch = malloc((size_t)vocab * sizeof *s->scratch);
@@ -129,6 +134,7 @@ void mhla_sampler_free(mhla_sampler *s)
     free(s->bias);
     free(s->counts);
     free(s->in_prompt);
+    free(s->seen);
     free(s->scratch);
     free(s->cand);
     free(s);
@@ -297,10 +303,31 @@ int mhla_sampler_next(mhla_sampler *s, const float *logits, int32_t *token, mhla
         }
         tok = filtered(s);
     }
-    if (s->counts)
-        s->counts[tok]++;
+    mhla_sampler_record(s, tok);
     *token = tok;
     return 0;
+}
+
+void mhla_sampler_view_of(const mhla_sampler *s, mhla_sampler_view *v)
+{
+    v->p = &s->p;
+    v->counts = s->counts;
+    v->in_prompt = s->in_prompt;
+    v->seen = s->seen;
+    v->n_seen = s->n_seen;
+}
+
+double mhla_sampler_draw(mhla_sampler *s)
+{
+    return s->p.temperature > 0.0f ? mhla_rng_uniform(&s->rng) : 0.0;
+}
+
+void mhla_sampler_record(mhla_sampler *s, int32_t tok)
+{
+    if (!s->counts || tok < 0 || tok >= s->vocab)
+        return;
+    if (s->counts[tok]++ == 0 && !s->in_prompt[tok])
+        s->seen[s->n_seen++] = tok;
 }
 
 int mhla_logprobs(const float *logits, int V, int32_t token, int n_top, float *token_logprob,

@@ -302,13 +302,17 @@ out:
 void mhla_gpu::free_buffers(mhla_cuda *g)
 {
     drop_graphs(g);
-    void *dev[] = {g->x, g->y, g->qkvg, g->att, g->gu, g->logits, g->h, g->hl, g->pscr, g->pkscr,
-                   g->sb.dev};
+    void *dev[] = {g->x,  g->y,  g->qkvg, g->att,   g->gu,         g->logits,    g->h,
+                   g->hl, g->pscr, g->pkscr, g->sb.dev, g->sample_adj, g->sample_out};
     for (void *p : dev)
         if (p)
             cudaFree(p);
     if (g->logits_host)
         cudaFreeHost(g->logits_host);
+    if (g->sample_out_host)
+        cudaFreeHost(g->sample_out_host);
+    g->sample_adj = nullptr;
+    g->sample_out = g->sample_out_host = nullptr;
     if (g->sb.host)
         cudaFreeHost(g->sb.host);
     g->x = g->y = g->qkvg = g->att = g->gu = g->logits = g->pscr = g->pkscr = nullptr;

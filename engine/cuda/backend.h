@@ -5,7 +5,7 @@
 #ifndef MHLA_CUDA_STATE_H
 #define MHLA_CUDA_STATE_H
 
-#include "internal.cuh"
+#include "sample.cuh"
 
 namespace mhla_gpu {
 
@@ -31,8 +31,9 @@ constexpr int MAX_GRAPHS = 32;
  * carved into arrays at fixed offsets (fixed while capacities stay, so
  * graphs can keep pointing at them). */
 struct step_bufs {
-    int cap_T, cap_R, cap_seg, cap_items, cap_pages;
-    size_t off_tokens, off_rowpos, off_segs, off_items, off_pages, off_lrows, bytes;
+    int cap_T, cap_R, cap_seg, cap_items, cap_pages, cap_samp, cap_pen, cap_bias;
+    size_t off_tokens, off_rowpos, off_segs, off_items, off_pages, off_lrows, off_samp, off_pen,
+        off_bias, bytes;
     unsigned char *dev, *host;
 };
 
@@ -68,6 +69,8 @@ struct mhla_cuda {
     void *hl; /* [cap_R, D] in dt */
     float *pscr, *pkscr;
     float *logits_host; /* pinned */
+    float *sample_adj;  /* [cap_samp, V]: adjusted logits of sampled rows */
+    mhla_gpu::sample_result *sample_out, *sample_out_host; /* device, pinned */
     mhla_gpu::step_bufs sb;
 
     mhla_gpu::graph_entry graphs[mhla_gpu::MAX_GRAPHS];

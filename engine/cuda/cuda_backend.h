@@ -75,13 +75,31 @@ void mhla_cuda_mem_release(void *ctx, void *p);
 /* dir: 0 to host, 1 from host, 2 within the device (kv_copy_dir). */
 int mhla_cuda_mem_copy(void *ctx, void *dst, const void *src, size_t bytes, int dir);
 
+/* Sampling a sequence's next token on the device (engine.h's
+ * mhla_sample_slot, unpacked by the engine). */
+typedef struct {
+    float temperature, top_p, min_p, repetition, presence, frequency;
+    int top_k, n_top; /* n_top -1: no logprobs */
+    double u;         /* the uniform the host sampler would draw */
+    const int32_t *pen_ids;    /* ids the penalties touch */
+    const int32_t *pen_counts; /* their generated counts; bit 30: seen in the prompt */
+    int n_pen;
+    const mhla_logit_bias *bias;
+    int n_bias;
+    int status, nan_id; /* out: 0, or -1 and the id of a NaN logit */
+    int32_t token;
+    float token_logprob;
+    mhla_logprob top[MHLA_MAX_TOP_LOGPROBS];
+} mhla_cuda_sample;
+
 /* One sequence's part of a step. Buffers are the kvstate ones (device). */
 typedef struct {
     int pos;      /* position of tokens[0] */
     int n_tokens; /* >= 1 */
     const int32_t *tokens;
     int logits_from;
-    float *logits;     /* host, (n_tokens - logits_from) * V */
+    float *logits;     /* host, (n_tokens - logits_from) * V; NULL: none (with sample) */
+    mhla_cuda_sample *sample; /* NULL, or sample the token after the last position */
     float *prefix;     /* P_i [L][Hkv][dk*dv] */
     float *prefix_k;   /* [L][Hkv][dk] or NULL */
     float *cur_k;      /* [L][Hkv][C][dk] */

@@ -39,19 +39,27 @@ static int alloc_dev(mhla_cuda *g, void *p, size_t bytes, char *err)
 /* Buffers for a step of T rows, R logit rows, n_seg segments, n_items
  * sequences and n_pages page pointers. Growing moves them, which drops the
  * captured graphs. */
-static int ensure_buffers(mhla_cuda *g, int T, int R, int n_seg, int n_items, int n_pages,
-                          char *err)
+/* What a step needs room for. */
+struct step_need {
+    int T, R, n_seg, n_items, n_pages, n_samp, n_pen, n_bias;
+};
+
+static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
 {
     step_bufs *sb = &g->sb;
-    if (T <= g->cap_T && R <= g->cap_R && n_seg <= g->cap_seg && n_items <= sb->cap_items &&
-        n_pages <= sb->cap_pages)
+    if (nd.T <= g->cap_T && nd.R <= g->cap_R && nd.n_seg <= g->cap_seg &&
+        nd.n_items <= sb->cap_items && nd.n_pages <= sb->cap_pages && nd.n_samp <= sb->cap_samp &&
+        nd.n_pen <= sb->cap_pen && nd.n_bias <= sb->cap_bias)
         return 0;
+    int T = nd.T, R = nd.R, n_seg = nd.n_seg, n_items = nd.n_items, n_pages = nd.n_pages;
     const mhla_config *c = &g->cfg;
     int cT = grow_to(T, g->cap_T, 64), cR = grow_to(R, g->cap_R, 64);
     int cS = grow_to(n_seg, g->cap_seg, 64), cI = grow_to(n_items, sb->cap_items, 64);
     int cP = grow_to(n_pages, sb->cap_pages, 64);
     if (cP < cI * c->num_blocks) /* decode steps then never grow it */
         cP = cI * c->num_blocks;
+    int cSm = grow_to(nd.n_samp, sb->cap_samp, 64), cPen = grow_to(nd.n_pen, sb->cap_pen, 4096);
+    int cB = grow_to(nd.n_bias, sb->cap_bias, 256);
     CU(cudaStreamSynchronize(g->stream), "finishing earlier work");
     free_buffers(g);
     size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
@@ -68,24 +76,34 @@ static int ensure_buffers(mhla_cuda *g, int T, int R, int n_seg, int n_items, in
         alloc_dev(g, &g->hl, cR * D * g->dt_bytes, err) ||
         alloc_dev(g, &g->logits, cR * V * 4, err) ||
         alloc_dev(g, &g->pscr, cS * Hkv * per * 4, err) ||
-        alloc_dev(g, &g->pkscr, cS * Hkv * c->head_k_dim * 4, err))
+        alloc_dev(g, &g->pkscr, cS * Hkv * c->head_k_dim * 4, err) ||
+        alloc_dev(g, &g->sample_adj, (size_t)cSm * V * 4, err) ||
+        alloc_dev(g, &g->sample_out, (size_t)cSm * sizeof(sample_result), err))
         goto fail;
     sb->cap_T = cT;
     sb->cap_R = cR;
     sb->cap_seg = cS;
     sb->cap_items = cI;
     sb->cap_pages = cP;
+    sb->cap_samp = cSm;
+    sb->cap_pen = cPen;
+    sb->cap_bias = cB;
     sb->off_tokens = 0;
     sb->off_rowpos = align256(sb->off_tokens + (size_t)cT * 4);
     sb->off_segs = align256(sb->off_rowpos + (size_t)cT * 4);
     sb->off_items = align256(sb->off_segs + (size_t)cS * sizeof(seg_desc));
     sb->off_pages = align256(sb->off_items + (size_t)cI * sizeof(item_desc));
     sb->off_lrows = align256(sb->off_pages + (size_t)cP * sizeof(void *));
-    sb->bytes = align256(sb->off_lrows + (size_t)cR * 4);
+    sb->off_samp = align256(sb->off_lrows + (size_t)cR * 4);
+    sb->off_pen = align256(sb->off_samp + (size_t)cSm * sizeof(sample_desc));
+    sb->off_bias = align256(sb->off_pen + (size_t)cPen * sizeof(sample_pen));
+    sb->bytes = align256(sb->off_bias + (size_t)cB * sizeof(sample_bias));
     if (alloc_dev(g, &sb->dev, sb->bytes, err))
         goto fail;
     if (cudaMallocHost(reinterpret_cast<void **>(&sb->host), sb->bytes) != cudaSuccess ||
-        cudaMallocHost(reinterpret_cast<void **>(&g->logits_host), cR * V * 4) != cudaSuccess) {
+        cudaMallocHost(reinterpret_cast<void **>(&g->logits_host), cR * V * 4) != cudaSuccess ||
+        cudaMallocHost(reinterpret_cast<void **>(&g->sample_out_host),
+                       (size_t)cSm * sizeof(sample_result)) != cudaSuccess) {
         fail(err, "CUDA: out of pinned host memory for step buffers");
         goto fail;
     }
@@ -121,7 +139,7 @@ static int gemm(mhla_cuda *g, const void *x, int T, int K, const void *w, int N,
 }
 
 /* Enqueues a whole step whose descriptors are already on the device. */
-static int run_step(mhla_cuda *g, int T, int R, int n_seg, char *err)
+static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err)
 {
     const mhla_config *c = &g->cfg;
     cudaStream_t st = g->stream;
@@ -182,22 +200,27 @@ static int run_step(mhla_cuda *g, int T, int R, int n_seg, char *err)
         if (gemm(g, g->hl, R, D, g->lm_head, V, g->logits, V, err))
             return -1;
     }
+    k_sample(g->logits, V, g->sample_adj, reinterpret_cast<const sample_desc *>(d + g->sb.off_samp),
+             n_samp, reinterpret_cast<const sample_pen *>(d + g->sb.off_pen),
+             reinterpret_cast<const sample_bias *>(d + g->sb.off_bias), g->sample_out, st);
     CU(cudaGetLastError(), "launching the step's kernels");
     return 0;
 }
 
-/* A decode step of n sequences: replay its graph, capturing it first. */
-static int run_decode_graph(mhla_cuda *g, int n, char *err)
+/* A decode step of n sequences (sampled on the device or not: n_samp is 0 or
+ * n): replay its graph, capturing it first. */
+static int run_decode_graph(mhla_cuda *g, int n, int n_samp, char *err)
 {
     graph_entry *e = nullptr;
+    int key = n_samp ? -n : n;
     for (int i = 0; i < g->n_graphs; i++)
-        if (g->graphs[i].n == n)
+        if (g->graphs[i].n == key)
             e = &g->graphs[i];
     if (!e) {
         cudaGraph_t graph = nullptr;
         CU(cudaStreamBeginCapture(g->stream, cudaStreamCaptureModeThreadLocal),
            "starting a graph capture");
-        int rc = run_step(g, n, n, n, err);
+        int rc = run_step(g, n, n, n, n_samp, err);
         cudaError_t ec = cudaStreamEndCapture(g->stream, &graph);
         cudaGraphExec_t exec = nullptr;
         if (rc == 0 && ec == cudaSuccess)
@@ -209,7 +232,7 @@ static int run_decode_graph(mhla_cuda *g, int n, char *err)
              * without graphs. */
             cudaGetLastError();
             g->no_graphs = 1;
-            return run_step(g, n, n, n, err);
+            return run_step(g, n, n, n, n_samp, err);
         }
         if (g->n_graphs == MAX_GRAPHS) { /* replace the least recently used */
             int lru = 0;
@@ -221,7 +244,7 @@ static int run_decode_graph(mhla_cuda *g, int n, char *err)
         } else {
             e = &g->graphs[g->n_graphs++];
         }
-        e->n = n;
+        e->n = key;
         e->exec = exec;
         g->captures++;
     }
@@ -231,8 +254,21 @@ static int run_decode_graph(mhla_cuda *g, int n, char *err)
     return 0;
 }
 
-/* Fills the host mirror of the step descriptors; returns the segment count. */
-static int describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items)
+/* Rows of logits the host gets back for item it (the rest stay on the GPU). */
+static int host_rows(const mhla_cuda_item *it)
+{
+    return it->logits ? it->n_tokens - it->logits_from : 0;
+}
+
+/* Whether item it needs its last position's logits only for sampling. */
+static int sample_only_row(const mhla_cuda_item *it)
+{
+    return it->sample && host_rows(it) == 0;
+}
+
+/* Fills the host mirror of the step descriptors. Logit rows: first every row
+ * the host gets back, in item order, then the rows only sampled. */
+static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items, int R_host)
 {
     const int C = g->cfg.chunk_size;
     unsigned char *h = g->sb.host;
@@ -242,7 +278,10 @@ static int describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items)
     seg_desc *segs = reinterpret_cast<seg_desc *>(h + g->sb.off_segs);
     item_desc *its = reinterpret_cast<item_desc *>(h + g->sb.off_items);
     void **pages = reinterpret_cast<void **>(h + g->sb.off_pages);
-    int t = 0, r = 0, ns = 0, np = 0;
+    sample_desc *sd = reinterpret_cast<sample_desc *>(h + g->sb.off_samp);
+    sample_pen *pens = reinterpret_cast<sample_pen *>(h + g->sb.off_pen);
+    sample_bias *biases = reinterpret_cast<sample_bias *>(h + g->sb.off_bias);
+    int t = 0, r = 0, r_only = R_host, ns = 0, np = 0, nsm = 0, npen = 0, nb = 0;
     for (int b = 0; b < n_items; b++) {
         const mhla_cuda_item *it = &items[b];
         its[b].prefix = it->prefix;
@@ -253,12 +292,40 @@ static int describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items)
         its[b].n_pages = it->n_pages;
         for (int p = 0; p < it->n_pages; p++)
             pages[np++] = it->pages[p];
-        int t_first = t;
+        int t_first = t, last_row = -1;
         for (int k = 0; k < it->n_tokens; k++, t++) {
             tokens[t] = it->tokens[k];
             rowpos[t] = it->pos + k;
-            if (k >= it->logits_from)
+            if (it->logits && k >= it->logits_from) {
+                last_row = r;
                 lrows[r++] = t;
+            }
+        }
+        if (sample_only_row(it)) {
+            last_row = r_only;
+            lrows[r_only++] = t - 1;
+        }
+        if (it->sample) {
+            const mhla_cuda_sample *q = it->sample;
+            sample_desc *d = &sd[nsm++];
+            d->row = last_row;
+            d->top_k = q->top_k;
+            d->n_top = q->n_top > 0 ? q->n_top : 0;
+            d->temperature = q->temperature;
+            d->top_p = q->top_p;
+            d->min_p = q->min_p;
+            d->repetition = q->repetition;
+            d->presence = q->presence;
+            d->frequency = q->frequency;
+            d->u = q->u;
+            d->pen0 = npen;
+            d->n_pen = q->n_pen;
+            for (int j = 0; j < q->n_pen; j++)
+                pens[npen++] = sample_pen{q->pen_ids[j], q->pen_counts[j]};
+            d->bias0 = nb;
+            d->n_bias = q->n_bias;
+            for (int j = 0; j < q->n_bias; j++)
+                biases[nb++] = sample_bias{q->bias[j].id, q->bias[j].bias};
         }
         int end = it->pos + it->n_tokens;
         for (int p = it->pos; p < end;) {
@@ -275,7 +342,6 @@ static int describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items)
             p += n;
         }
     }
-    return ns;
 }
 
 extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items,
@@ -285,30 +351,48 @@ extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int 
         return fail(err, "CUDA backend unusable after an earlier device error; restart");
     const mhla_config *c = &g->cfg;
     const int C = c->chunk_size, V = c->vocab_size;
-    int T = 0, R = 0, n_seg = 0, n_pages = 0, decode = 1;
+    step_need nd = {};
+    int R_host = 0, decode = 1, sampled = 0;
     for (int b = 0; b < n_items; b++) {
         const mhla_cuda_item *it = &items[b];
-        T += it->n_tokens;
-        R += it->n_tokens - it->logits_from;
-        n_seg += (it->pos + it->n_tokens - 1) / C - it->pos / C + 1;
-        n_pages += it->n_pages;
-        if (it->n_tokens != 1 || it->logits_from != 0)
+        nd.T += it->n_tokens;
+        R_host += host_rows(it);
+        nd.R += host_rows(it) + sample_only_row(it);
+        nd.n_seg += (it->pos + it->n_tokens - 1) / C - it->pos / C + 1;
+        nd.n_pages += it->n_pages;
+        if (it->sample) {
+            nd.n_samp++;
+            nd.n_pen += it->sample->n_pen;
+            nd.n_bias += it->sample->n_bias;
+        }
+        /* graphs: one token each, all with host logits or all sampled only */
+        int kind = it->sample && !it->logits ? 2 : (!it->sample && host_rows(it) == 1) ? 1 : 0;
+        if (it->n_tokens != 1 || kind == 0 || (b > 0 && kind != sampled))
             decode = 0;
+        sampled = kind;
     }
-    if (T == 0)
+    if (nd.T == 0)
         return 0;
-    if (ensure_buffers(g, T, R, n_seg, n_items, n_pages, err))
+    nd.n_items = n_items;
+    if (ensure_buffers(g, nd, err))
         return -1;
-    describe_step(g, items, n_items);
+    describe_step(g, items, n_items, R_host);
     CU(cudaMemcpyAsync(g->sb.dev, g->sb.host, g->sb.bytes, cudaMemcpyHostToDevice, g->stream),
        "copying the step's descriptors");
-    int rc = decode && !g->no_graphs ? run_decode_graph(g, n_items, err)
-                                     : run_step(g, T, R, n_seg, err);
-    if (rc == 0 && R > 0) {
-        cudaError_t ec = cudaMemcpyAsync(g->logits_host, g->logits, (size_t)R * V * 4,
+    int rc = decode && !g->no_graphs ? run_decode_graph(g, n_items, nd.n_samp, err)
+                                     : run_step(g, nd.T, nd.R, nd.n_seg, nd.n_samp, err);
+    if (rc == 0 && R_host > 0) {
+        cudaError_t ec = cudaMemcpyAsync(g->logits_host, g->logits, (size_t)R_host * V * 4,
                                          cudaMemcpyDeviceToHost, g->stream);
         if (ec != cudaSuccess)
             rc = fail(err, "CUDA: copying logits: %s", cudaGetErrorString(ec));
+    }
+    if (rc == 0 && nd.n_samp > 0) {
+        cudaError_t ec =
+            cudaMemcpyAsync(g->sample_out_host, g->sample_out, (size_t)nd.n_samp * sizeof(sample_result),
+                            cudaMemcpyDeviceToHost, g->stream);
+        if (ec != cudaSuccess)
+            rc = fail(err, "CUDA: copying sampled tokens: %s", cudaGetErrorString(ec));
     }
     cudaError_t ec = cudaStreamSynchronize(g->stream);
     if (ec != cudaSuccess) {
@@ -321,10 +405,23 @@ extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int 
         return -1;
     g->steps++;
     const float *src = g->logits_host;
+    const sample_result *res = g->sample_out_host;
     for (int b = 0; b < n_items; b++) {
-        size_t n = (size_t)(items[b].n_tokens - items[b].logits_from) * V;
-        memcpy(items[b].logits, src, n * sizeof(float));
+        const mhla_cuda_item *it = &items[b];
+        size_t n = (size_t)host_rows(it) * V;
+        if (n)
+            memcpy(it->logits, src, n * sizeof(float));
         src += n;
+        if (!it->sample)
+            continue;
+        mhla_cuda_sample *q = it->sample;
+        q->status = res->status;
+        q->nan_id = res->nan_id;
+        q->token = res->token;
+        q->token_logprob = res->token_lp;
+        for (int j = 0; j < q->n_top; j++)
+            q->top[j] = mhla_logprob{res->top_id[j], res->top_lp[j]};
+        res++;
     }
     return 0;
 }

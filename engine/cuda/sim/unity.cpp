@@ -3,3 +3,4 @@
 #include "../backend.cu"
 #include "../forward.cu"
 #include "../kernels.cu"
+#include "../sample.cu"
