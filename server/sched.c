@@ -41,6 +41,7 @@ struct srv_sched {
     int n_run, cap_run, run_seqs;
     mhla_batch_item *items;
     item_ref *refs;
+    mhla_sample_slot *slots; /* decode items sample inside the step (on a GPU: on the device) */
     int cap_items;
     float *logits;
     int cap_rows;
@@ -190,6 +191,10 @@ static int grow(srv_sched *s, int n_items, int n_rows)
         if (!rf)
             return -1;
         s->refs = rf;
+        mhla_sample_slot *sl = realloc(s->slots, (size_t)cap * sizeof *sl);
+        if (!sl)
+            return -1;
+        s->slots = sl;
         s->cap_items = cap;
     }
     if (n_rows > s->cap_rows) {
@@ -236,6 +241,9 @@ static int reserve_id(srv_req *r, srv_choice *c)
     return 0;
 }
 
+static int deliver_token(srv_sched *s, srv_req *r, int ci, int32_t tok, float tok_lp,
+                         const mhla_logprob *top, char *err, size_t errlen);
+
 /* Samples the next token of choice ci from its logits row and hands it to
  * request r; ends the choice when it is done. */
 static int deliver(srv_sched *s, srv_req *r, int ci, const float *row, char *err, size_t errlen)
@@ -248,12 +256,24 @@ static int deliver(srv_sched *s, srv_req *r, int ci, const float *row, char *err
         return -1;
     }
     int K = r->p.logprobs;
-    srv_lp lp = {0};
-    mhla_logprob top[20];
-    if (K >= 0 && mhla_logprobs(row, s->mc->vocab_size, tok, K, &lp.logprob, top, &me)) {
+    float lp = 0;
+    mhla_logprob top[MHLA_MAX_TOP_LOGPROBS];
+    if (K >= 0 && mhla_logprobs(row, s->mc->vocab_size, tok, K, &lp, top, &me)) {
         snprintf(err, errlen, "%s", me.msg);
         return -1;
     }
+    return deliver_token(s, r, ci, tok, lp, top, err, errlen);
+}
+
+/* Hands choice ci's next token (sampled by the engine's step or by deliver)
+ * to request r; ends the choice when it is done. */
+static int deliver_token(srv_sched *s, srv_req *r, int ci, int32_t tok, float tok_lp,
+                         const mhla_logprob *top, char *err, size_t errlen)
+{
+    srv_choice *c = &r->choices[ci];
+    int K = r->p.logprobs;
+    srv_lp lp = {0};
+    lp.logprob = tok_lp;
     lp.text_offset = c->dec_chars;
     double now = srv_now();
     int first_of_req = 0;
@@ -594,7 +614,7 @@ static int step(srv_sched *s)
         srv_req *r = s->run[i];
         for (int c = 0; c < r->n_choices; c++)
             if (r->choices[c].state == SRV_CH_DECODE)
-                n_items++, n_rows++, budget--;
+                n_items++, budget--;
     }
     int prefill_budget = budget;
     for (int i = 0; i < s->n_run && budget > 0; i++) {
@@ -622,10 +642,14 @@ static int step(srv_sched *s)
             srv_choice *ch = &r->choices[c];
             if (ch->state != SRV_CH_DECODE)
                 continue;
-            float *lr = s->logits + (size_t)row++ * V;
+            mhla_sample_slot *sl = &s->slots[k];
+            memset(sl, 0, sizeof *sl);
+            sl->sampler = ch->sampler;
+            sl->n_top = r->p.logprobs >= 0 ? r->p.logprobs : -1;
             s->items[k] = (mhla_batch_item){.seq = ch->seq, .tokens = &ch->last_tok,
-                                            .n_tokens = 1, .logits_from = 0, .logits = lr};
-            s->refs[k++] = (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1, .row = lr};
+                                            .n_tokens = 1, .logits_from = 1, .logits = NULL,
+                                            .sample = sl};
+            s->refs[k++] = (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1};
             tokens++;
         }
     }
@@ -702,7 +726,11 @@ static int step(srv_sched *s)
         if (done)
             continue;
         if (rf->kind == ITEM_DECODE) {
-            if (deliver(s, r, rf->idx, rf->row, err, sizeof err))
+            const mhla_sample_slot *sl = s->items[j].sample;
+            if (sl->status)
+                fail_req(r, sl->err.msg);
+            else if (deliver_token(s, r, rf->idx, sl->token, sl->token_logprob, sl->top, err,
+                                   sizeof err))
                 fail_req(r, err);
         } else {
             if (rf->rows && prompt_logprobs(s, r, rf, err, sizeof err)) {
@@ -800,6 +828,7 @@ void srv_sched_free(srv_sched *s)
     free(s->items);
     free(s->refs);
     free(s->logits);
+    free(s->slots);
     srv_buf_free(&s->emit);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

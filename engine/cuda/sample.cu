@@ -329,8 +329,10 @@ void k_sample(const float *logits, int V, float *adj, const sample_desc *descs, 
               const sample_pen *pens, const sample_bias *biases, sample_result *results,
               cudaStream_t st)
 {
+    /* a warp per 32 ids up to 1024 threads: small vocabularies need fewer */
+    int threads = V >= 1024 ? 1024 : ((V + 31) / 32) * 32;
     if (n > 0)
-        MHLA_LAUNCH(sample_kernel, n, 1024, 0, st)(logits, V, adj, descs, pens, biases, results);
+        MHLA_LAUNCH(sample_kernel, n, threads, 0, st)(logits, V, adj, descs, pens, biases, results);
 }
 
 } // namespace mhla_gpu
