@@ -30,6 +30,8 @@ static struct {
     size_t state_bytes;
     int have_pool;
     mhla_state_stats pool;
+    int have_device;
+    mhla_device_stats dev;
     hist h[SRV_HIST_COUNT];
     double start;
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -82,6 +84,14 @@ void srv_metrics_state(const mhla_state_stats *st)
     pthread_mutex_lock(&M.mu);
     M.have_pool = 1;
     M.pool = *st;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_device(const mhla_device_stats *st)
+{
+    pthread_mutex_lock(&M.mu);
+    M.have_device = 1;
+    M.dev = *st;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -163,6 +173,17 @@ char *srv_metrics_render(void)
         "# TYPE mhla_process_start_time_seconds gauge\nmhla_process_start_time_seconds %.3f\n",
         M.running, M.waiting, M.running_seqs, M.state_bytes, M.prompt_tokens, M.generated_tokens,
         M.steps, M.step_items, M.step_tokens, M.start);
+    if (M.have_device)
+        rc |= srv_buf_appendf(
+            &b,
+            "# HELP mhla_gpu_steps_total Engine steps run on the GPU.\n"
+            "# TYPE mhla_gpu_steps_total counter\nmhla_gpu_steps_total %llu\n"
+            "# HELP mhla_gpu_graph_captures_total Decode steps captured as CUDA graphs.\n"
+            "# TYPE mhla_gpu_graph_captures_total counter\nmhla_gpu_graph_captures_total %llu\n"
+            "# HELP mhla_gpu_graph_replays_total Decode steps run by replaying a CUDA graph.\n"
+            "# TYPE mhla_gpu_graph_replays_total counter\nmhla_gpu_graph_replays_total %llu\n",
+            (unsigned long long)M.dev.steps, (unsigned long long)M.dev.graph_captures,
+            (unsigned long long)M.dev.graph_replays);
     if (M.have_pool) {
         const mhla_state_stats *p = &M.pool;
         rc |= srv_buf_appendf(

@@ -587,6 +587,11 @@ static void update_gauges(srv_sched *s)
         mhla_engine_state_stats(s->c.engine, &st);
         srv_metrics_state(&st);
     }
+    if (mhla_engine_device(s->c.engine) == MHLA_DEVICE_CUDA) {
+        mhla_device_stats ds;
+        mhla_engine_device_stats(s->c.engine, &ds);
+        srv_metrics_device(&ds);
+    }
 }
 
 static void fail_req(srv_req *r, const char *msg)

@@ -51,6 +51,7 @@ void srv_metrics_finish(const char *reason); /* stop, length, cancelled, error, 
 void srv_metrics_tokens(long prompt, long generated);
 void srv_metrics_gauges(int running_reqs, int waiting_reqs, int running_seqs, size_t state_bytes);
 void srv_metrics_state(const mhla_state_stats *st); /* the engine's state pool */
+void srv_metrics_device(const mhla_device_stats *st); /* GPU engines only */
 void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */

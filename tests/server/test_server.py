@@ -643,7 +643,11 @@ def run_main(s, a, model):
     logs = [json.loads(l) for l in open(s.log_path) if l.startswith("{")]
     check(sum(1 for l in logs if l.get("event") == "request") >= 40,
           "one JSON log line per request")
-
+    if "--device" in EXTRA_FLAGS:  # the steps ran on the (possibly simulated) GPU, decode as graphs
+        m = s.metrics()
+        check(m.get("mhla_gpu_steps_total", 0) > 0 and m.get("mhla_gpu_graph_replays_total", 0) > 0,
+              "GPU: steps %s, graph replays %s in /metrics" % (m.get("mhla_gpu_steps_total"),
+                                                              m.get("mhla_gpu_graph_replays_total")))
 
 
 def wait_metrics(s, pred, timeout=10):
