@@ -12,8 +12,9 @@
  * Next to each rate it prints the bound memory bandwidth sets: a decode step
  * reads every weight once (the bytes the device holds them in) and, per
  * sequence, P_i plus on average C/2 rows of the current block; the bound is
- * batch * bandwidth / those bytes, with the device's copy bandwidth (bytes
- * read + written per second) measured at start.
+ * batch * bandwidth / those bytes, with the bandwidth measured at start (a
+ * GPU: device-to-device copy, bytes read + written per second; the CPU: a
+ * parallel read).
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
  *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
@@ -161,9 +162,11 @@ int main(int argc, char **argv)
     double sbytes = lh * ((double)c->head_k_dim * c->head_v_dim * 4 +
                           c->chunk_size / 2.0 * (c->head_k_dim + c->head_v_dim) * 4);
     printf("device: %s%s%s\n", mhla_engine_device_name(e), note[0] ? "; " : "", note);
-    printf("copy bandwidth %.1f GB/s (read + written); a step reads %.1f MB of weights and "
-           "%.2f MB of state per sequence\n",
-           bw / 1e9, wbytes / 1e6, sbytes / 1e6);
+    printf("bandwidth %.1f GB/s (%s); a step reads %.1f MB of weights and %.2f MB of state per "
+           "sequence\n",
+           bw / 1e9,
+           mhla_engine_device(e) == MHLA_DEVICE_CUDA ? "device copy, read + written" : "read",
+           wbytes / 1e6, sbytes / 1e6);
     printf("model: %d layers, d=%d, H=%d, Hkv=%d, dk=%d, dv=%d, I=%d, V=%d, C=%d, context %d; "
            "weights %.0f MB (%s)\n",
            c->num_layers, c->hidden_size, c->num_heads, c->num_kv_heads, c->head_k_dim,

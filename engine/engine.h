@@ -160,9 +160,10 @@ typedef struct {
     uint64_t graph_replays;  /* decode steps run by replaying one */
 } mhla_device_stats;
 void mhla_engine_device_stats(const mhla_engine *engine, mhla_device_stats *out);
-/* Measures the device's copy bandwidth (bytes read + written per second):
- * device-to-device on a GPU, memcpy of 256 MiB buffers on the CPU. For
- * benchmarks' memory-bandwidth bounds. */
+/* Measures the memory bandwidth a step can stream at, for benchmarks'
+ * memory-bandwidth bounds: on a GPU a device-to-device copy (bytes read +
+ * written per second), on the CPU a read of 256 MiB with the engine's
+ * threads (bytes read per second). */
 int mhla_engine_copy_bandwidth(mhla_engine *engine, double *bytes_per_s, mhla_error *err);
 
 /*
