@@ -21,6 +21,7 @@
 
 #define TEST_RNG_SEED 0x853c49e6748fea9bull
 #include "check.h"
+#include "gpu_engine.h"
 
 enum { PROMPT = 11, STEPS = 40 };
 
@@ -125,16 +126,7 @@ static int reference(const mhla_sampling_params *p, const float *raw, const int 
 static mhla_engine *engine(const mhla_model *m, mhla_device dev)
 {
     mhla_engine_options o = {.n_threads = 2, .device = dev, .gpu_weights = MHLA_GPU_WEIGHTS_F32};
-    mhla_engine *e;
-    mhla_error err;
-    if (mhla_engine_create(m, &o, &e, &err)) {
-        if (strstr(err.msg, "device cuda:")) {
-            printf("SKIP: %s\n", err.msg);
-            exit(77);
-        }
-        die("engine", &err);
-    }
-    return e;
+    return engine_or_skip(m, &o);
 }
 
 /* Runs the prompt and STEPS decode steps with a sample slot on engine e;

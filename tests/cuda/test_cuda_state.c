@@ -22,6 +22,7 @@
 
 #define TEST_RNG_SEED 0x2545f4914f6cdd1dull
 #include "check.h"
+#include "gpu_engine.h"
 
 static const mhla_config *cfg;
 static int V, C;
@@ -42,16 +43,7 @@ static mhla_engine *gpu_engine(const mhla_model *m, size_t state_bytes, int grap
                              .gpu_no_graphs = !graphs,
                              .state_bytes = state_bytes,
                              .resume_slots = state_bytes ? 8 : 0};
-    mhla_engine *e;
-    mhla_error err;
-    if (mhla_engine_create(m, &o, &e, &err)) {
-        if (strstr(err.msg, "device cuda:")) {
-            printf("SKIP: %s\n", err.msg);
-            exit(77);
-        }
-        die("engine", &err);
-    }
-    return e;
+    return engine_or_skip(m, &o);
 }
 
 static mhla_seq *new_seq(mhla_engine *e)
