@@ -302,8 +302,9 @@ out:
 void mhla_gpu::free_buffers(mhla_cuda *g)
 {
     drop_graphs(g);
-    void *dev[] = {g->x,  g->y,  g->qkvg, g->att,   g->gu,         g->logits,    g->h,
-                   g->hl, g->pscr, g->pkscr, g->sb.dev, g->sample_adj, g->sample_out};
+    void *dev[] = {g->x,      g->y,        g->qkvg,       g->att,        g->gu,
+                   g->logits, g->h,        g->hl,         g->pscr,       g->pkscr,
+                   g->sb.dev, g->sample_adj, g->sample_out, g->sscr,      g->scores};
     for (void *p : dev)
         if (p)
             cudaFree(p);
@@ -313,6 +314,12 @@ void mhla_gpu::free_buffers(mhla_cuda *g)
         cudaFreeHost(g->sample_out_host);
     g->sample_adj = nullptr;
     g->sample_out = g->sample_out_host = nullptr;
+    g->sscr = g->scores = nullptr;
+    g->cap_full = 0;
+    free(g->run_f0);
+    free(g->run_n);
+    free(g->run_t0);
+    g->run_f0 = g->run_n = g->run_t0 = nullptr;
     if (g->sb.host)
         cudaFreeHost(g->sb.host);
     g->x = g->y = g->qkvg = g->att = g->gu = g->logits = g->pscr = g->pkscr = nullptr;

@@ -33,7 +33,7 @@ constexpr int MAX_GRAPHS = 32;
 struct step_bufs {
     int cap_T, cap_R, cap_seg, cap_items, cap_pages, cap_samp, cap_pen, cap_bias;
     size_t off_tokens, off_rowpos, off_segs, off_items, off_pages, off_lrows, off_samp, off_pen,
-        off_bias, bytes;
+        off_bias, off_fblocks, bytes;
     unsigned char *dev, *host;
 };
 
@@ -70,6 +70,11 @@ struct mhla_cuda {
     float *pscr, *pkscr;
     float *logits_host; /* pinned */
     float *sample_adj;  /* [cap_samp, V]: adjusted logits of sampled rows */
+    /* whole blocks of a step (prefill): S_b and intra-block scores by products */
+    int cap_full, n_full, n_runs;
+    float *sscr;   /* [cap_full][Hkv][dk*dv] */
+    float *scores; /* [cap_full][H][C][C] */
+    int *run_f0, *run_n, *run_t0; /* host: runs of consecutive full blocks of one sequence */
     mhla_gpu::sample_result *sample_out, *sample_out_host; /* device, pinned */
     mhla_gpu::step_bufs sb;
 

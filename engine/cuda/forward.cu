@@ -97,7 +97,8 @@ static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
     sb->off_samp = align256(sb->off_lrows + (size_t)cR * 4);
     sb->off_pen = align256(sb->off_samp + (size_t)cSm * sizeof(sample_desc));
     sb->off_bias = align256(sb->off_pen + (size_t)cPen * sizeof(sample_pen));
-    sb->bytes = align256(sb->off_bias + (size_t)cB * sizeof(sample_bias));
+    sb->off_fblocks = align256(sb->off_bias + (size_t)cB * sizeof(sample_bias));
+    sb->bytes = align256(sb->off_fblocks + (size_t)cS * sizeof(int32_t));
     if (alloc_dev(g, &sb->dev, sb->bytes, err))
         goto fail;
     if (cudaMallocHost(reinterpret_cast<void **>(&sb->host), sb->bytes) != cudaSuccess ||
@@ -105,6 +106,13 @@ static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
         cudaMallocHost(reinterpret_cast<void **>(&g->sample_out_host),
                        (size_t)cSm * sizeof(sample_result)) != cudaSuccess) {
         fail(err, "CUDA: out of pinned host memory for step buffers");
+        goto fail;
+    }
+    g->run_f0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
+    g->run_n = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
+    g->run_t0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
+    if (!g->run_f0 || !g->run_n || !g->run_t0) {
+        fail(err, "out of memory");
         goto fail;
     }
     g->cap_T = cT;
@@ -135,6 +143,91 @@ static int gemm(mhla_cuda *g, const void *x, int T, int K, const void *w, int N,
     if (rc != CUBLAS_STATUS_SUCCESS)
         return fail(err, "cuBLAS: the %d x %d x %d product failed: %s", T, N, K,
                     cublasGetStatusString(rc));
+    return 0;
+}
+
+/* Scratch for n_full whole blocks (grown apart from the other buffers:
+ * decode steps never have any, unless blocks are one token long). */
+static int ensure_full(mhla_cuda *g, int n_full, char *err)
+{
+    if (n_full <= g->cap_full)
+        return 0;
+    const mhla_config *c = &g->cfg;
+    int cap = grow_to(n_full, g->cap_full, 8);
+    CU(cudaStreamSynchronize(g->stream), "finishing earlier work");
+    drop_graphs(g);
+    if (g->sscr)
+        cudaFree(g->sscr);
+    if (g->scores)
+        cudaFree(g->scores);
+    g->sscr = g->scores = nullptr;
+    g->cap_full = 0;
+    size_t per = (size_t)c->head_k_dim * c->head_v_dim, C = c->chunk_size;
+    if (alloc_dev(g, &g->sscr, (size_t)cap * c->num_kv_heads * per * 4, err) ||
+        alloc_dev(g, &g->scores, (size_t)cap * c->num_heads * C * C * 4, err))
+        return -1;
+    g->cap_full = cap;
+    return 0;
+}
+
+/* Batched C = op(A) op(B) over f32 operands: on tensor cores (TF32) when the
+ * weights are bf16/f16, in plain f32 when they are f32. */
+static int strided(mhla_cuda *g, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                   const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
+                   float *C, int ldc, long long sc, int batch, char *err)
+{
+    const float one = 1.0f, zero = 0.0f;
+    cublasComputeType_t ct = g->dt == DT_F32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    cublasStatus_t rc =
+        cublasGemmStridedBatchedEx(g->blas, ta, tb, m, n, k, &one, A, CUDA_R_32F, lda, sa, B,
+                                   CUDA_R_32F, ldb, sb, &zero, C, CUDA_R_32F, ldc, sc, batch, ct,
+                                   CUBLAS_GEMM_DEFAULT);
+    if (rc != CUBLAS_STATUS_SUCCESS)
+        return fail(err, "cuBLAS: a batched %d x %d x %d product failed: %s", m, n, k,
+                    cublasGetStatusString(rc));
+    return 0;
+}
+
+/* The chunkwise-parallel part of prefill, for every run of whole blocks of
+ * one sequence in this step: S_b = K_bᵀV_b, the scores Q_b K_bᵀ, masked and
+ * scaled by m[i][i], and their product with V_b into the outputs — each a
+ * batched product over the run's blocks. The mixer kernels then add q~ᵀP_i
+ * and write S_b into the pages. */
+static int mixer_products(mhla_cuda *g, const int32_t *fblocks, const float *mix, char *err)
+{
+    const mhla_config *c = &g->cfg;
+    int C = c->chunk_size, dk = c->head_k_dim, dv = c->head_v_dim, H = c->num_heads;
+    int Hkv = c->num_kv_heads, W = g->W, od = H * dv, group = H / Hkv;
+    long long per = (long long)dk * dv, rows = (long long)C * W, cc = (long long)C * C;
+    for (int r = 0; r < g->n_runs; r++) {
+        const float *base = g->qkvg + (size_t)g->run_t0[r] * W;
+        int f0 = g->run_f0[r], n = g->run_n[r];
+        for (int h = 0; h < Hkv; h++)
+            if (strided(g, CUBLAS_OP_N, CUBLAS_OP_T, dv, dk, C, base + g->v_off + h * dv, W, rows,
+                        base + g->k_off + h * dk, W, rows, g->sscr + ((size_t)f0 * Hkv + h) * per,
+                        dv, Hkv * per, n, err))
+                return -1;
+        for (int j = 0; j < H; j++) {
+            int h = j / group;
+            if (strided(g, CUBLAS_OP_T, CUBLAS_OP_N, C, C, dk, base + g->k_off + h * dk, W, rows,
+                        base + g->q_off + j * dk, W, rows, g->scores + ((size_t)f0 * H + j) * cc, C,
+                        H * cc, n, err))
+                return -1;
+        }
+    }
+    k_mask_scores(g->scores, fblocks, mix, c->num_blocks, g->n_full, H, C, g->stream);
+    for (int r = 0; r < g->n_runs; r++) {
+        const float *base = g->qkvg + (size_t)g->run_t0[r] * W;
+        int f0 = g->run_f0[r], n = g->run_n[r];
+        for (int j = 0; j < H; j++) {
+            int h = j / group;
+            if (strided(g, CUBLAS_OP_N, CUBLAS_OP_N, dv, C, C, base + g->v_off + h * dv, W, rows,
+                        g->scores + ((size_t)f0 * H + j) * cc, C, H * cc,
+                        g->att + (size_t)g->run_t0[r] * od + j * dv, od, (long long)C * od, n,
+                        err))
+                return -1;
+        }
+    }
     return 0;
 }
 
@@ -173,6 +266,8 @@ static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err
     a.pages = reinterpret_cast<void *const *>(d + g->sb.off_pages);
     a.pscr = g->pscr;
     a.pkscr = g->pkscr;
+    a.sscr = g->sscr;
+    const int32_t *fblocks = reinterpret_cast<const int32_t *>(d + g->sb.off_fblocks);
 
     k_embed(g->x, g->emb, g->dt, tokens, T, D, st);
     for (int l = 0; l < c->num_layers; l++) {
@@ -184,6 +279,8 @@ static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err
                      Hkv, dk, c->feature_map, g->q_scale, st);
         a.layer = l;
         a.mix = ly->mix;
+        if (g->n_full > 0 && mixer_products(g, fblocks, ly->mix, err))
+            return -1;
         k_mixer(a, st);
         k_out_norm(g->att, g->qkvg, g->W, g->g_off, ly->g_norm, g->h, g->dt, T, H, dv, eps, st);
         if (gemm(g, g->h, T, od, ly->wo, D, g->y, D, err))
@@ -281,7 +378,9 @@ static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items
     sample_desc *sd = reinterpret_cast<sample_desc *>(h + g->sb.off_samp);
     sample_pen *pens = reinterpret_cast<sample_pen *>(h + g->sb.off_pen);
     sample_bias *biases = reinterpret_cast<sample_bias *>(h + g->sb.off_bias);
+    int32_t *fblocks = reinterpret_cast<int32_t *>(h + g->sb.off_fblocks);
     int t = 0, r = 0, r_only = R_host, ns = 0, np = 0, nsm = 0, npen = 0, nb = 0;
+    g->n_full = g->n_runs = 0;
     for (int b = 0; b < n_items; b++) {
         const mhla_cuda_item *it = &items[b];
         its[b].prefix = it->prefix;
@@ -339,6 +438,21 @@ static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items
             s->n = n;
             s->r0 = r0;
             s->final_open = p + n == end && r0 + n < C;
+            /* whole blocks go through the products (mhla_normalize's sums
+             * stay with the mixer kernels) */
+            s->full = r0 == 0 && n == C && !g->cfg.normalize ? g->n_full++ : -1;
+            if (s->full >= 0) {
+                fblocks[s->full] = blk;
+                int run = g->n_runs - 1;
+                if (run >= 0 && g->run_f0[run] + g->run_n[run] == s->full &&
+                    g->run_t0[run] + g->run_n[run] * C == s->t0) {
+                    g->run_n[run]++;
+                } else {
+                    g->run_f0[g->n_runs] = s->full;
+                    g->run_n[g->n_runs] = 1;
+                    g->run_t0[g->n_runs++] = s->t0;
+                }
+            }
             p += n;
         }
     }
@@ -374,7 +488,13 @@ extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int 
     if (nd.T == 0)
         return 0;
     nd.n_items = n_items;
-    if (ensure_buffers(g, nd, err))
+    int n_full = 0;
+    for (int b = 0; b < n_items && !c->normalize; b++) {
+        const mhla_cuda_item *it = &items[b];
+        int first = (it->pos + C - 1) / C, end = (it->pos + it->n_tokens) / C;
+        n_full += end > first ? end - first : 0;
+    }
+    if (ensure_buffers(g, nd, err) || ensure_full(g, n_full, err))
         return -1;
     describe_step(g, items, n_items, R_host);
     CU(cudaMemcpyAsync(g->sb.dev, g->sb.host, g->sb.bytes, cudaMemcpyHostToDevice, g->stream),

@@ -23,6 +23,10 @@ struct seg_desc {
     int block;
     int t0, n, r0;
     int final_open; /* the sequence's block still open after the step */
+    /* A whole block of this step's rows (r0 0, n C): its S_b and its
+     * intra-block outputs come from matrix products (tensor cores where the
+     * weights are bf16/f16), index into the step's full-block scratch; else -1. */
+    int full;
 };
 
 /* One sequence of the step: its kvstate buffers and where its page
@@ -46,6 +50,7 @@ struct mix_args {
     const float *mix; /* this layer's [Lm, Lm] */
     float *pscr;      /* [n_seg][Hkv][dk*dv]: P of blocks started in the step */
     float *pkscr;     /* [n_seg][Hkv][dk] */
+    const float *sscr; /* [n_full][Hkv][dk*dv]: S_b of the full blocks (products) */
 };
 
 /* ---- kernels.cu: launchers (enqueue on stream; errors surface at sync) ---- */
@@ -67,6 +72,10 @@ void k_out_norm(const float *att, const float *qkvg, int W, int g_off, const flo
 void k_swiglu(const float *gu, void *out, int dt, int T, int I, cudaStream_t st);
 /* The token mixer of one layer: close blocks, mix prefixes, outputs, keep rows. */
 void k_mixer(const mix_args &a, cudaStream_t st);
+/* Full blocks: scores[f][j] (C x C, row t, column u) = m[i][i] * (q_t . k_u)
+ * for u <= t, 0 above the diagonal; blocks[f] is block i of full block f. */
+void k_mask_scores(float *scores, const int32_t *blocks, const float *mix, int Lm, int n_full,
+                   int H, int C, cudaStream_t st);
 /* P_i of one sequence for every layer and head, from its pages. */
 void k_restore_prefix(void *const *pages, int block, const float *mix_all, float *prefix,
                       float *prefix_k, int L, int Hkv, int dk, int dv, int Lm, int normalize,

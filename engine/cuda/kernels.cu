@@ -277,11 +277,16 @@ __global__ void close_kernel(mix_args a)
     const item_desc it = a.items[s.item];
     void *page = a.pages[it.page0 + s.block];
     size_t per = (size_t)a.dk * a.dv, step = (size_t)gridDim.z * blockDim.x;
+    const float *from_product = s.full >= 0 ? a.sscr + ((size_t)s.full * a.Hkv + g) * per : nullptr;
     for (size_t e = (size_t)blockIdx.z * blockDim.x + threadIdx.x; e < per; e += step) {
-        int ai = (int)(e / a.dv), c = (int)(e % a.dv);
         float acc = 0.0f;
-        for (int u = 0; u < a.C; u++)
-            acc = fmaf(krow(a, s, it, g, u)[ai], vrow(a, s, it, g, u)[c], acc);
+        if (from_product) {
+            acc = from_product[e];
+        } else {
+            int ai = (int)(e / a.dv), c = (int)(e % a.dv);
+            for (int u = 0; u < a.C; u++)
+                acc = fmaf(krow(a, s, it, g, u)[ai], vrow(a, s, it, g, u)[c], acc);
+        }
         page_put(page, head_index(a, g) * per + e, acc, a.state_bf16);
     }
     if (a.normalize && blockIdx.z == 0) {
@@ -352,8 +357,9 @@ __global__ void mix_output_kernel(mix_args a)
                                   : 0.0f;
             }
             __syncthreads();
-            /* scores q~·k~_u for u up to each token's own row: a warp per pair */
-            for (int p = warp; p < nt * a.C; p += nw) {
+            /* scores q~·k~_u for u up to each token's own row: a warp per pair
+             * (a full block has its intra-block part from the products) */
+            for (int p = warp; s.full < 0 && p < nt * a.C; p += nw) {
                 int tt = p / a.C, u = p % a.C;
                 if (u > s.r0 + tt0 + tt)
                     continue;
@@ -378,6 +384,11 @@ __global__ void mix_output_kernel(mix_args a)
                     }
                 for (int tt = 0; tt < nt; tt++) {
                     int r = s.r0 + tt0 + tt;
+                    float *dst = a.att + (size_t)(s.t0 + tt0 + tt) * a.H * dv + (size_t)j * dv + c;
+                    if (s.full >= 0) {
+                        *dst += acc[tt];
+                        continue;
+                    }
                     float intra = 0.0f;
                     for (int u = 0; u <= r; u++)
                         intra = fmaf(sc[tt * a.C + u], vrow(a, s, it, g, u)[c], intra);
@@ -394,7 +405,7 @@ __global__ void mix_output_kernel(mix_args a)
                          * gives 0, as on the CPU */
                         o = den == 0.0f ? 0.0f : o / den;
                     }
-                    a.att[(size_t)(s.t0 + tt0 + tt) * a.H * dv + (size_t)j * dv + c] = o;
+                    *dst = o;
                 }
             }
             __syncthreads(); /* qs and sc are rewritten by the next tile */
@@ -454,6 +465,27 @@ void k_mixer(const mix_args &a, cudaStream_t st)
     MHLA_LAUNCH(mix_output_kernel, dim3(ns, hk, tiles(a.dv, 128)), 128,
                 mixer_smem_bytes(a.dk, a.C), st)(a);
     MHLA_LAUNCH(keep_rows_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
+}
+
+/* grid (full block * H + query head), one thread per score */
+__global__ void mask_scores_kernel(float *scores, const int32_t *blocks, const float *mix, int Lm,
+                                   int H, int C)
+{
+    int f = blockIdx.x / H, i = blocks[f];
+    float m_ii = mix[(size_t)i * Lm + i];
+    float *sc = scores + (size_t)blockIdx.x * C * C;
+    for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+        int t = e / C, u = e % C;
+        sc[e] = u <= t ? m_ii * sc[e] : 0.0f;
+    }
+}
+
+void k_mask_scores(float *scores, const int32_t *blocks, const float *mix, int Lm, int n_full,
+                   int H, int C, cudaStream_t st)
+{
+    if (n_full > 0)
+        MHLA_LAUNCH(mask_scores_kernel, (unsigned)(n_full * H), 256, 0, st)(scores, blocks, mix,
+                                                                            Lm, H, C);
 }
 
 /* grid (layer * Hkv + head, element tiles) */
