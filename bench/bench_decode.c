@@ -155,7 +155,7 @@ int main(int argc, char **argv)
     check(mhla_engine_create(m, &o, &e, &err), &err);
     const char *note = mhla_engine_device_note(e);
     double bw = 0;
-    check(mhla_engine_copy_bandwidth(e, &bw, &err), &err);
+    check(mhla_engine_memory_bandwidth(e, &bw, &err), &err);
     double wbytes = (double)mhla_engine_step_weight_bytes(e);
     /* per sequence and step: P_i, and on average C/2 rows of the current block */
     double lh = (double)c->num_layers * c->num_kv_heads;

@@ -164,7 +164,7 @@ void mhla_engine_device_stats(const mhla_engine *engine, mhla_device_stats *out)
  * memory-bandwidth bounds: on a GPU a device-to-device copy (bytes read +
  * written per second), on the CPU a read of 256 MiB with the engine's
  * threads (bytes read per second). */
-int mhla_engine_copy_bandwidth(mhla_engine *engine, double *bytes_per_s, mhla_error *err);
+int mhla_engine_memory_bandwidth(mhla_engine *engine, double *bytes_per_s, mhla_error *err);
 
 /*
  * One item of a batch: feed n_tokens new tokens to seq (prefill chunk or a

@@ -488,7 +488,7 @@ size_t mhla_engine_step_weight_bytes(const mhla_engine *e)
     return ((size_t)c->num_layers * per_layer + V * D) * e->gpu_weight_elem;
 }
 
-int mhla_engine_copy_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error *err)
+int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error *err)
 {
     if (e->cuda) {
         char cerr[MHLA_CUDA_ERR];
