@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 using namespace mhla_gpu;
 
@@ -65,16 +68,51 @@ static void dfree(mhla_cuda *g, void *p, size_t bytes)
     }
 }
 
+/*
+ * State memory (kvstate's pages and sequence buffers) is recycled, not
+ * freed: cudaFree waits for the whole device to go idle, which would stall
+ * every running sequence each time one finishes. Released blocks wait in a
+ * process-wide cache keyed by size (kvstate asks for a handful of sizes)
+ * until a later allocation of that size or the backend's end. Process-wide
+ * so that a sequence released after its engine still has somewhere to go.
+ */
+static std::mutex cache_mu;
+static std::unordered_map<void *, size_t> cache_live;                /* handed out */
+static std::unordered_map<size_t, std::vector<void *>> cache_free; /* by size */
+
+static void cache_drop_all()
+{
+    std::lock_guard<std::mutex> lock(cache_mu);
+    for (auto &kv : cache_free)
+        for (void *p : kv.second)
+            cudaFree(p);
+    cache_free.clear();
+}
+
 extern "C" void *mhla_cuda_mem_alloc(void *ctx, size_t bytes)
 {
     mhla_cuda *g = static_cast<mhla_cuda *>(ctx);
+    size_t n = bytes ? bytes : 16;
     void *p = nullptr;
-    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess)
+    {
+        std::lock_guard<std::mutex> lock(cache_mu);
+        auto it = cache_free.find(n);
+        if (it != cache_free.end() && !it->second.empty()) {
+            p = it->second.back();
+            it->second.pop_back();
+        }
+    }
+    if (!p && cudaMalloc(&p, n) != cudaSuccess)
         return nullptr;
-    if (cudaMemsetAsync(p, 0, bytes ? bytes : 16, g->stream) != cudaSuccess ||
+    if (cudaMemsetAsync(p, 0, n, g->stream) != cudaSuccess ||
         cudaStreamSynchronize(g->stream) != cudaSuccess) {
         cudaFree(p);
         return nullptr;
+    }
+    try {
+        std::lock_guard<std::mutex> lock(cache_mu);
+        cache_live[p] = n;
+    } catch (...) { /* no room to remember it: hand it out untracked, freed on release */
     }
     return p;
 }
@@ -82,8 +120,20 @@ extern "C" void *mhla_cuda_mem_alloc(void *ctx, size_t bytes)
 extern "C" void mhla_cuda_mem_release(void *ctx, void *p)
 {
     (void)ctx;
-    if (p)
-        cudaFree(p);
+    if (!p)
+        return;
+    std::lock_guard<std::mutex> lock(cache_mu);
+    auto it = cache_live.find(p);
+    if (it != cache_live.end()) {
+        try {
+            cache_free[it->second].push_back(p);
+            cache_live.erase(it);
+            return;
+        } catch (...) {
+        }
+        cache_live.erase(it);
+    }
+    cudaFree(p);
 }
 
 extern "C" int mhla_cuda_mem_copy(void *ctx, void *dst, const void *src, size_t bytes, int dir)
@@ -359,6 +409,7 @@ extern "C" void mhla_cuda_free(mhla_cuda *g)
         cublasDestroy(g->blas);
     if (g->stream)
         cudaStreamDestroy(g->stream);
+    cache_drop_all();
     free(g);
 }
 
