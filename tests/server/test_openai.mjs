@@ -34,7 +34,7 @@ execFileSync(python, [path.join(here, '..', 'tools', 'gen_checkpoint.py'), '--ou
 const logPath = path.join(work, 'server.log');
 const logFd = fs.openSync(logPath, 'w');
 const server = spawn(path.join(binDir, 'mhla-server'), ['--model', model, '--host', '127.0.0.1',
-  '--port', '0', '--threads', '2', '--model-name', 'demo', '--api-key', 'k-123'],
+  '--port', '0', '--device', 'cpu', '--threads', '2', '--model-name', 'demo', '--api-key', 'k-123'],
   { stdio: ['ignore', 'ignore', logFd] });
 const killTimer = setTimeout(() => { server.kill("SIGKILL"); }, 230000); // never outlive ctest
 killTimer.unref();

@@ -50,8 +50,11 @@ class Server:
     def __init__(self, binary, model, work, name, *flags):
         self.log_path = os.path.join(work, name + ".log")
         self.log = open(self.log_path, "wb")
+        # the CPU unless --server-args names a device: results are compared with
+        # mhla-generate, which runs on the CPU
+        device = [] if "--device" in EXTRA_FLAGS else ["--device", "cpu"]
         self.proc = subprocess.Popen([binary, "--model", model, "--host", "127.0.0.1",
-                                      "--port", "0"] + list(flags) + EXTRA_FLAGS,
+                                      "--port", "0"] + device + list(flags) + EXTRA_FLAGS,
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         PROCS.append(self.proc)
         self.port = None

@@ -34,7 +34,9 @@ want = subprocess.run([os.path.join(a.bin, "mhla-generate"), "--model", model, "
                        "--print-ids"], capture_output=True, text=True, timeout=60, check=True)
 want_ids = [int(x) for x in want.stdout.split()]
 
-srv = subprocess.Popen([os.path.join(a.bin, "mhla-server"), "--model", model, "--port", "0",
+# --device cpu: compared with mhla-generate on the CPU, also on a machine with a GPU
+srv = subprocess.Popen([os.path.join(a.bin, "mhla-server"), "--device", "cpu", "--model", model,
+                        "--port", "0",
                         "--weights", "bf16"], stderr=subprocess.PIPE, text=True)
 try:
     port = None
