@@ -367,9 +367,10 @@ void mhla_gpu::free_buffers(mhla_cuda *g)
     g->sscr = g->scores = nullptr;
     g->cap_full = 0;
     free(g->run_f0);
+    free(g->run_s0);
     free(g->run_n);
     free(g->run_t0);
-    g->run_f0 = g->run_n = g->run_t0 = nullptr;
+    g->run_f0 = g->run_s0 = g->run_n = g->run_t0 = nullptr;
     if (g->sb.host)
         cudaFreeHost(g->sb.host);
     g->x = g->y = g->qkvg = g->att = g->gu = g->logits = g->pscr = g->pkscr = nullptr;

@@ -74,7 +74,9 @@ struct mhla_cuda {
     int cap_full, n_full, n_runs;
     float *sscr;   /* [cap_full][Hkv][dk*dv] */
     float *scores; /* [cap_full][H][C][C] */
-    int *run_f0, *run_n, *run_t0; /* host: runs of consecutive full blocks of one sequence */
+    /* host: runs of consecutive whole blocks: first full index, first
+     * segment, count, first row */
+    int *run_f0, *run_s0, *run_n, *run_t0;
     mhla_gpu::sample_result *sample_out, *sample_out_host; /* device, pinned */
     mhla_gpu::step_bufs sb;
 

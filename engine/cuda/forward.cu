@@ -111,7 +111,8 @@ static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
     g->run_f0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
     g->run_n = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
     g->run_t0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
-    if (!g->run_f0 || !g->run_n || !g->run_t0) {
+    g->run_s0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
+    if (!g->run_f0 || !g->run_n || !g->run_t0 || !g->run_s0) {
         fail(err, "out of memory");
         goto fail;
     }
@@ -174,13 +175,13 @@ static int ensure_full(mhla_cuda *g, int n_full, char *err)
  * weights are bf16/f16, in plain f32 when they are f32. */
 static int strided(mhla_cuda *g, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                    const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
-                   float *C, int ldc, long long sc, int batch, char *err)
+                   float *C, int ldc, long long sc, int batch, char *err, float beta = 0.0f)
 {
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f; /* beta 0: C is written; 1: added to */
     cublasComputeType_t ct = g->dt == DT_F32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
     cublasStatus_t rc =
         cublasGemmStridedBatchedEx(g->blas, ta, tb, m, n, k, &one, A, CUDA_R_32F, lda, sa, B,
-                                   CUDA_R_32F, ldb, sb, &zero, C, CUDA_R_32F, ldc, sc, batch, ct,
+                                   CUDA_R_32F, ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch, ct,
                                    CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS)
         return fail(err, "cuBLAS: a batched %d x %d x %d product failed: %s", m, n, k,
@@ -191,8 +192,8 @@ static int strided(mhla_cuda *g, cublasOperation_t ta, cublasOperation_t tb, int
 /* The chunkwise-parallel part of prefill, for every run of whole blocks of
  * one sequence in this step: S_b = K_bᵀV_b, the scores Q_b K_bᵀ, masked and
  * scaled by m[i][i], and their product with V_b into the outputs — each a
- * batched product over the run's blocks. The mixer kernels then add q~ᵀP_i
- * and write S_b into the pages. */
+ * batched product over the run's blocks. close_kernel then writes S_b into
+ * the pages and mix_prefix_kernel mixes P_i; mixer_inter adds q~ᵀP_i. */
 static int mixer_products(mhla_cuda *g, const int32_t *fblocks, const float *mix, char *err)
 {
     const mhla_config *c = &g->cfg;
@@ -225,6 +226,28 @@ static int mixer_products(mhla_cuda *g, const int32_t *fblocks, const float *mix
                         g->scores + ((size_t)f0 * H + j) * cc, C, H * cc,
                         g->att + (size_t)g->run_t0[r] * od + j * dv, od, (long long)C * od, n,
                         err))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Whole blocks: att += Q_b P_i (P_i of each block, mixed in this step). */
+static int mixer_inter(mhla_cuda *g, char *err)
+{
+    const mhla_config *c = &g->cfg;
+    int C = c->chunk_size, dk = c->head_k_dim, dv = c->head_v_dim, H = c->num_heads;
+    int Hkv = c->num_kv_heads, W = g->W, od = H * dv, group = H / Hkv;
+    long long per = (long long)dk * dv;
+    for (int r = 0; r < g->n_runs; r++) {
+        const float *base = g->qkvg + (size_t)g->run_t0[r] * W;
+        for (int j = 0; j < H; j++) {
+            int h = j / group;
+            if (strided(g, CUBLAS_OP_N, CUBLAS_OP_N, dv, C, dk,
+                        g->pscr + ((size_t)g->run_s0[r] * Hkv + h) * per, dv, Hkv * per,
+                        base + g->q_off + j * dk, W, (long long)C * W,
+                        g->att + (size_t)g->run_t0[r] * od + j * dv, od, (long long)C * od,
+                        g->run_n[r], err, 1.0f))
                 return -1;
         }
     }
@@ -281,7 +304,10 @@ static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err
         a.mix = ly->mix;
         if (g->n_full > 0 && mixer_products(g, fblocks, ly->mix, err))
             return -1;
-        k_mixer(a, st);
+        k_mixer_close_and_mix(a, st);
+        if (g->n_full > 0 && mixer_inter(g, err))
+            return -1;
+        k_mixer_outputs(a, st);
         k_out_norm(g->att, g->qkvg, g->W, g->g_off, ly->g_norm, g->h, g->dt, T, H, dv, eps, st);
         if (gemm(g, g->h, T, od, ly->wo, D, g->y, D, err))
             return -1;
@@ -449,6 +475,7 @@ static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items
                     g->run_n[run]++;
                 } else {
                     g->run_f0[g->n_runs] = s->full;
+                    g->run_s0[g->n_runs] = ns - 1;
                     g->run_n[g->n_runs] = 1;
                     g->run_t0[g->n_runs++] = s->t0;
                 }

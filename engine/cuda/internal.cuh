@@ -70,8 +70,11 @@ void k_qk_prepare(float *qkvg, int W, int q_off, int k_off, const int32_t *rowpo
 void k_out_norm(const float *att, const float *qkvg, int W, int g_off, const float *g_norm,
                 void *ho, int dt, int T, int H, int dv, float eps, cudaStream_t st);
 void k_swiglu(const float *gu, void *out, int dt, int T, int I, cudaStream_t st);
-/* The token mixer of one layer: close blocks, mix prefixes, outputs, keep rows. */
-void k_mixer(const mix_args &a, cudaStream_t st);
+/* The token mixer of one layer, in two halves (whole blocks' products go
+ * between them): close blocks and mix the prefixes of blocks that start;
+ * then the outputs of partial blocks and keeping the open block's rows. */
+void k_mixer_close_and_mix(const mix_args &a, cudaStream_t st);
+void k_mixer_outputs(const mix_args &a, cudaStream_t st);
 /* Full blocks: scores[f][j] (C x C, row t, column u) = m[i][i] * (q_t . k_u)
  * for u <= t, 0 above the diagonal; blocks[f] is block i of full block f. */
 void k_mask_scores(float *scores, const int32_t *blocks, const float *mix, int Lm, int n_full,

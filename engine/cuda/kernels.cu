@@ -333,6 +333,8 @@ __global__ void mix_output_kernel(mix_args a)
 {
     MHLA_DYNAMIC_SMEM(float, smem);
     const seg_desc s = a.segs[blockIdx.x];
+    if (s.full >= 0) /* a whole block: its outputs came from the products */
+        return;
     const item_desc it = a.items[s.item];
     int g = blockIdx.y, i = s.block, dk = a.dk, dv = a.dv;
     int c = blockIdx.z * blockDim.x + threadIdx.x;
@@ -357,9 +359,8 @@ __global__ void mix_output_kernel(mix_args a)
                                   : 0.0f;
             }
             __syncthreads();
-            /* scores q~·k~_u for u up to each token's own row: a warp per pair
-             * (a full block has its intra-block part from the products) */
-            for (int p = warp; s.full < 0 && p < nt * a.C; p += nw) {
+            /* scores q~·k~_u for u up to each token's own row: a warp per pair */
+            for (int p = warp; p < nt * a.C; p += nw) {
                 int tt = p / a.C, u = p % a.C;
                 if (u > s.r0 + tt0 + tt)
                     continue;
@@ -385,10 +386,6 @@ __global__ void mix_output_kernel(mix_args a)
                 for (int tt = 0; tt < nt; tt++) {
                     int r = s.r0 + tt0 + tt;
                     float *dst = a.att + (size_t)(s.t0 + tt0 + tt) * a.H * dv + (size_t)j * dv + c;
-                    if (s.full >= 0) {
-                        *dst += acc[tt];
-                        continue;
-                    }
                     float intra = 0.0f;
                     for (int u = 0; u <= r; u++)
                         intra = fmaf(sc[tt * a.C + u], vrow(a, s, it, g, u)[c], intra);
@@ -455,13 +452,19 @@ static unsigned tiles(size_t n, unsigned block) { return (unsigned)((n + block -
  * once, so the grid stays small and the few that work loop. */
 constexpr unsigned MIX_SPLIT = 8;
 
-void k_mixer(const mix_args &a, cudaStream_t st)
+/* Close before mixing: a block that closes in this step feeds the P of the
+ * next one. */
+void k_mixer_close_and_mix(const mix_args &a, cudaStream_t st)
 {
     unsigned ns = (unsigned)a.n_seg, hk = (unsigned)a.Hkv;
-    /* close before mixing: a block that closes in this step feeds the P of
-     * the next one; outputs read the rows before keep_rows overwrites them */
     MHLA_LAUNCH(close_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
     MHLA_LAUNCH(mix_prefix_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
+}
+
+/* Outputs read the rows before keep_rows overwrites them. */
+void k_mixer_outputs(const mix_args &a, cudaStream_t st)
+{
+    unsigned ns = (unsigned)a.n_seg, hk = (unsigned)a.Hkv;
     MHLA_LAUNCH(mix_output_kernel, dim3(ns, hk, tiles(a.dv, 128)), 128,
                 mixer_smem_bytes(a.dk, a.C), st)(a);
     MHLA_LAUNCH(keep_rows_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
