@@ -93,6 +93,17 @@ if grep -q "Skipped" "$out/ctest.log"; then
     say "WARNING: GPU tests were skipped: no usable GPU (see SKIP lines)"
 fi
 
+# ---- memory checker: out-of-bounds and uninitialised device accesses ----------
+# (compute-sanitizer works on some GPU machines' runtimes and not on others)
+san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+if [ -n "$san" ] && [ -x "$build/bin/test_cuda_state" ]; then
+    timeout 120 "$san" --tool memcheck --error-exitcode 9 "$build/bin/test_cuda_state" \
+        "$build/tests/cuda/ckpt/gqa" "$build" --tol 1e-4 >"$out/sanitizer.log" 2>&1
+    say "compute-sanitizer memcheck on test_cuda_state: exit $? ($(grep -h "ERROR SUMMARY" "$out/sanitizer.log" | tail -1))"
+else
+    say "compute-sanitizer: not run (not found)"
+fi
+
 # ---- benchmarks ----------------------------------------------------------------
 ck=$build/m340
 if [ ! -f "$ck/config.json" ]; then
