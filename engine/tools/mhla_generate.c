@@ -91,6 +91,16 @@ static mhla_engine_options engine_options(const options *o)
     return eo;
 }
 
+/* Loads --model with the --weights storage. */
+static int load_model(const options *o, mhla_model **model, mhla_error *err)
+{
+    mhla_model_options mo = {
+        .weights = o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16
+                                                                  : MHLA_WEIGHTS_F32,
+    };
+    return mhla_model_load_with(o->model, &mo, model, err);
+}
+
 /* Creates the engine and says on stderr where it runs (and why not on a GPU
  * when --device auto found none). */
 static int open_engine(const options *o, const mhla_model *model, mhla_engine **eng,
@@ -325,11 +335,7 @@ static int run_perplexity(const options *o)
         fail("%s", "--perplexity needs at least two token ids");
         goto done;
     }
-    mhla_model_options mo = {
-        .weights = o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16
-                                                                  : MHLA_WEIGHTS_F32,
-    };
-    if (mhla_model_load_with(o->model, &mo, &model, &err)) {
+    if (load_model(o, &model, &err)) {
         fail("%s", err.msg);
         goto done;
     }
@@ -478,11 +484,7 @@ static int run(const options *o)
             goto done;
     }
     double t0 = now();
-    mhla_model_options mo = {
-        .weights = o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16
-                                                                  : MHLA_WEIGHTS_F32,
-    };
-    if (mhla_model_load_with(o->model, &mo, &model, &err)) {
+    if (load_model(o, &model, &err)) {
         fail("%s", err.msg);
         goto done;
     }
