@@ -45,14 +45,14 @@ int mhla_device_open(const mhla_model *m, const mhla_engine_options *opt, mhla_c
     char why[MHLA_CUDA_ERR];
     if (mhla_cuda_probe(opt->gpu_index, why)) {
         if (opt->device == MHLA_DEVICE_CUDA)
-            return mhla_fail(err, "device cuda: %s", why);
+            return mhla_fail_as(err, MHLA_ERR_DEVICE, "device cuda: %s", why);
         snprintf(note, note_len, "no GPU used: %s", why);
         return 0;
     }
     const mhla_config *c = &m->cfg;
     mhla_cuda_layer_src *ls = calloc((size_t)c->num_layers, sizeof *ls);
     if (!ls)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     for (int l = 0; l < c->num_layers; l++) {
         const mhla_layer *y = &m->layers[l];
         ls[l] = (mhla_cuda_layer_src){
@@ -85,7 +85,7 @@ int mhla_device_open(const mhla_model *m, const mhla_engine_options *opt, mhla_c
     free(ls);
     if (rc) {
         if (opt->device == MHLA_DEVICE_CUDA)
-            return mhla_fail(err, "device cuda: %s", cerr);
+            return mhla_fail_as(err, MHLA_ERR_DEVICE, "device cuda: %s", cerr);
         snprintf(note, note_len, "no GPU used: %s", cerr);
     }
     return 0;
@@ -187,7 +187,7 @@ int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhl
         free(cs);
         free(pages);
         free(pen);
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     }
     int32_t *pen_at = pen;
     for (int b = 0; b < n_items; b++) {
@@ -213,7 +213,7 @@ int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhl
     free(pages);
     free(pen);
     if (rc)
-        return mhla_fail(err, "%s", cerr);
+        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
 
@@ -221,13 +221,13 @@ int mhla_device_restore_prefix(mhla_seq *s, mhla_error *err)
 {
     void **pages = malloc((size_t)s->model->cfg.num_blocks * sizeof *pages + 1);
     if (!pages)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     mhla_cuda_item it;
     describe_seq(s, pages, &it);
     char cerr[MHLA_CUDA_ERR];
     int rc = mhla_cuda_restore_prefix(s->dev, &it, cerr);
     free(pages);
     if (rc)
-        return mhla_fail(err, "%s", cerr);
+        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }

@@ -19,8 +19,22 @@
 extern "C" {
 #endif
 
+/* What kind of failure an error is, so that callers choose their answer
+ * (an HTTP status, a retry) from the code and never from the message. */
+typedef enum {
+    MHLA_OK = 0,
+    MHLA_ERR_INVALID,  /* a bad argument, option, request or checkpoint */
+    MHLA_ERR_CONTEXT,  /* past the model's context (max_positions) */
+    MHLA_ERR_FULL,     /* the state memory cannot hold it now; may fit later */
+    MHLA_ERR_NOMEM,    /* the process is out of memory */
+    MHLA_ERR_DEVICE,   /* the GPU or its runtime failed */
+    MHLA_ERR_IO,       /* a file could not be opened, read or written */
+    MHLA_ERR_INTERNAL, /* a broken invariant */
+} mhla_status;
+
 typedef struct {
     char msg[512];
+    mhla_status code; /* MHLA_OK until a function fails */
 } mhla_error;
 
 typedef enum {

@@ -43,7 +43,7 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     *out = NULL;
     mhla_engine *e = calloc(1, sizeof *e);
     if (!e)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->model = model;
     e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (e->n_threads < 1)
@@ -81,7 +81,7 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
         snprintf(e->device_name, sizeof e->device_name, "cpu (%d threads)", e->n_threads);
     if (kv_pool_create(&po, &e->pool, &ke)) {
         mhla_engine_free(e);
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     }
     if (po.budget_bytes > 0 && po.budget_bytes < kv_pool_page_bytes(e->pool)) {
         mhla_engine_free(e);
@@ -92,7 +92,7 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     e->logit_buf = malloc((size_t)LOGIT_ROWS * c->vocab_size * sizeof(float));
     if (!e->logit_rows || !e->logit_buf) {
         mhla_engine_free(e);
-        return mhla_fail(err, "out of memory for the engine's buffers");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the engine's buffers");
     }
     *out = e;
     return 0;
@@ -119,7 +119,7 @@ static int grow(float **p, size_t n, mhla_error *err)
 {
     float *np = realloc(*p, n * sizeof(float));
     if (!np)
-        return mhla_fail(err, "out of memory for %zu activation values", n);
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu activation values", n);
     *p = np;
     return 0;
 }
@@ -138,7 +138,7 @@ static int ensure_capacity(mhla_engine *e, int T, mhla_error *err)
         return -1;
     int *ri = realloc(e->row_item, n * sizeof *ri);
     if (!ri)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->row_item = ri;
     e->cap = T;
     return 0;
@@ -169,11 +169,11 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
                                   "[-1, %d]", b, MHLA_MAX_TOP_LOGPROBS);
         int pos = mhla_seq_pos(it->seq);
         if ((long)pos + it->n_tokens > c->max_positions)
-            return mhla_fail(err,
-                             "context length exceeded: position %d + %d tokens passes the model's "
-                             "context of %d tokens (%d blocks of %d)",
-                             pos, it->n_tokens, c->max_positions, c->num_blocks,
-                             c->chunk_size);
+            return mhla_fail_as(err, MHLA_ERR_CONTEXT,
+                                "context length exceeded: position %d + %d tokens passes the "
+                                "model's context of %d tokens (%d blocks of %d)",
+                                pos, it->n_tokens, c->max_positions, c->num_blocks,
+                                c->chunk_size);
         for (int t = 0; t < it->n_tokens; t++)
             if (it->tokens[t] < 0 || it->tokens[t] >= c->vocab_size)
                 return mhla_fail(err, "batch item %d: token id %d outside the vocabulary [0, %d)",
@@ -401,7 +401,7 @@ static int ensure_sample_rows(mhla_engine *e, const mhla_batch_item *items, int 
         return 0;
     float *p = realloc(e->sample_rows, (size_t)n * e->model->cfg.vocab_size * sizeof(float));
     if (!p)
-        return mhla_fail(err, "out of memory for sampled logits");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for sampled logits");
     e->sample_rows = p;
     e->sample_cap = n;
     return 0;
@@ -434,7 +434,7 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
         return -1;
     int *row_start = malloc(((size_t)n_items + 1) * sizeof *row_start);
     if (!row_start)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     int D = c->hidden_size, t = 0;
     for (int b = 0; b < n_items; b++) {
         row_start[b] = t;
@@ -493,7 +493,7 @@ int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error
     if (e->cuda) {
         char cerr[MHLA_CUDA_ERR];
         if (mhla_cuda_copy_bandwidth(e->cuda, bytes_per_s, cerr))
-            return mhla_fail(err, "%s", cerr);
+            return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
         return 0;
     }
     /* The CPU streams weights, it does not copy them: read 256 MiB with the
@@ -501,7 +501,7 @@ int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error
     size_t n = (256u << 20) / sizeof(float);
     float *a = malloc(n * sizeof(float));
     if (!a)
-        return mhla_fail(err, "out of memory for the bandwidth measurement");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the bandwidth measurement");
     for (size_t i = 0; i < n; i++)
         a[i] = (float)(i & 7);
     int nt = e->n_threads;

@@ -13,8 +13,13 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-/* Formats a message into err (if non-NULL) and returns -1. */
+/* Formats a message into err (if non-NULL), sets its code (mhla_fail:
+ * MHLA_ERR_INVALID) and returns -1. */
 int mhla_fail(mhla_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int mhla_fail_as(mhla_error *err, mhla_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Passes a kvstate error on with its message and the matching code. */
+int mhla_fail_kv(mhla_error *err, const kv_error *ke);
 
 /* ---- config.json ---------------------------------------------------------- */
 

@@ -68,7 +68,7 @@ static int keep_owned(mhla_model *m, void *p, mhla_error *err)
     void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
     if (!no) {
         free(p);
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     }
     m->owned = no;
     m->owned[m->n_owned++] = p;
@@ -107,7 +107,7 @@ static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape,
     }
     float *buf = alloc_weights(n * sizeof(float));
     if (!buf)
-        return mhla_fail(err, "out of memory converting tensor '%s'", name);
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory converting tensor '%s'", name);
     const unsigned char *src = t->data;
     for (size_t i = 0; i < n; i++) {
         if (t->dtype == ST_F32) {
@@ -164,7 +164,7 @@ static int bind_mixing(mhla_model *m, int l, float **out, mhla_error *err)
         return -1;
     float *mix = malloc((size_t)Lm * Lm * sizeof(float));
     if (!mix || keep_owned(m, mix, err))
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < (size_t)Lm * Lm; i++) {
         float v = raw[i];
         /* Only b <= i is ever read. A NaN there would poison every output
@@ -215,7 +215,7 @@ static int build_rope(mhla_model *m, mhla_error *err)
     m->rope_cos = malloc(n * sizeof(float));
     m->rope_sin = malloc(n * sizeof(float));
     if (!m->rope_cos || !m->rope_sin)
-        return mhla_fail(err, "out of memory for the rotary tables");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the rotary tables");
     for (int r = 0; r < half; r++) {
         /* The reference computes the frequency and the angle in fp32. */
         float inv_freq = 1.0f / powf(10000.0f, (float)(2 * r) / (float)c->head_k_dim);
@@ -235,7 +235,8 @@ static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
         return mhla_fail(err, "model directory path is too long");
     FILE *f = fopen(path, "rb");
     if (!f)
-        return mhla_fail(err, "cannot open %s: no config.json in the model directory", path);
+        return mhla_fail_as(err, MHLA_ERR_IO,
+                            "cannot open %s: no config.json in the model directory", path);
     char *buf = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
@@ -248,7 +249,7 @@ static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
             cap = cap ? cap * 2 : 4096;
             char *nb = realloc(buf, cap);
             if (!nb) {
-                rc = mhla_fail(err, "out of memory reading config.json");
+                rc = mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory reading config.json");
                 break;
             }
             buf = nb;
@@ -273,7 +274,7 @@ static int to_bf16(mhla_model *m, k_matrix *w, size_t n, mhla_error *err)
         return 0;
     uint16_t *h = alloc_weights(n * sizeof *h);
     if (!h || keep_owned(m, h, err))
-        return mhla_fail(err, "out of memory converting weights to bf16");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory converting weights to bf16");
     for (size_t i = 0; i < n; i++)
         h[i] = k_f32_to_bf16(w->f32[i]);
     *w = (k_matrix){NULL, h};
@@ -334,14 +335,14 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     *out = NULL;
     mhla_model *m = calloc(1, sizeof *m);
     if (!m)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     if (load_config(dir, &m->cfg, err) || st_open_dir(dir, &m->st, err))
         goto fail;
     m->copy_weights = !(opt && opt->weights == MHLA_WEIGHTS_BF16);
     mhla_config *c = &m->cfg;
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
     if (!m->layers) {
-        mhla_fail(err, "out of memory");
+        mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
         goto fail;
     }
     int64_t V = c->vocab_size, D = c->hidden_size;

@@ -70,12 +70,12 @@ static int map_file(const char *path, st_mapping *m, mhla_error *err)
     const char *name = base_name(path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return mhla_fail(err, "cannot open %s: %s", name, strerror(errno));
+        return mhla_fail_as(err, MHLA_ERR_IO, "cannot open %s: %s", name, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return mhla_fail(err, "cannot stat %s: %s", name, strerror(e));
+        return mhla_fail_as(err, MHLA_ERR_IO, "cannot stat %s: %s", name, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
@@ -88,14 +88,14 @@ static int map_file(const char *path, st_mapping *m, mhla_error *err)
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return mhla_fail(err, "cannot map %s: %s", name, strerror(e));
+            return mhla_fail_as(err, MHLA_ERR_IO, "cannot map %s: %s", name, strerror(e));
         }
         m->base = p;
     }
     close(fd);
     m->path = strdup(path);
     if (!m->path)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     return 0;
 }
 
@@ -105,7 +105,7 @@ static int add_tensor(st_set *set, int *cap, const st_tensor *t, mhla_error *err
         int nc = *cap ? *cap * 2 : 64;
         st_tensor *nt = realloc(set->tensors, (size_t)nc * sizeof *nt);
         if (!nt)
-            return mhla_fail(err, "out of memory");
+            return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
         set->tensors = nt;
         *cap = nc;
     }
@@ -174,7 +174,7 @@ static int parse_entry(const cJSON *e, const st_mapping *m, const unsigned char 
     t->file = m->path;
     t->name = strdup(name);
     if (!t->name)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     return 0;
 }
 
@@ -223,7 +223,7 @@ static int add_mapping(st_set *set, const char *path, mhla_error *err)
 {
     st_mapping *nm = realloc(set->maps, (size_t)(set->n_maps + 1) * sizeof *nm);
     if (!nm)
-        return mhla_fail(err, "out of memory");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     set->maps = nm;
     memset(&set->maps[set->n_maps], 0, sizeof set->maps[0]);
     if (map_file(path, &set->maps[set->n_maps], err))
@@ -236,7 +236,7 @@ static char *read_small_file(const char *path, size_t *len, mhla_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        mhla_fail(err, "cannot open %s: %s", base_name(path), strerror(errno));
+        mhla_fail_as(err, MHLA_ERR_IO, "cannot open %s: %s", base_name(path), strerror(errno));
         return NULL;
     }
     char *buf = NULL;
@@ -252,7 +252,7 @@ static char *read_small_file(const char *path, size_t *len, mhla_error *err)
             cap = cap ? cap * 2 : 4096;
             char *nb = realloc(buf, cap + 1);
             if (!nb) {
-                mhla_fail(err, "out of memory");
+                mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
                 free(buf);
                 fclose(f);
                 return NULL;
@@ -267,7 +267,7 @@ static char *read_small_file(const char *path, size_t *len, mhla_error *err)
     int bad = ferror(f);
     fclose(f);
     if (bad) {
-        mhla_fail(err, "error reading %s", base_name(path));
+        mhla_fail_as(err, MHLA_ERR_IO, "error reading %s", base_name(path));
         free(buf);
         return NULL;
     }
@@ -309,7 +309,7 @@ static int open_sharded(const char *dir, const char *index_path, st_set *set, in
             continue;
         char *path = path_join(dir, e->valuestring);
         if (!path) {
-            rc = mhla_fail(err, "out of memory");
+            rc = mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
             goto done;
         }
         rc = add_mapping(set, path, err);
@@ -337,7 +337,7 @@ int st_open_dir(const char *dir, st_set *set, mhla_error *err)
     char *single = path_join(dir, "model.safetensors");
     char *index = path_join(dir, "model.safetensors.index.json");
     if (!single || !index) {
-        rc = mhla_fail(err, "out of memory");
+        rc = mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     } else if (access(single, F_OK) == 0) {
         rc = add_mapping(set, single, err);
         if (rc == 0)

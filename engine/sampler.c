@@ -124,7 +124,8 @@ int mhla_sampler_create(const mhla_sampling_params *p, int vocab, const int32_t 
     return 0;
 oom:
     mhla_sampler_free(s);
-    return mhla_fail(err, "sampler: out of memory for a vocabulary of %d ids", vocab);
+    return mhla_fail_as(err, MHLA_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d ids",
+                        vocab);
 }
 
 void mhla_sampler_free(mhla_sampler *s)

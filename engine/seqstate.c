@@ -34,11 +34,11 @@ int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_cuda *dev, m
     *out = NULL;
     mhla_seq *s = calloc(1, sizeof *s);
     if (!s)
-        return mhla_fail(err, "out of memory for a sequence");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a sequence");
     kv_error ke;
     if (kv_seq_create(pool, &s->kv, &ke)) {
         free(s);
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     }
     s->model = model;
     s->dev = dev;
@@ -53,7 +53,7 @@ int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err)
     kv_error ke;
     *out = NULL;
     if (kv_pool_create(&o, &pool, &ke))
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     int rc = mhla_seq_create_in(model, pool, NULL, out, err);
     kv_pool_release(pool); /* the sequence holds it now */
     return rc;
@@ -64,11 +64,11 @@ int mhla_seq_clone(const mhla_seq *src, mhla_seq **out, mhla_error *err)
     *out = NULL;
     mhla_seq *s = calloc(1, sizeof *s);
     if (!s)
-        return mhla_fail(err, "out of memory cloning a sequence");
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory cloning a sequence");
     kv_error ke;
     if (kv_seq_clone(src->kv, &s->kv, &ke)) {
         free(s);
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     }
     s->model = src->model;
     s->dev = src->dev;
@@ -100,7 +100,7 @@ int mhla_seq_reserve_pages(mhla_seq *s, int n_blocks, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_ensure_pages(s->kv, n_blocks, &ke))
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     return 0;
 }
 
@@ -114,7 +114,7 @@ int mhla_seq_reserve(mhla_seq *s, long n_positions, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_reserve(s->kv, n_positions, &ke))
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     return 0;
 }
 
@@ -130,7 +130,7 @@ int mhla_seq_match_prefix(mhla_seq *s, const int32_t *tokens, int n, mhla_error 
     kv_error ke;
     int pos = kv_seq_match(s->kv, tokens, n, &ke);
     if (pos < 0)
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     if (pos % c->chunk_size != 0 && mhla_seq_restore_prefix(s, err))
         return -1;
     return pos;
@@ -158,7 +158,7 @@ int mhla_seq_save(const mhla_seq *s, const char *path, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_save(s->kv, model_fingerprint(s->model), path, &ke))
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     return 0;
 }
 
@@ -166,7 +166,7 @@ int mhla_seq_load(mhla_seq *s, const char *path, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_load(s->kv, model_fingerprint(s->model), path, &ke))
-        return mhla_fail(err, "%s", ke.msg);
+        return mhla_fail_kv(err, &ke);
     if (mhla_seq_pos(s) % s->model->cfg.chunk_size != 0 && mhla_seq_restore_prefix(s, err))
         return -1;
     return 0;

@@ -10,6 +10,9 @@
 #include <stdarg.h>
 
 int kv_fail(kv_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same with a code other than KV_ERR_INVALID. */
+int kv_fail_as(kv_error *err, kv_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 enum { PG_FREE = 0, PG_USED = 1, PG_CACHED = 2 };
 

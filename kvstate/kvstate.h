@@ -23,8 +23,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The kind of a failure (engine.h maps it onto mhla_status one to one). */
+typedef enum {
+    KV_OK = 0,
+    KV_ERR_INVALID,  /* a bad argument or file */
+    KV_ERR_FULL,     /* the pool's budget cannot hold it now */
+    KV_ERR_NOMEM,    /* malloc failed */
+    KV_ERR_IO,       /* a snapshot file could not be read or written */
+    KV_ERR_INTERNAL, /* an invariant check failed */
+} kv_status;
+
 typedef struct {
     char msg[512];
+    kv_status code;
 } kv_error;
 
 typedef enum {

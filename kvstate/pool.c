@@ -14,14 +14,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-int kv_fail(kv_error *err, const char *fmt, ...)
+static int vfail(kv_error *err, kv_status code, const char *fmt, va_list ap)
 {
     if (err) {
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
+        err->code = code;
     }
+    return -1;
+}
+
+int kv_fail(kv_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(err, KV_ERR_INVALID, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int kv_fail_as(kv_error *err, kv_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(err, code, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -57,7 +73,7 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
         return kv_fail(err, "state pool: resume slots %d outside [0, 65536]", opt->resume_slots);
     kv_pool *p = calloc(1, sizeof *p);
     if (!p)
-        return kv_fail(err, "out of memory for the state pool");
+        return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for the state pool");
     p->opt = *opt;
     if (opt->memory)
         p->mem = *opt->memory;
@@ -84,7 +100,8 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
         p->resume = calloc(opt->resume_slots ? (size_t)opt->resume_slots : 1, sizeof *p->resume);
         if (!p->pg || !p->buckets || !p->resume) {
             kv_pool_release(p);
-            return kv_fail(err, "out of memory for the state pool's tables (%zu pages)", n);
+            return kv_fail_as(err, KV_ERR_NOMEM,
+                              "out of memory for the state pool's tables (%zu pages)", n);
         }
         memset(p->buckets, 0xff, p->n_buckets * sizeof *p->buckets);
     } else {
@@ -169,7 +186,7 @@ static int32_t grow(kv_pool *p, kv_error *err)
         int cap = p->cap_pg ? 2 * p->cap_pg : 16;
         kv_page_desc *np = realloc(p->pg, (size_t)cap * sizeof *np);
         if (!np)
-            return kv_fail(err, "out of memory for the state pool's page table");
+            return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for the state pool's page table");
         p->pg = np;
         p->cap_pg = cap;
     }
@@ -178,17 +195,18 @@ static int32_t grow(kv_pool *p, kv_error *err)
     d->hnext = d->prev = d->next = -1;
     d->data = kv_mem_alloc(p, p->page_bytes);
     if (!d->data)
-        return kv_fail(err, "out of memory for a state page (%zu bytes)", p->page_bytes);
+        return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
+                          p->page_bytes);
     return p->n_pg++;
 }
 
 int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
 {
     if (!from_reservation && kv_pool_available(p) < 1)
-        return kv_fail(err,
-                       "state memory full: all %ld pages of %zu bytes are in use or reserved "
-                       "(%ld used, %ld reserved)",
-                       p->max_pages, p->page_bytes, p->n_used, p->n_reserved);
+        return kv_fail_as(err, KV_ERR_FULL,
+                          "state memory full: all %ld pages of %zu bytes are in use or reserved "
+                          "(%ld used, %ld reserved)",
+                          p->max_pages, p->page_bytes, p->n_used, p->n_reserved);
     int32_t id;
     if (p->free_head >= 0) {
         id = p->free_head;
@@ -201,7 +219,8 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
             if (!p->pg[id].data) {
                 p->pg[id].next = p->free_head;
                 p->free_head = id;
-                return kv_fail(err, "out of memory for a state page (%zu bytes)", p->page_bytes);
+                return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
+                                  p->page_bytes);
             }
         }
     } else if (p->n_pg < p->max_pages) {
@@ -215,7 +234,7 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
         p->n_cached--;
         p->ctr.evictions++;
     } else {
-        return kv_fail(err, "state memory full: no free or evictable page");
+        return kv_fail_as(err, KV_ERR_FULL, "state memory full: no free or evictable page");
     }
     if (from_reservation)
         p->n_reserved--;

@@ -17,7 +17,7 @@ int kv_seq_create(kv_pool *p, kv_seq **out, kv_error *err)
     *out = NULL;
     kv_seq *s = calloc(1, sizeof *s);
     if (!s)
-        return kv_fail(err, "out of memory for a sequence");
+        return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a sequence");
     s->pool = p;
     p->holders++;
     size_t ctx = (size_t)g->max_blocks * g->block_tokens;
@@ -31,7 +31,7 @@ int kv_seq_create(kv_pool *p, kv_seq **out, kv_error *err)
     if (!s->tokens || !s->table || !s->keys || !s->b.prefix || (g->key_sums && !s->b.prefix_k) ||
         !s->b.cur_k || !s->b.cur_v) {
         kv_seq_free(s);
-        return kv_fail(err, "out of memory for a sequence's state");
+        return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a sequence's state");
     }
     *out = s;
     return 0;
@@ -127,10 +127,10 @@ int kv_seq_reserve(kv_seq *s, long n_positions, kv_error *err)
         return 0;
     long avail = kv_pool_available(p);
     if (avail < need)
-        return kv_fail(err,
-                       "state memory full: %ld positions need %ld more pages of %zu bytes, "
-                       "%ld available",
-                       n_positions, need, p->page_bytes, avail);
+        return kv_fail_as(err, KV_ERR_FULL,
+                          "state memory full: %ld positions need %ld more pages of %zu bytes, "
+                          "%ld available",
+                          n_positions, need, p->page_bytes, avail);
     s->reserved += need;
     p->n_reserved += need;
     return 0;

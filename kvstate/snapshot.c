@@ -68,7 +68,7 @@ int kv_seq_save(const kv_seq *s, uint64_t fingerprint, const char *path, kv_erro
     if (!rows || !stage) {
         free(rows);
         free(stage);
-        return kv_fail(err, "snapshot: out of memory");
+        return kv_fail_as(err, KV_ERR_NOMEM, "snapshot: out of memory");
     }
     if (kv_rows_pack(p, &s->b, r, rows)) {
         free(rows);
@@ -79,7 +79,8 @@ int kv_seq_save(const kv_seq *s, uint64_t fingerprint, const char *path, kv_erro
     if (!f) {
         free(rows);
         free(stage);
-        return kv_fail(err, "snapshot: cannot create '%s': %s", path, strerror(errno));
+        return kv_fail_as(err, KV_ERR_IO, "snapshot: cannot create '%s': %s", path,
+                          strerror(errno));
     }
     uint64_t sum = kv_fnv1a(KV_FNV_SEED, &h, sizeof h);
     int ok = fwrite(&h, sizeof h, 1, f) == 1;
@@ -98,7 +99,8 @@ int kv_seq_save(const kv_seq *s, uint64_t fingerprint, const char *path, kv_erro
     free(rows);
     free(stage);
     if (!ok)
-        return kv_fail(err, "snapshot: writing '%s' failed: %s", path, strerror(errno));
+        return kv_fail_as(err, KV_ERR_IO, "snapshot: writing '%s' failed: %s", path,
+                          strerror(errno));
     return 0;
 }
 
@@ -107,18 +109,18 @@ static int read_file(const char *path, size_t max, unsigned char **out, size_t *
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return kv_fail(err, "snapshot: cannot open '%s': %s", path, strerror(errno));
+        return kv_fail_as(err, KV_ERR_IO, "snapshot: cannot open '%s': %s", path, strerror(errno));
     unsigned char *buf = malloc(max + 1);
     if (!buf) {
         fclose(f);
-        return kv_fail(err, "snapshot: out of memory");
+        return kv_fail_as(err, KV_ERR_NOMEM, "snapshot: out of memory");
     }
     size_t n = fread(buf, 1, max + 1, f);
     int bad = ferror(f);
     fclose(f);
     if (bad) {
         free(buf);
-        return kv_fail(err, "snapshot: reading '%s' failed", path);
+        return kv_fail_as(err, KV_ERR_IO, "snapshot: reading '%s' failed", path);
     }
     *out = buf;
     *len = n;
@@ -204,7 +206,7 @@ int kv_seq_load(kv_seq *s, uint64_t fingerprint, const char *path, kv_error *err
         }
     float *rows = malloc(kv_rows_floats(g, r) * sizeof(float) + 1);
     if (!rows) {
-        kv_fail(err, "snapshot: out of memory");
+        kv_fail_as(err, KV_ERR_NOMEM, "snapshot: out of memory");
         goto out;
     }
     memcpy(rows, q, kv_rows_floats(g, r) * sizeof(float));

@@ -3,7 +3,7 @@
  * routing, body limits, API-key check, JSON/SSE responses and one JSON log
  * line per request.
  */
-#include "srv.h"
+#include "internal.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -80,20 +80,20 @@ static enum MHD_Result send_body(struct MHD_Connection *conn, conn_ctx *ctx, int
 
 static enum MHD_Result send_error(struct MHD_Connection *conn, conn_ctx *ctx, const srv_error *e)
 {
+    int status = srv_error_status(e->code);
     const char *hdr = NULL, *hval = NULL;
-    if (e->status == 429 || e->status == 503)
+    if (status == 429 || status == 503)
         hdr = MHD_HTTP_HEADER_RETRY_AFTER, hval = "1";
-    else if (e->status == 401)
+    else if (status == 401)
         hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE, hval = "Bearer";
-    return send_body(conn, ctx, e->status, "application/json", srv_error_json(e), hdr, hval);
+    return send_body(conn, ctx, status, "application/json", srv_error_json(e), hdr, hval);
 }
 
-static enum MHD_Result error_reply(struct MHD_Connection *conn, conn_ctx *ctx, int status,
-                                   const char *type, const char *param, const char *code,
-                                   const char *msg)
+static enum MHD_Result error_reply(struct MHD_Connection *conn, conn_ctx *ctx, srv_errcode code,
+                                   const char *param, const char *msg)
 {
     srv_error e;
-    srv_error_set(&e, status, type, param, code, "%s", msg);
+    srv_error_set(&e, code, param, "%s", msg);
     return send_error(conn, ctx, &e);
 }
 
@@ -101,8 +101,7 @@ static enum MHD_Result method_not_allowed(struct MHD_Connection *conn, conn_ctx 
                                           const char *allow)
 {
     srv_error e;
-    srv_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed",
-                  "Method %s is not allowed on %s (allowed: %s)", ctx->method, ctx->path, allow);
+    srv_error_set(&e, SRV_ERR_METHOD, NULL, "Method %s is not allowed on %s (allowed: %s)", ctx->method, ctx->path, allow);
     return send_body(conn, ctx, 405, "application/json", srv_error_json(&e),
                      MHD_HTTP_HEADER_ALLOW, allow);
 }
@@ -149,7 +148,7 @@ static enum MHD_Result handle_models(srv_http *h, struct MHD_Connection *conn, c
     if (one) {
         if (strcmp(one, h->c.model_name) != 0) {
             cJSON_Delete(m);
-            return error_reply(conn, ctx, 404, "invalid_request_error", "model", "model_not_found",
+            return error_reply(conn, ctx, SRV_ERR_MODEL_NOT_FOUND, "model",
                                "The model does not exist on this server");
         }
         return send_body(conn, ctx, 200, "application/json", print_json(m), NULL, NULL);
@@ -193,7 +192,7 @@ static cJSON *parse_body(struct MHD_Connection *conn, conn_ctx *ctx, enum MHD_Re
                                          &where, 0);
     if (!root || !cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        *rc = error_reply(conn, ctx, 400, "invalid_request_error", NULL, NULL,
+        *rc = error_reply(conn, ctx, SRV_ERR_INVALID, NULL,
                           "the request body must be a JSON object");
         return NULL;
     }
@@ -209,14 +208,14 @@ static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn,
     cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!cJSON_IsString(pr)) {
         cJSON_Delete(root);
-        return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL,
+        return error_reply(conn, ctx, SRV_ERR_INVALID, "prompt",
                            "'prompt' must be a string");
     }
     /* add_special_tokens (default true) as the completions endpoint encodes prompts */
     cJSON *as = cJSON_GetObjectItemCaseSensitive(root, "add_special_tokens");
     if (as && !cJSON_IsNull(as) && !cJSON_IsBool(as)) {
         cJSON_Delete(root);
-        return error_reply(conn, ctx, 400, "invalid_request_error", "add_special_tokens", NULL,
+        return error_reply(conn, ctx, SRV_ERR_INVALID, "add_special_tokens",
                            "'add_special_tokens' must be a boolean");
     }
     int add_special = !as || !cJSON_IsFalse(as);
@@ -226,7 +225,7 @@ static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn,
     if (srv_codec_encode(h->c.codec, pr->valuestring, strlen(pr->valuestring), add_special, &ids,
                          &n, msg, sizeof msg)) {
         cJSON_Delete(root);
-        return error_reply(conn, ctx, 400, "invalid_request_error", "prompt", NULL, msg);
+        return error_reply(conn, ctx, SRV_ERR_INVALID, "prompt", msg);
     }
     cJSON_Delete(root);
     cJSON *o = cJSON_CreateObject();
@@ -266,13 +265,13 @@ static enum MHD_Result handle_detokenize(srv_http *h, struct MHD_Connection *con
         char msg[160];
         snprintf(msg, sizeof msg, "'tokens' must be an array of token ids in [0, %d)",
                  h->c.cfg->vocab_size);
-        return error_reply(conn, ctx, 400, "invalid_request_error", "tokens", NULL, msg);
+        return error_reply(conn, ctx, SRV_ERR_INVALID, "tokens", msg);
     }
     char *text = NULL, msg[256];
     size_t len = 0;
     if (srv_codec_decode(h->c.codec, ids, n, 0, &text, &len, msg, sizeof msg)) {
         free(ids);
-        return error_reply(conn, ctx, 400, "invalid_request_error", "tokens", NULL, msg);
+        return error_reply(conn, ctx, SRV_ERR_INVALID, "tokens", msg);
     }
     free(ids);
     cJSON *o = cJSON_CreateObject();
@@ -282,59 +281,73 @@ static enum MHD_Result handle_detokenize(srv_http *h, struct MHD_Connection *con
     return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
 }
 
+/* echo + logprobs: room for the prompt's own logprobs (group g). */
+static int alloc_prompt_logprobs(srv_req *r, int g)
+{
+    int K = r->p.logprobs, n = r->p.prompts[g].n;
+    srv_group *gr = &r->groups[g];
+    if (K < 0)
+        return 0;
+    gr->prompt_lp = calloc((size_t)n, sizeof *gr->prompt_lp);
+    gr->prompt_tops = K ? calloc((size_t)n * (size_t)K, sizeof *gr->prompt_tops) : NULL;
+    return !gr->prompt_lp || (K && !gr->prompt_tops) ? -1 : 0;
+}
+
+/* Prompt g decoded into *out; with logprobs every token's character offset.
+ * Returns 0, or the code of the failure with msg set. */
+static srv_errcode echo_prompt(srv_http *h, srv_req *r, int g, char **out, char *msg,
+                               size_t msglen)
+{
+    const srv_prompt *pr = &r->p.prompts[g];
+    srv_lp *lp = r->groups[g].prompt_lp;
+    srv_codec_stream *st = NULL;
+    if (srv_codec_stream_new(h->c.codec, &st, msg, msglen))
+        return SRV_ERR_INTERNAL;
+    srv_buf text = {0};
+    long chars = 0;
+    int bad = 0, oom = 0;
+    const char *piece;
+    size_t len;
+    for (int t = 0; t < pr->n && !bad && !oom; t++) {
+        if (lp)
+            lp[t].text_offset = chars;
+        bad = srv_codec_stream_push(st, pr->ids[t], &piece, &len, msg, msglen);
+        oom = !bad && srv_buf_append(&text, piece, len);
+        chars += bad ? 0 : srv_utf8_chars(piece, len);
+    }
+    if (!bad && !oom)
+        bad = srv_codec_stream_finish(st, &piece, &len, msg, msglen);
+    oom = oom || (!bad && (srv_buf_append(&text, piece, len) || srv_buf_append(&text, "", 0)));
+    srv_codec_stream_free(st);
+    if (bad || oom) {
+        if (oom)
+            snprintf(msg, msglen, "out of memory decoding the prompt");
+        srv_buf_free(&text);
+        return bad ? SRV_ERR_INVALID : SRV_ERR_INTERNAL;
+    }
+    *out = text.data;
+    return 0;
+}
+
 /* echo: each prompt decoded as the generated text is (special tokens
  * skipped, pieces of the streaming decoder), so that with logprobs every
  * prompt token gets the character offset where its text starts. Returns 0,
- * or the HTTP status of the failure with msg set. */
-static int echo_prompts(srv_http *h, srv_req *r, char *msg, size_t msglen)
+ * or the code of the failure with msg set. */
+static srv_errcode echo_prompts(srv_http *h, srv_req *r, char *msg, size_t msglen)
 {
     r->echo = calloc((size_t)r->p.n_prompts, sizeof *r->echo);
     if (!r->echo) {
         snprintf(msg, msglen, "out of memory");
-        return 500;
+        return SRV_ERR_INTERNAL;
     }
-    int K = r->p.logprobs;
     for (int g = 0; g < r->p.n_prompts; g++) {
-        const srv_prompt *pr = &r->p.prompts[g];
-        srv_group *gr = &r->groups[g];
-        if (K >= 0) {
-            gr->prompt_lp = calloc((size_t)pr->n, sizeof *gr->prompt_lp);
-            gr->prompt_tops = K ? calloc((size_t)pr->n * (size_t)K, sizeof *gr->prompt_tops) : NULL;
-            if (!gr->prompt_lp || (K && !gr->prompt_tops)) {
-                snprintf(msg, msglen, "out of memory for the prompt's logprobs");
-                return 500;
-            }
+        if (alloc_prompt_logprobs(r, g)) {
+            snprintf(msg, msglen, "out of memory for the prompt's logprobs");
+            return SRV_ERR_INTERNAL;
         }
-        srv_codec_stream *st = NULL;
-        if (srv_codec_stream_new(h->c.codec, &st, msg, msglen))
-            return 500;
-        srv_buf text = {0};
-        long chars = 0;
-        int rc = 0;
-        const char *piece;
-        size_t len;
-        for (int t = 0; t < pr->n && !rc; t++) {
-            if (gr->prompt_lp)
-                gr->prompt_lp[t].text_offset = chars;
-            rc = srv_codec_stream_push(st, pr->ids[t], &piece, &len, msg, msglen) ? 400
-                 : srv_buf_append(&text, piece, len)                           ? 500
-                                                                               : 0;
-            chars += srv_utf8_chars(piece, len);
-        }
-        if (!rc)
-            rc = srv_codec_stream_finish(st, &piece, &len, msg, msglen) ? 400
-                 : srv_buf_append(&text, piece, len)                  ? 500
-                                                                      : 0;
-        srv_codec_stream_free(st);
-        if (!rc && !text.data)
-            rc = srv_buf_append(&text, "", 0) ? 500 : 0;
-        if (rc) {
-            if (rc == 500)
-                snprintf(msg, msglen, "out of memory decoding the prompt");
-            srv_buf_free(&text);
+        srv_errcode rc = echo_prompt(h, r, g, &r->echo[g], msg, msglen);
+        if (rc)
             return rc;
-        }
-        r->echo[g] = text.data;
     }
     return 0;
 }
@@ -348,103 +361,95 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void sse_free(void *cls) { srv_sse_free(cls); }
 
+/* The answer for a request the scheduler did not take. */
+static enum MHD_Result refused(struct MHD_Connection *conn, conn_ctx *ctx, int sub)
+{
+    if (sub == SRV_SUBMIT_FULL)
+        return error_reply(conn, ctx, SRV_ERR_QUEUE_FULL, NULL,
+                           "the server's request queue is full; retry later");
+    if (sub == SRV_SUBMIT_TOO_BIG)
+        return error_reply(conn, ctx, SRV_ERR_FULL, NULL,
+                           "the server's state memory (--state-memory) cannot hold this "
+                           "request's prompt + max_tokens for every choice; reduce them");
+    return error_reply(conn, ctx, SRV_ERR_DRAINING, NULL,
+                       "the server is shutting down; retry on another replica");
+}
+
+/* A streaming answer: the SSE writer reads r as the engine thread fills it. */
+static enum MHD_Result stream_reply(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx,
+                                    srv_req *r)
+{
+    srv_req_retain(r); /* the stream's own */
+    srv_sse *sse = NULL;
+    if (srv_sse_create(r, h->c.model_name, h->c.codec, conn_alive, conn, &sse)) {
+        srv_req_abandon(r);
+        return error_reply(conn, ctx, SRV_ERR_INTERNAL, NULL, "out of memory");
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, sse, sse_free);
+    if (!resp) {
+        srv_sse_free(sse);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    ctx->status = 200;
+    enum MHD_Result rc = MHD_queue_response(conn, 200, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+/* A non-streaming answer: waits here (this connection's own thread). */
+static enum MHD_Result wait_reply(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx,
+                                  srv_req *r)
+{
+    srv_req_lock(r);
+    while (!r->done && srv_req_wait(r, 0.2, conn_alive, conn) == 0)
+        ;
+    int failed = r->failed, done = r->done;
+    srv_error e;
+    srv_error_set(&e, r->err_code, NULL, "%s", r->err);
+    char *body = (failed || !done) ? NULL : srv_completion_json(r, h->c.model_name, h->c.codec);
+    srv_req_unlock(r);
+    if (!done)
+        return error_reply(conn, ctx, SRV_ERR_CLIENT_CLOSED, NULL,
+                           "the client closed the connection");
+    if (failed)
+        return send_error(conn, ctx, &e);
+    return send_body(conn, ctx, 200, "application/json", body, NULL, NULL);
+}
+
 static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *conn,
                                           conn_ctx *ctx)
 {
     srv_error e;
     if (srv_sched_draining(h->c.sched))
-        return error_reply(conn, ctx, 503, "server_error", NULL, "server_draining",
-                           "the server is shutting down; retry on another replica");
+        return refused(conn, ctx, SRV_SUBMIT_DRAINING);
     srv_params p;
     if (srv_params_parse(ctx->body.data ? ctx->body.data : "", ctx->body.len, &h->lim, &p, &e))
         return send_error(conn, ctx, &e);
-    int stream = p.stream;
     srv_req *r = NULL;
     char msg[256];
     if (srv_req_create(&p, &r, msg, sizeof msg)) {
         srv_params_free(&p);
-        return error_reply(conn, ctx, 500, "server_error", NULL, NULL, msg);
+        return error_reply(conn, ctx, SRV_ERR_INTERNAL, NULL, msg);
     }
-    if (r->p.echo) {
-        int st = echo_prompts(h, r, msg, sizeof msg);
-        if (st) {
-            srv_req_release(r);
-            return error_reply(conn, ctx, st, st == 400 ? "invalid_request_error" : "server_error",
-                               st == 400 ? "prompt" : NULL, NULL, msg);
-        }
+    srv_errcode ec = r->p.echo ? echo_prompts(h, r, msg, sizeof msg) : 0;
+    if (ec) {
+        srv_req_release(r);
+        return error_reply(conn, ctx, ec, ec == SRV_ERR_INVALID ? "prompt" : NULL, msg);
     }
     ctx->r = r; /* the reference the log line uses; released when the request ends */
     /* Generation may keep this connection quiet for longer than the idle
      * timeout (queueing, long prefill); from here on the liveness checks and
      * the request deadline look after it instead. */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)0);
-    ctx->stream = stream;
+    ctx->stream = r->p.stream;
     int sub = srv_sched_submit(h->c.sched, r);
-    if (sub == SRV_SUBMIT_FULL)
-        return error_reply(conn, ctx, 429, "rate_limit_error", NULL, "queue_full",
-                           "the server's request queue is full; retry later");
-    if (sub == SRV_SUBMIT_TOO_BIG)
-        return error_reply(conn, ctx, 503, "server_error", NULL, "state_memory_full",
-                           "the server's state memory (--state-memory) cannot hold this "
-                           "request's prompt + max_tokens for every choice; reduce them");
-    if (sub == SRV_SUBMIT_DRAINING)
-        return error_reply(conn, ctx, 503, "server_error", NULL, "server_draining",
-                           "the server is shutting down; retry on another replica");
-    if (stream) {
-        pthread_mutex_lock(&r->mu);
-        r->refs++; /* the stream's own */
-        pthread_mutex_unlock(&r->mu);
-        srv_sse *sse = NULL;
-        if (srv_sse_create(r, h->c.model_name, h->c.codec, conn_alive, conn, &sse)) {
-            srv_req_cancel(r);
-            srv_req_release(r);
-            return error_reply(conn, ctx, 500, "server_error", NULL, NULL, "out of memory");
-        }
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, sse, sse_free);
-        if (!resp) {
-            srv_sse_free(sse);
-            return MHD_NO;
-        }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        ctx->status = 200;
-        enum MHD_Result rc = MHD_queue_response(conn, 200, resp);
-        MHD_destroy_response(resp);
-        return rc;
-    }
-    /* non-streaming: wait here (this connection's own thread) */
-    pthread_mutex_lock(&r->mu);
-    while (!r->done) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 200000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT && !r->done) {
-            pthread_mutex_unlock(&r->mu);
-            int alive = conn_alive(conn);
-            pthread_mutex_lock(&r->mu);
-            if (!alive) {
-                srv_req_cancel(r);
-                break;
-            }
-        }
-    }
-    int failed = r->failed, done = r->done;
-    char *body = (failed || !done) ? NULL : srv_completion_json(r, h->c.model_name, h->c.codec);
-    char errmsg[512];
-    snprintf(errmsg, sizeof errmsg, "%s", r->err);
-    pthread_mutex_unlock(&r->mu);
-    if (!done)
-        return error_reply(conn, ctx, 499, "invalid_request_error", NULL, "client_closed",
-                           "the client closed the connection");
-    if (failed)
-        return error_reply(conn, ctx, 500, "server_error", NULL, NULL, errmsg);
-    return send_body(conn, ctx, 200, "application/json", body, NULL, NULL);
+    if (sub != SRV_SUBMIT_OK)
+        return refused(conn, ctx, sub);
+    return ctx->stream ? stream_reply(h, conn, ctx, r) : wait_reply(h, conn, ctx, r);
 }
 
 /* ---- the access handler ---------------------------------------------------- */
@@ -475,10 +480,10 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
     if (!known) {
         char msg[256];
         snprintf(msg, sizeof msg, "no such endpoint: %.160s", path);
-        return error_reply(conn, ctx, 404, "invalid_request_error", NULL, "not_found", msg);
+        return error_reply(conn, ctx, SRV_ERR_NOT_FOUND, NULL, msg);
     }
     if (!authorized(h, conn))
-        return error_reply(conn, ctx, 401, "invalid_request_error", NULL, "invalid_api_key",
+        return error_reply(conn, ctx, SRV_ERR_UNAUTHORIZED, NULL,
                            "missing or incorrect API key (send Authorization: Bearer KEY)");
     if (strcmp(path, "/v1/completions") == 0)
         return post ? handle_completions(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
@@ -520,8 +525,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 char msg[160];
                 snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
                          h->c.opt->max_body_bytes);
-                return error_reply(conn, ctx, 413, "invalid_request_error", NULL,
-                                   "request_too_large", msg);
+                return error_reply(conn, ctx, SRV_ERR_TOO_LARGE, NULL, msg);
             }
         }
         return MHD_YES;
@@ -548,7 +552,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         char msg[160];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
                  h->c.opt->max_body_bytes);
-        return error_reply(conn, ctx, 413, "invalid_request_error", NULL, "request_too_large", msg);
+        return error_reply(conn, ctx, SRV_ERR_TOO_LARGE, NULL, msg);
     }
     return route(h, conn, ctx);
 }
@@ -566,65 +570,75 @@ static const char *termination_name(enum MHD_RequestTerminationCode toe)
     }
 }
 
+/* The request's own fields of the log line. */
+static void log_request_fields(cJSON *f, conn_ctx *ctx)
+{
+    srv_req *r = ctx->r;
+    srv_req_lock(r);
+    cJSON_AddStringToObject(f, "id", r->id);
+    cJSON_AddBoolToObject(f, "stream", ctx->stream);
+    cJSON_AddNumberToObject(f, "prompt_tokens", (double)r->prompt_tokens);
+    cJSON_AddNumberToObject(f, "completion_tokens", (double)r->completion_tokens);
+    cJSON_AddNumberToObject(f, "choices", r->n_choices);
+    const char *fr = r->failed                ? "error"
+                     : srv_req_cancelled(r) ? "cancelled"
+                     : r->done              ? r->choices[0].finish_reason
+                                            : "unfinished";
+    cJSON_AddStringToObject(f, "finish_reason", fr ? fr : "unfinished");
+    if (r->t_first > 0)
+        cJSON_AddNumberToObject(f, "ttft_ms",
+                                (double)(long long)((r->t_first - r->t_arrive) * 1e6) / 1e3);
+    srv_req_unlock(r);
+}
+
+static void add_remote(cJSON *f, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char host[NI_MAXHOST];
+    if (ci && ci->client_addr &&
+        getnameinfo(ci->client_addr,
+                    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                           : sizeof(struct sockaddr_in),
+                    host, sizeof host, NULL, 0, NI_NUMERICHOST) == 0)
+        cJSON_AddStringToObject(f, "remote", host);
+}
+
+/* One JSON log line per request. */
+static void log_request(struct MHD_Connection *conn, conn_ctx *ctx,
+                        enum MHD_RequestTerminationCode toe)
+{
+    if (!srv_log_enabled(MHLA_LOG_INFO))
+        return;
+    cJSON *f = cJSON_CreateObject();
+    if (f) {
+        cJSON_AddStringToObject(f, "method", ctx->method);
+        cJSON_AddStringToObject(f, "path", ctx->path);
+        cJSON_AddNumberToObject(f, "status", ctx->status);
+        cJSON_AddNumberToObject(f, "duration_ms",
+                                (double)(long long)((srv_now() - ctx->t0) * 1e6) / 1e3);
+        cJSON_AddStringToObject(f, "termination", termination_name(toe));
+        add_remote(f, conn);
+        if (ctx->r)
+            log_request_fields(f, ctx);
+    }
+    srv_log(ctx->status >= 500 ? MHLA_LOG_WARN : MHLA_LOG_INFO, "request", f);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)conn;
     conn_ctx *ctx = *con_cls;
     if (!ctx)
         return;
     *con_cls = NULL;
     srv_metrics_status(ctx->status);
-    if (srv_log_enabled(MHLA_LOG_INFO)) {
-        cJSON *f = cJSON_CreateObject();
-        if (f) {
-            cJSON_AddStringToObject(f, "method", ctx->method);
-            cJSON_AddStringToObject(f, "path", ctx->path);
-            cJSON_AddNumberToObject(f, "status", ctx->status);
-            cJSON_AddNumberToObject(f, "duration_ms",
-                                    (double)(long long)((srv_now() - ctx->t0) * 1e6) / 1e3);
-            cJSON_AddStringToObject(f, "termination", termination_name(toe));
-            const union MHD_ConnectionInfo *ci =
-                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-            char host[NI_MAXHOST];
-            if (ci && ci->client_addr &&
-                getnameinfo(ci->client_addr,
-                            ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                                   : sizeof(struct sockaddr_in),
-                            host, sizeof host, NULL, 0, NI_NUMERICHOST) == 0)
-                cJSON_AddStringToObject(f, "remote", host);
-            if (ctx->r) {
-                srv_req *r = ctx->r;
-                pthread_mutex_lock(&r->mu);
-                cJSON_AddStringToObject(f, "id", r->id);
-                cJSON_AddBoolToObject(f, "stream", ctx->stream);
-                cJSON_AddNumberToObject(f, "prompt_tokens", (double)r->prompt_tokens);
-                cJSON_AddNumberToObject(f, "completion_tokens", (double)r->completion_tokens);
-                cJSON_AddNumberToObject(f, "choices", r->n_choices);
-                const char *fr = r->failed ? "error"
-                                 : atomic_load(&r->cancelled) ? "cancelled"
-                                 : r->done ? r->choices[0].finish_reason
-                                           : "unfinished";
-                cJSON_AddStringToObject(f, "finish_reason", fr ? fr : "unfinished");
-                if (r->t_first > 0)
-                    cJSON_AddNumberToObject(f, "ttft_ms",
-                                            (double)(long long)((r->t_first - r->t_arrive) * 1e6) /
-                                                1e3);
-                pthread_mutex_unlock(&r->mu);
-            }
-        }
-        srv_log(ctx->status >= 500 ? MHLA_LOG_WARN : MHLA_LOG_INFO, "request", f);
-    }
-    if (ctx->r) {
-        /* a non-streaming request whose client left before the answer */
-        pthread_mutex_lock(&ctx->r->mu);
-        int done = ctx->r->done;
-        pthread_mutex_unlock(&ctx->r->mu);
-        if (!done && !ctx->stream)
-            srv_req_cancel(ctx->r);
-        srv_req_release(ctx->r);
-    }
+    log_request(conn, ctx, toe);
+    if (ctx->r && ctx->stream)
+        srv_req_release(ctx->r); /* the stream's writer cancels when it must */
+    else if (ctx->r)
+        srv_req_abandon(ctx->r); /* a client that left before the answer */
     srv_buf_free(&ctx->body);
     free(ctx);
 }

@@ -2,7 +2,7 @@
  * metrics.c — process-wide counters, gauges and histograms, rendered in the
  * Prometheus text exposition format for GET /metrics.
  */
-#include "srv.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,24 +133,30 @@ static int render_hist(srv_buf *b, const char *name, const char *help, const his
     return rc;
 }
 
-char *srv_metrics_render(void)
+/* HTTP statuses, finish reasons; M.mu held. */
+static int render_counters(srv_buf *b)
 {
-    srv_buf b = {0};
     int rc = 0;
-    pthread_mutex_lock(&M.mu);
-    rc |= srv_buf_appendf(&b, "# HELP mhla_http_requests_total HTTP requests answered, by status code.\n"
+    rc |= srv_buf_appendf(b, "# HELP mhla_http_requests_total HTTP requests answered, by status code.\n"
                               "# TYPE mhla_http_requests_total counter\n");
     for (int c = 100; c < 600; c++)
         if (M.status[c])
-            rc |= srv_buf_appendf(&b, "mhla_http_requests_total{status=\"%d\"} %llu\n", c,
+            rc |= srv_buf_appendf(b, "mhla_http_requests_total{status=\"%d\"} %llu\n", c,
                                   M.status[c]);
-    rc |= srv_buf_appendf(&b, "# HELP mhla_requests_finished_total Completion requests finished, by how they ended.\n"
+    rc |= srv_buf_appendf(b, "# HELP mhla_requests_finished_total Completion requests finished, by how they ended.\n"
                               "# TYPE mhla_requests_finished_total counter\n");
     for (int i = 0; i < NF; i++)
-        rc |= srv_buf_appendf(&b, "mhla_requests_finished_total{reason=\"%s\"} %llu\n", FINISH[i],
+        rc |= srv_buf_appendf(b, "mhla_requests_finished_total{reason=\"%s\"} %llu\n", FINISH[i],
                               M.finish[i]);
+    return rc;
+}
+
+/* requests, sequences, tokens, steps; M.mu held. */
+static int render_gauges(srv_buf *b)
+{
+    int rc = 0;
     rc |= srv_buf_appendf(
-        &b,
+        b,
         "# HELP mhla_requests_running Completion requests admitted to the engine.\n"
         "# TYPE mhla_requests_running gauge\nmhla_requests_running %d\n"
         "# HELP mhla_requests_waiting Completion requests queued for admission.\n"
@@ -173,9 +179,16 @@ char *srv_metrics_render(void)
         "# TYPE mhla_process_start_time_seconds gauge\nmhla_process_start_time_seconds %.3f\n",
         M.running, M.waiting, M.running_seqs, M.state_bytes, M.prompt_tokens, M.generated_tokens,
         M.steps, M.step_items, M.step_tokens, M.start);
+    return rc;
+}
+
+/* GPU engines only; M.mu held. */
+static int render_device(srv_buf *b)
+{
+    int rc = 0;
     if (M.have_device)
         rc |= srv_buf_appendf(
-            &b,
+            b,
             "# HELP mhla_gpu_steps_total Engine steps run on the GPU.\n"
             "# TYPE mhla_gpu_steps_total counter\nmhla_gpu_steps_total %llu\n"
             "# HELP mhla_gpu_graph_captures_total Decode steps captured as CUDA graphs.\n"
@@ -184,38 +197,65 @@ char *srv_metrics_render(void)
             "# TYPE mhla_gpu_graph_replays_total counter\nmhla_gpu_graph_replays_total %llu\n",
             (unsigned long long)M.dev.steps, (unsigned long long)M.dev.graph_captures,
             (unsigned long long)M.dev.graph_replays);
-    if (M.have_pool) {
-        const mhla_state_stats *p = &M.pool;
-        rc |= srv_buf_appendf(
-            &b,
-            "# HELP mhla_state_pages State pool pages (one finished block each), by use.\n"
-            "# TYPE mhla_state_pages gauge\n"
-            "mhla_state_pages{kind=\"total\"} %ld\nmhla_state_pages{kind=\"used\"} %ld\n"
-            "mhla_state_pages{kind=\"cached\"} %ld\nmhla_state_pages{kind=\"free\"} %ld\n"
-            "mhla_state_pages{kind=\"reserved\"} %ld\n"
-            "# HELP mhla_state_page_bytes Bytes of one page.\n"
-            "# TYPE mhla_state_page_bytes gauge\nmhla_state_page_bytes %zu\n"
-            "# HELP mhla_prefix_cache_hits_total Blocks served by the prefix cache.\n"
-            "# TYPE mhla_prefix_cache_hits_total counter\nmhla_prefix_cache_hits_total %llu\n"
-            "# HELP mhla_prefix_cache_misses_total Prefix lookups that stopped at an uncached block.\n"
-            "# TYPE mhla_prefix_cache_misses_total counter\nmhla_prefix_cache_misses_total %llu\n"
-            "# HELP mhla_state_evictions_total Cached pages evicted.\n"
-            "# TYPE mhla_state_evictions_total counter\nmhla_state_evictions_total %llu\n"
-            "# HELP mhla_state_resumes_total Prompts that continued a finished sequence's state.\n"
-            "# TYPE mhla_state_resumes_total counter\nmhla_state_resumes_total %llu\n"
-            "# HELP mhla_prompt_tokens_cached_total Prompt tokens not recomputed (cache, resume).\n"
-            "# TYPE mhla_prompt_tokens_cached_total counter\nmhla_prompt_tokens_cached_total %llu\n",
-            p->pages_total, p->pages_used, p->pages_cached, p->pages_free, p->pages_reserved,
-            p->page_bytes, (unsigned long long)p->prefix_hits,
-            (unsigned long long)p->prefix_misses, (unsigned long long)p->evictions,
-            (unsigned long long)p->resumes, (unsigned long long)p->resumed_tokens);
-    }
-    rc |= render_hist(&b, "mhla_time_to_first_token_seconds",
+    return rc;
+}
+
+/* the state pool with its prefix cache; M.mu held. */
+static int render_pool(srv_buf *b)
+{
+    int rc = 0;
+    if (!M.have_pool)
+        return 0;
+    const mhla_state_stats *p = &M.pool;
+    rc |= srv_buf_appendf(
+        b,
+        "# HELP mhla_state_pages State pool pages (one finished block each), by use.\n"
+        "# TYPE mhla_state_pages gauge\n"
+        "mhla_state_pages{kind=\"total\"} %ld\nmhla_state_pages{kind=\"used\"} %ld\n"
+        "mhla_state_pages{kind=\"cached\"} %ld\nmhla_state_pages{kind=\"free\"} %ld\n"
+        "mhla_state_pages{kind=\"reserved\"} %ld\n"
+        "# HELP mhla_state_page_bytes Bytes of one page.\n"
+        "# TYPE mhla_state_page_bytes gauge\nmhla_state_page_bytes %zu\n"
+        "# HELP mhla_prefix_cache_hits_total Blocks served by the prefix cache.\n"
+        "# TYPE mhla_prefix_cache_hits_total counter\nmhla_prefix_cache_hits_total %llu\n"
+        "# HELP mhla_prefix_cache_misses_total Prefix lookups that stopped at an uncached block.\n"
+        "# TYPE mhla_prefix_cache_misses_total counter\nmhla_prefix_cache_misses_total %llu\n"
+        "# HELP mhla_state_evictions_total Cached pages evicted.\n"
+        "# TYPE mhla_state_evictions_total counter\nmhla_state_evictions_total %llu\n"
+        "# HELP mhla_state_resumes_total Prompts that continued a finished sequence's state.\n"
+        "# TYPE mhla_state_resumes_total counter\nmhla_state_resumes_total %llu\n"
+        "# HELP mhla_prompt_tokens_cached_total Prompt tokens not recomputed (cache, resume).\n"
+        "# TYPE mhla_prompt_tokens_cached_total counter\nmhla_prompt_tokens_cached_total %llu\n",
+        p->pages_total, p->pages_used, p->pages_cached, p->pages_free, p->pages_reserved,
+        p->page_bytes, (unsigned long long)p->prefix_hits,
+        (unsigned long long)p->prefix_misses, (unsigned long long)p->evictions,
+        (unsigned long long)p->resumes, (unsigned long long)p->resumed_tokens);
+    return rc;
+}
+
+/* the latency histograms; M.mu held. */
+static int render_hists(srv_buf *b)
+{
+    int rc = 0;
+    rc |= render_hist(b, "mhla_time_to_first_token_seconds",
                       "Time from arrival to the first generated token.", &M.h[SRV_HIST_TTFT]);
-    rc |= render_hist(&b, "mhla_inter_token_latency_seconds",
+    rc |= render_hist(b, "mhla_inter_token_latency_seconds",
                       "Time between consecutive tokens of a sequence.", &M.h[SRV_HIST_ITL]);
-    rc |= render_hist(&b, "mhla_request_duration_seconds",
+    rc |= render_hist(b, "mhla_request_duration_seconds",
                       "Time from arrival to the end of a completion request.", &M.h[SRV_HIST_E2E]);
+    return rc;
+}
+
+char *srv_metrics_render(void)
+{
+    srv_buf b = {0};
+    pthread_mutex_lock(&M.mu);
+    /* one after the other: the exposition's order is fixed */
+    int rc = render_counters(&b);
+    rc |= render_gauges(&b);
+    rc |= render_device(&b);
+    rc |= render_pool(&b);
+    rc |= render_hists(&b);
     pthread_mutex_unlock(&M.mu);
     if (rc) {
         srv_buf_free(&b);

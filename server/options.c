@@ -1,9 +1,10 @@
 /*
  * options.c — mhla-server's command-line flags, their defaults and --help.
  */
-#include "srv.h"
+#include "internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,124 @@ static int parse_int(const char *flag, const char *v, long lo, long hi, long *ou
     return 0;
 }
 
+static int set_device(const char *flag, const char *v, mhla_server_options *o, char *err,
+                      size_t errlen)
+{
+    mhla_error pe;
+    mhla_device d;
+    if (mhla_device_parse(v, &d, &pe)) {
+        snprintf(err, errlen, "%s: %s", flag, pe.msg);
+        return -1;
+    }
+    o->device = (int)d;
+    return 0;
+}
+
+static int set_gpu_weights(const char *flag, const char *v, mhla_server_options *o, char *err,
+                           size_t errlen)
+{
+    mhla_error pe;
+    mhla_gpu_weights w;
+    if (mhla_gpu_weights_parse(v, &w, &pe)) {
+        snprintf(err, errlen, "%s: %s", flag, pe.msg);
+        return -1;
+    }
+    o->gpu_weights = (int)w;
+    return 0;
+}
+
+static int set_weights(const char *flag, const char *v, mhla_server_options *o, char *err,
+                       size_t errlen)
+{
+    (void)flag;
+    if (strcmp(v, "f32") && strcmp(v, "bf16")) {
+        snprintf(err, errlen, "--weights: '%.32s' is not f32 or bf16", v);
+        return -1;
+    }
+    o->weights_bf16 = strcmp(v, "bf16") == 0;
+    return 0;
+}
+
+static int set_log_level(const char *flag, const char *v, mhla_server_options *o, char *err,
+                         size_t errlen)
+{
+    (void)flag;
+    static const char *names[] = {"debug", "info", "warn", "error", "off"};
+    for (int k = 0; k < 5; k++) {
+        if (strcmp(v, names[k]) == 0) {
+            o->log_level = (mhla_log_level)k;
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "--log-level: '%.32s' is not debug, info, warn, error or off", v);
+    return -1;
+}
+
+enum { FLAG_INT, FLAG_SIZE, FLAG_STR, FLAG_SWITCH, FLAG_FN };
+
+typedef struct {
+    const char *name;
+    int kind;
+    size_t off; /* the field of mhla_server_options */
+    long lo, hi;
+    int (*fn)(const char *flag, const char *v, mhla_server_options *o, char *err, size_t errlen);
+} flag_def;
+
+#define OPT(field) offsetof(mhla_server_options, field)
+static const flag_def flags[] = {
+    {"--host", FLAG_STR, OPT(host), 0, 0, NULL},
+    {"--port", FLAG_INT, OPT(port), 0, 65535, NULL},
+    {"--model", FLAG_STR, OPT(model_dir), 0, 0, NULL},
+    {"--model-name", FLAG_STR, OPT(model_name), 0, 0, NULL},
+    {"--threads", FLAG_INT, OPT(threads), 0, 1024, NULL},
+    {"--max-batch-tokens", FLAG_INT, OPT(max_batch_tokens), 1, 1 << 20, NULL},
+    {"--max-running", FLAG_INT, OPT(max_running), 1, 4096, NULL},
+    {"--max-queue", FLAG_INT, OPT(max_queue), 0, 1 << 20, NULL},
+    {"--api-key", FLAG_STR, OPT(api_key), 0, 0, NULL},
+    {"--max-connections", FLAG_INT, OPT(max_connections), 1, 65536, NULL},
+    {"--timeout", FLAG_INT, OPT(timeout_s), 1, 86400, NULL},
+    {"--request-timeout", FLAG_INT, OPT(request_timeout_s), 0, 86400 * 7, NULL},
+    {"--shutdown-timeout", FLAG_INT, OPT(shutdown_timeout_s), 0, 86400, NULL},
+    {"--state-memory", FLAG_INT, OPT(state_memory_mb), 0, 1 << 22, NULL},
+    {"--max-body-bytes", FLAG_SIZE, OPT(max_body_bytes), 64, 1L << 30, NULL},
+    {"--gpu-index", FLAG_INT, OPT(gpu_index), 0, 64, NULL},
+    {"--no-graphs", FLAG_SWITCH, OPT(gpu_no_graphs), 0, 0, NULL},
+    {"--device", FLAG_FN, 0, 0, 0, set_device},
+    {"--gpu-weights", FLAG_FN, 0, 0, 0, set_gpu_weights},
+    {"--weights", FLAG_FN, 0, 0, 0, set_weights},
+    {"--log-level", FLAG_FN, 0, 0, 0, set_log_level},
+};
+#undef OPT
+
+static const flag_def *find_flag(const char *name)
+{
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+        if (strcmp(flags[k].name, name) == 0)
+            return &flags[k];
+    return NULL;
+}
+
+/* Stores value v of flag f into o. */
+static int set_flag(const flag_def *f, const char *v, mhla_server_options *o, char *err,
+                    size_t errlen)
+{
+    char *field = (char *)o + f->off;
+    long x;
+    if (f->kind == FLAG_FN)
+        return f->fn(f->name, v, o, err, errlen);
+    if (f->kind == FLAG_STR) {
+        *(const char **)field = v;
+        return 0;
+    }
+    if (parse_int(f->name, v, f->lo, f->hi, &x, err, errlen))
+        return -1;
+    if (f->kind == FLAG_SIZE)
+        *(size_t *)field = (size_t)x;
+    else
+        *(int *)field = (int)x;
+    return 0;
+}
+
 int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *err,
                            size_t errlen)
 {
@@ -93,138 +212,35 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
     if (env_key && env_key[0])
         o->api_key = env_key;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             mhla_server_print_help(stdout);
             return 1;
         }
-        const char *v = NULL;
         char flag[64];
-        const char *eq = strchr(a, '=');
+        const char *eq = strchr(a, '='); /* --flag=value */
         if (strncmp(a, "--", 2) == 0 && eq && (size_t)(eq - a) < sizeof flag) {
-            memcpy(flag, a, (size_t)(eq - a));
-            flag[eq - a] = 0;
+            snprintf(flag, sizeof flag, "%.*s", (int)(eq - a), a);
             v = eq + 1;
             a = flag;
-        } else if (i + 1 < argc) {
-            v = argv[i + 1];
         }
-        long x;
-#define INTFLAG(name, lo, hi, field)                                                          \
-    if (strcmp(a, name) == 0) {                                                               \
-        if (!v)                                                                               \
-            goto missing;                                                                     \
-        if (parse_int(name, v, lo, hi, &x, err, errlen))                                      \
-            return -1;                                                                        \
-        o->field = (int)x;                                                                    \
-        if (!eq)                                                                              \
-            i++;                                                                              \
-        continue;                                                                             \
-    }
-#define STRFLAG(name, field)                                                                  \
-    if (strcmp(a, name) == 0) {                                                               \
-        if (!v)                                                                               \
-            goto missing;                                                                     \
-        o->field = v;                                                                         \
-        if (!eq)                                                                              \
-            i++;                                                                              \
-        continue;                                                                             \
-    }
-        STRFLAG("--host", host)
-        INTFLAG("--port", 0, 65535, port)
-        STRFLAG("--model", model_dir)
-        STRFLAG("--model-name", model_name)
-        INTFLAG("--threads", 0, 1024, threads)
-        INTFLAG("--max-batch-tokens", 1, 1 << 20, max_batch_tokens)
-        INTFLAG("--max-running", 1, 4096, max_running)
-        INTFLAG("--max-queue", 0, 1 << 20, max_queue)
-        STRFLAG("--api-key", api_key)
-        INTFLAG("--max-connections", 1, 65536, max_connections)
-        INTFLAG("--timeout", 1, 86400, timeout_s)
-        INTFLAG("--request-timeout", 0, 86400 * 7, request_timeout_s)
-        INTFLAG("--shutdown-timeout", 0, 86400, shutdown_timeout_s)
-        INTFLAG("--state-memory", 0, 1 << 22, state_memory_mb)
-#undef INTFLAG
-#undef STRFLAG
-        if (strcmp(a, "--max-body-bytes") == 0) {
-            if (!v)
-                goto missing;
-            if (parse_int(a, v, 64, 1L << 30, &x, err, errlen))
-                return -1;
-            o->max_body_bytes = (size_t)x;
-            if (!eq)
-                i++;
+        const flag_def *f = find_flag(a);
+        if (!f) {
+            snprintf(err, errlen, "unknown option '%.64s' (see --help)", argv[i]);
+            return -1;
+        }
+        if (f->kind == FLAG_SWITCH) {
+            *(int *)((char *)o + f->off) = 1;
             continue;
         }
-        if (strcmp(a, "--no-graphs") == 0) {
-            o->gpu_no_graphs = 1;
-            continue;
+        if (!v) {
+            snprintf(err, errlen, "%s needs a value (see --help)", a);
+            return -1;
         }
-        if (strcmp(a, "--device") == 0 || strcmp(a, "--gpu-weights") == 0) {
-            if (!v)
-                goto missing;
-            mhla_error pe;
-            mhla_device d;
-            mhla_gpu_weights w;
-            if (strcmp(a, "--device") == 0 ? mhla_device_parse(v, &d, &pe)
-                                           : mhla_gpu_weights_parse(v, &w, &pe)) {
-                snprintf(err, errlen, "%s: %s", a, pe.msg);
-                return -1;
-            }
-            if (strcmp(a, "--device") == 0)
-                o->device = (int)d;
-            else
-                o->gpu_weights = (int)w;
-            if (!eq)
-                i++;
-            continue;
-        }
-        if (strcmp(a, "--gpu-index") == 0) {
-            if (!v)
-                goto missing;
-            long x;
-            if (parse_int(a, v, 0, 64, &x, err, errlen))
-                return -1;
-            o->gpu_index = (int)x;
-            if (!eq)
-                i++;
-            continue;
-        }
-        if (strcmp(a, "--weights") == 0) {
-            if (!v)
-                goto missing;
-            if (strcmp(v, "f32") && strcmp(v, "bf16")) {
-                snprintf(err, errlen, "--weights: '%.32s' is not f32 or bf16", v);
-                return -1;
-            }
-            o->weights_bf16 = strcmp(v, "bf16") == 0;
-            if (!eq)
-                i++;
-            continue;
-        }
-        if (strcmp(a, "--log-level") == 0) {
-            if (!v)
-                goto missing;
-            static const char *names[] = {"debug", "info", "warn", "error", "off"};
-            int found = -1;
-            for (int k = 0; k < 5; k++)
-                if (strcmp(v, names[k]) == 0)
-                    found = k;
-            if (found < 0) {
-                snprintf(err, errlen, "--log-level: '%.32s' is not debug, info, warn, error or off",
-                         v);
-                return -1;
-            }
-            o->log_level = (mhla_log_level)found;
-            if (!eq)
-                i++;
-            continue;
-        }
-        snprintf(err, errlen, "unknown option '%.64s' (see --help)", argv[i]);
-        return -1;
-    missing:
-        snprintf(err, errlen, "%s needs a value (see --help)", a);
-        return -1;
+        if (set_flag(f, v, o, err, errlen))
+            return -1;
+        if (a != flag)
+            i++;
     }
     if (!o->host[0]) {
         snprintf(err, errlen, "--host must not be empty");

@@ -1,398 +1,231 @@
 /*
- * request.c — parsing and validation of POST /v1/completions bodies (cJSON).
- * Every bad value is refused with a 400 that names the field; unknown fields
- * are ignored; JSON null means "use the default".
+ * request.c — the completion request object shared by an HTTP thread and
+ * the engine thread. Its lock, condition variable and reference count are
+ * touched here only: HTTP threads retain, release, wait and read under
+ * srv_req_lock; the engine thread pushes tokens and finishes choices.
  */
-#include "srv.h"
+#include "internal.h"
 
-#include <cJSON.h>
-#include <math.h>
-#include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-void srv_error_set(srv_error *e, int status, const char *type, const char *param,
-                   const char *code, const char *fmt, ...)
+int srv_req_create(srv_params *p, srv_req **out, char *err, size_t errlen)
 {
-    e->status = status;
-    e->type = type;
-    e->code = code;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
+    *out = NULL;
+    srv_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory for a request");
+        return -1;
+    }
+    r->n_choices = p->n_prompts * p->n;
+    r->groups = calloc((size_t)p->n_prompts, sizeof *r->groups);
+    r->choices = calloc((size_t)r->n_choices, sizeof *r->choices);
+    pthread_condattr_t ca;
+    int cond_ok = pthread_condattr_init(&ca) == 0;
+    if (cond_ok) {
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        cond_ok = pthread_cond_init(&r->cv, &ca) == 0;
+        pthread_condattr_destroy(&ca);
+    }
+    if (!r->groups || !r->choices || !cond_ok || pthread_mutex_init(&r->mu, NULL) != 0) {
+        if (cond_ok)
+            pthread_cond_destroy(&r->cv);
+        free(r->groups);
+        free(r->choices);
+        free(r);
+        snprintf(err, errlen, "out of memory for a request");
+        return -1;
+    }
+    r->p = *p;
+    memset(p, 0, sizeof *p);
+    r->refs = 1;
+    atomic_init(&r->cancelled, 0);
+    uint64_t a = srv_random_u64(), b = srv_random_u64();
+    snprintf(r->id, sizeof r->id, "cmpl-%016llx%08llx", (unsigned long long)a,
+             (unsigned long long)(b & 0xffffffffu));
+    r->created = (long)srv_wall_time();
+    r->t_arrive = srv_now();
+    for (int i = 0; i < r->n_choices; i++) {
+        r->choices[i].group = i / r->p.n;
+        r->choices[i].state = SRV_CH_PREFILL;
+    }
+    for (int g = 0; g < r->p.n_prompts; g++)
+        r->prompt_tokens += r->p.prompts[g].n;
+    *out = r;
+    return 0;
 }
 
-static int __attribute__((format(printf, 3, 4))) bad(srv_error *e, const char *param,
-                                                      const char *fmt, ...)
+void srv_req_release(srv_req *r)
 {
-    char msg[sizeof e->message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    srv_error_set(e, 400, "invalid_request_error", param, NULL, "%s", msg);
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    int left = --r->refs;
+    pthread_mutex_unlock(&r->mu);
+    if (left > 0)
+        return;
+    /* engine-side resources are freed by the engine thread; these are leftovers
+     * of a request that never reached it */
+    for (int i = 0; i < r->n_choices; i++) {
+        srv_choice *c = &r->choices[i];
+        mhla_seq_free(c->seq);
+        mhla_sampler_free(c->sampler);
+        srv_codec_stream_free(c->dec);
+        srv_stopper_free(&c->stopper);
+        srv_buf_free(&c->text);
+        free(c->ids);
+        free(c->lp);
+        free(c->tops);
+    }
+    for (int g = 0; g < r->p.n_prompts; g++) {
+        mhla_seq_free(r->groups[g].seq);
+        free(r->groups[g].prompt_lp);
+        free(r->groups[g].prompt_tops);
+        if (r->echo)
+            free(r->echo[g]);
+    }
+    free(r->echo);
+    srv_params_free(&r->p);
+    free(r->groups);
+    free(r->choices);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+void srv_req_retain(srv_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->refs++;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void srv_req_cancel(srv_req *r) { atomic_store(&r->cancelled, 1); }
+
+int srv_req_cancelled(srv_req *r) { return atomic_load(&r->cancelled); }
+
+void srv_req_lock(srv_req *r) { pthread_mutex_lock(&r->mu); }
+
+void srv_req_unlock(srv_req *r) { pthread_mutex_unlock(&r->mu); }
+
+int srv_req_done(srv_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int done = r->done;
+    pthread_mutex_unlock(&r->mu);
+    return done;
+}
+
+void srv_req_abandon(srv_req *r)
+{
+    if (!srv_req_done(r))
+        srv_req_cancel(r);
+    srv_req_release(r);
+}
+
+int srv_req_wait(srv_req *r, double timeout_s, int (*alive)(void *), void *ctx)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long ns = ts.tv_nsec + (long)(timeout_s * 1e9);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec = ns % 1000000000L;
+    if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) != ETIMEDOUT || r->done || !alive)
+        return 0;
+    pthread_mutex_unlock(&r->mu); /* the liveness check may block briefly */
+    int up = alive(ctx);
+    pthread_mutex_lock(&r->mu);
+    if (up)
+        return 0;
+    srv_req_cancel(r); /* the client is gone: nobody reads the rest */
     return -1;
 }
-#define BAD(param, ...) bad(e, param, __VA_ARGS__)
 
-int srv_json_depth_ok(const char *s, size_t len, int max_depth)
+/* Room for one more id (and its logprobs) in choice c; r->mu held. */
+static int reserve_id(srv_req *r, srv_choice *c)
 {
-    int depth = 0, in_str = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (c == '\\')
-                i++;
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-        } else if (c == '[' || c == '{') {
-            if (++depth > max_depth)
-                return 0;
-        } else if (c == ']' || c == '}') {
-            depth--;
-        }
-    }
-    return 1;
-}
-
-static cJSON *field(const cJSON *root, const char *name)
-{
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
-    return (v && cJSON_IsNull(v)) ? NULL : v;
-}
-
-static int get_bool(const cJSON *root, const char *name, int *out, srv_error *e)
-{
-    cJSON *v = field(root, name);
-    if (!v)
+    if (c->n_ids < c->cap_ids)
         return 0;
-    if (!cJSON_IsBool(v))
-        return BAD(name, "'%s' must be a boolean", name);
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-static int is_integer(const cJSON *v)
-{
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && floor(v->valuedouble) == v->valuedouble &&
-           fabs(v->valuedouble) <= 9007199254740992.0;
-}
-
-static int get_int(const cJSON *root, const char *name, long long lo, long long hi, long long *out,
-                   srv_error *e)
-{
-    cJSON *v = field(root, name);
-    if (!v)
-        return 0;
-    if (!is_integer(v))
-        return BAD(name, "'%s' must be an integer", name);
-    double d = v->valuedouble;
-    if (d < (double)lo || d > (double)hi)
-        return BAD(name, "'%s' must be between %lld and %lld, got %.0f", name, lo, hi, d);
-    *out = (long long)d;
-    return 0;
-}
-
-static int get_num(const cJSON *root, const char *name, double lo, double hi, int lo_open,
-                   float *out, srv_error *e)
-{
-    cJSON *v = field(root, name);
-    if (!v)
-        return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return BAD(name, "'%s' must be a number", name);
-    double d = v->valuedouble;
-    if (d > hi || (lo_open ? d <= lo : d < lo))
-        return BAD(name, "'%s' must be %s %g and <= %g, got %g", name, lo_open ? ">" : ">=", lo,
-                   hi, d);
-    *out = (float)d;
-    return 0;
-}
-
-static int ids_from_array(const cJSON *arr, const srv_limits *lim, const char *param,
-                          srv_prompt *out, srv_error *e)
-{
-    int n = cJSON_GetArraySize(arr);
-    out->ids = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
-    out->n = 0;
-    if (!out->ids) {
-        srv_error_set(e, 500, "server_error", param, NULL, "out of memory");
+    int cap = c->cap_ids ? c->cap_ids * 2 : 16, K = r->p.logprobs;
+    int32_t *ids = realloc(c->ids, (size_t)cap * sizeof *ids);
+    if (!ids)
         return -1;
-    }
-    const cJSON *t;
-    cJSON_ArrayForEach(t, arr)
-    {
-        if (!is_integer(t))
-            return BAD(param, "'%s' must hold integer token ids", param);
-        if (t->valuedouble < 0 || t->valuedouble >= lim->vocab_size)
-            return BAD(param, "token id %.0f in '%s' is outside the vocabulary [0, %d)",
-                       t->valuedouble, param, lim->vocab_size);
-        out->ids[out->n++] = (int32_t)t->valuedouble;
-    }
-    return 0;
-}
-
-static int ids_from_text(const cJSON *s, const srv_limits *lim, srv_prompt *out, srv_error *e)
-{
-    char msg[256];
-    if (srv_codec_encode(lim->codec, s->valuestring, strlen(s->valuestring), 1, &out->ids,
-                         &out->n, msg, sizeof msg))
-        return BAD("prompt", "%s", msg);
-    return 0;
-}
-
-static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
-{
-    const cJSON *pr = field(root, "prompt");
-    if (!pr)
-        return BAD("prompt", "'prompt' is required");
-    const char *shape = "'prompt' must be a string, an array of strings, an array of token ids "
-                        "or an array of arrays of token ids";
-    if (cJSON_IsString(pr)) {
-        p->prompts = calloc(1, sizeof *p->prompts);
-        if (!p->prompts)
-            return BAD("prompt", "out of memory");
-        p->n_prompts = 1;
-        return ids_from_text(pr, lim, &p->prompts[0], e);
-    }
-    if (!cJSON_IsArray(pr))
-        return BAD("prompt", "%s", shape);
-    int n = cJSON_GetArraySize(pr);
-    if (n == 0)
-        return BAD("prompt", "'prompt' must not be empty");
-    const cJSON *first = cJSON_GetArrayItem(pr, 0);
-    if (cJSON_IsNumber(first)) { /* one prompt of ids */
-        p->prompts = calloc(1, sizeof *p->prompts);
-        if (!p->prompts)
-            return BAD("prompt", "out of memory");
-        p->n_prompts = 1;
-        return ids_from_array(pr, lim, "prompt", &p->prompts[0], e);
-    }
-    if (n > SRV_MAX_PROMPTS)
-        return BAD("prompt", "at most %d prompts per request, got %d", SRV_MAX_PROMPTS, n);
-    p->prompts = calloc((size_t)n, sizeof *p->prompts);
-    if (!p->prompts)
-        return BAD("prompt", "out of memory");
-    p->n_prompts = n;
-    int k = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, pr)
-    {
-        if (cJSON_IsString(it)) {
-            if (ids_from_text(it, lim, &p->prompts[k], e))
-                return -1;
-        } else if (cJSON_IsArray(it)) {
-            if (ids_from_array(it, lim, "prompt", &p->prompts[k], e))
-                return -1;
-        } else {
-            return BAD("prompt", "%s", shape);
-        }
-        k++;
-    }
-    return 0;
-}
-
-static int parse_stop(const cJSON *root, srv_params *p, srv_error *e)
-{
-    const cJSON *st = field(root, "stop");
-    if (!st)
-        return 0;
-    if (cJSON_IsString(st)) {
-        if (!st->valuestring[0])
-            return BAD("stop", "'stop' strings must not be empty");
-        p->stop[0] = strdup(st->valuestring);
-        if (!p->stop[0])
-            return BAD("stop", "out of memory");
-        p->n_stop = 1;
-        return 0;
-    }
-    if (!cJSON_IsArray(st))
-        return BAD("stop", "'stop' must be a string or an array of strings");
-    if (cJSON_GetArraySize(st) > SRV_MAX_STOP)
-        return BAD("stop", "'stop' holds at most %d strings", SRV_MAX_STOP);
-    const cJSON *it;
-    cJSON_ArrayForEach(it, st)
-    {
-        if (!cJSON_IsString(it))
-            return BAD("stop", "'stop' must be a string or an array of strings");
-        if (!it->valuestring[0])
-            return BAD("stop", "'stop' strings must not be empty");
-        p->stop[p->n_stop] = strdup(it->valuestring);
-        if (!p->stop[p->n_stop])
-            return BAD("stop", "out of memory");
-        p->n_stop++;
-    }
-    return 0;
-}
-
-static int parse_logit_bias(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
-{
-    const cJSON *lb = field(root, "logit_bias");
-    if (!lb)
-        return 0;
-    if (!cJSON_IsObject(lb))
-        return BAD("logit_bias", "'logit_bias' must be an object mapping token ids to numbers");
-    int n = cJSON_GetArraySize(lb);
-    if (n > 4096)
-        return BAD("logit_bias", "'logit_bias' holds at most 4096 entries");
-    p->bias = calloc((size_t)(n > 0 ? n : 1), sizeof *p->bias);
-    if (!p->bias)
-        return BAD("logit_bias", "out of memory");
-    const cJSON *it;
-    cJSON_ArrayForEach(it, lb)
-    {
-        char *end;
-        long id = strtol(it->string, &end, 10);
-        if (end == it->string || *end || id < 0 || id >= lim->vocab_size)
-            return BAD("logit_bias", "'logit_bias' key '%.32s' is not a token id in [0, %d)",
-                       it->string, lim->vocab_size);
-        if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100))
-            return BAD("logit_bias", "'logit_bias' values must be numbers in [-100, 100]");
-        p->bias[p->n_bias].id = (int32_t)id;
-        p->bias[p->n_bias].bias = (float)it->valuedouble;
-        p->n_bias++;
-    }
-    return 0;
-}
-
-static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
-{
-    if (!cJSON_IsObject(root))
-        return BAD(NULL, "the request body must be a JSON object");
-    const cJSON *m = field(root, "model");
-    if (m) {
-        if (!cJSON_IsString(m))
-            return BAD("model", "'model' must be a string");
-        if (strcmp(m->valuestring, lim->model_name) != 0) {
-            srv_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
-                          "The model '%.200s' does not exist; this server serves '%.200s'",
-                          m->valuestring, lim->model_name);
+    c->ids = ids;
+    if (K >= 0) {
+        srv_lp *lp = realloc(c->lp, (size_t)cap * sizeof *lp);
+        if (!lp)
             return -1;
-        }
-        p->model = strdup(m->valuestring);
+        c->lp = lp;
     }
-    if (parse_prompt(root, lim, p, e))
-        return -1;
-    long long v;
-    v = 16;
-    if (get_int(root, "max_tokens", 1, lim->max_positions, &v, e))
-        return -1;
-    p->max_tokens = (int)v;
-    v = 1;
-    if (get_int(root, "n", 1, SRV_MAX_N, &v, e))
-        return -1;
-    p->n = (int)v;
-    v = 0;
-    cJSON *bo = field(root, "best_of");
-    if (bo && get_int(root, "best_of", p->n, p->n, &v, e))
-        return -1;
-    if ((long long)p->n * p->n_prompts > lim->max_running)
-        return BAD("n", "n x prompts = %lld sequences exceeds the server's limit of %d",
-                   (long long)p->n * p->n_prompts, lim->max_running);
-    if (get_num(root, "temperature", 0, 2, 0, &p->sampling.temperature, e) ||
-        get_num(root, "top_p", 0, 1, 1, &p->sampling.top_p, e) ||
-        get_num(root, "min_p", 0, 1, 0, &p->sampling.min_p, e) ||
-        get_num(root, "presence_penalty", -2, 2, 0, &p->sampling.presence_penalty, e) ||
-        get_num(root, "frequency_penalty", -2, 2, 0, &p->sampling.frequency_penalty, e) ||
-        get_num(root, "repetition_penalty", 0, 10, 1, &p->sampling.repetition_penalty, e))
-        return -1;
-    v = p->sampling.top_k;
-    if (get_int(root, "top_k", -1, lim->vocab_size, &v, e))
-        return -1;
-    p->sampling.top_k = v < 0 ? 0 : (int)v;
-    if (get_bool(root, "stream", &p->stream, e) || get_bool(root, "echo", &p->echo, e) ||
-        get_bool(root, "ignore_eos", &p->ignore_eos, e) ||
-        get_bool(root, "return_token_ids", &p->return_token_ids, e))
-        return -1;
-    const cJSON *so = field(root, "stream_options");
-    if (so) {
-        if (!cJSON_IsObject(so))
-            return BAD("stream_options", "'stream_options' must be an object");
-        if (!p->stream)
-            return BAD("stream_options", "'stream_options' is only allowed with stream: true");
-        const cJSON *iu = field(so, "include_usage");
-        if (iu && !cJSON_IsBool(iu))
-            return BAD("stream_options.include_usage",
-                       "'stream_options.include_usage' must be a boolean");
-        p->include_usage = iu && cJSON_IsTrue(iu);
-    }
-    v = -1;
-    if (get_int(root, "logprobs", 0, 20, &v, e))
-        return -1;
-    p->logprobs = (int)v;
-    const cJSON *sd = field(root, "seed");
-    if (sd) {
-        if (!is_integer(sd))
-            return BAD("seed", "'seed' must be an integer");
-        p->has_seed = 1;
-        p->seed = (uint64_t)(int64_t)sd->valuedouble;
-    }
-    const cJSON *u = field(root, "user");
-    if (u) {
-        if (!cJSON_IsString(u))
-            return BAD("user", "'user' must be a string");
-        p->user = strdup(u->valuestring);
-    }
-    if (parse_stop(root, p, e) || parse_logit_bias(root, lim, p, e))
-        return -1;
-    for (int i = 0; i < p->n_prompts; i++) {
-        long long need = (long long)p->prompts[i].n + p->max_tokens;
-        if (p->prompts[i].n == 0)
-            return BAD("prompt", "the prompt must hold at least one token");
-        if (need > lim->max_positions) {
-            srv_error_set(e, 400, "invalid_request_error", "prompt", "context_length_exceeded",
-                          "This model's maximum context length is %d tokens. However, you "
-                          "requested %lld tokens (%d in the prompt, %d for the completion). "
-                          "Reduce the prompt or max_tokens.",
-                          lim->max_positions, need, p->prompts[i].n, p->max_tokens);
+    if (K > 0) {
+        mhla_logprob *t = realloc(c->tops, (size_t)cap * (size_t)K * sizeof *t);
+        if (!t)
             return -1;
-        }
+        c->tops = t;
     }
+    c->cap_ids = cap;
     return 0;
 }
 
-int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
-                     srv_error *e)
+/* Appends one token with its logprobs and text to choice c; r->mu held. */
+static int append_token(srv_req *r, srv_choice *c, const srv_token *t)
 {
-    memset(p, 0, sizeof *p);
-    p->n = 1;
-    p->max_tokens = 16;
-    p->logprobs = -1;
-    p->sampling = lim->gen->defaults; /* generation_config.json's, else OpenAI's */
-    p->sampling.logit_bias = NULL;
-    if (!srv_json_depth_ok(body, len, 32)) {
-        BAD(NULL, "the request body nests JSON deeper than 32 levels");
+    int K = r->p.logprobs;
+    if (reserve_id(r, c))
         return -1;
+    if (K >= 0)
+        c->lp[c->n_ids] = t->lp;
+    if (K > 0)
+        memcpy(c->tops + (size_t)c->n_ids * (size_t)K, t->top, (size_t)K * sizeof *t->top);
+    c->ids[c->n_ids++] = t->id;
+    r->completion_tokens++;
+    return t->len ? srv_buf_append(&c->text, t->text, t->len) : 0;
+}
+
+int srv_req_push_token(srv_req *r, int ci, const srv_token *t)
+{
+    srv_choice *c = &r->choices[ci];
+    pthread_mutex_lock(&r->mu);
+    int rc = append_token(r, c, t);
+    if (rc == 0 && t->finish) {
+        c->state = SRV_CH_DONE;
+        c->finish_reason = t->finish;
+        r->n_done++;
+        if (r->n_done == r->n_choices)
+            r->done = 1;
     }
-    const char *where = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &where, 0);
-    if (!root) {
-        long off = where && where >= body && where <= body + len ? (long)(where - body) : -1;
-        BAD(NULL, "the request body is not valid JSON (error near byte %ld)", off);
-        return -1;
-    }
-    int rc = parse(root, lim, p, e);
-    cJSON_Delete(root);
-    if (rc)
-        srv_params_free(p);
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
-void srv_params_free(srv_params *p)
+void srv_req_set_decoding(srv_req *r, int ci)
 {
-    if (p->prompts)
-        for (int i = 0; i < p->n_prompts; i++)
-            free(p->prompts[i].ids);
-    free(p->prompts);
-    for (int i = 0; i < p->n_stop; i++)
-        free(p->stop[i]);
-    free(p->model);
-    free(p->user);
-    free(p->bias);
-    memset(p, 0, sizeof *p);
+    pthread_mutex_lock(&r->mu);
+    r->choices[ci].state = SRV_CH_DECODE;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void srv_req_finish(srv_req *r, const char *reason, srv_errcode code, const char *failure)
+{
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n_choices; i++) {
+        srv_choice *c = &r->choices[i];
+        if (c->state != SRV_CH_DONE) {
+            c->state = SRV_CH_DONE;
+            c->finish_reason = reason;
+            r->n_done++;
+        }
+    }
+    if (failure && !r->failed) {
+        r->failed = 1;
+        r->err_code = code;
+        snprintf(r->err, sizeof r->err, "%s", failure);
+    }
+    r->done = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
 }

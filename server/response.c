@@ -2,35 +2,11 @@
  * response.c — JSON bodies: OpenAI-shape errors, the legacy Completions
  * response and its streamed chunks.
  */
-#include "srv.h"
+#include "internal.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
-
-char *srv_error_json(const srv_error *e)
-{
-    cJSON *root = cJSON_CreateObject(), *o = cJSON_CreateObject();
-    if (!root || !o) {
-        cJSON_Delete(root);
-        cJSON_Delete(o);
-        return NULL;
-    }
-    cJSON_AddItemToObject(root, "error", o);
-    cJSON_AddStringToObject(o, "message", e->message);
-    cJSON_AddStringToObject(o, "type", e->type ? e->type : "invalid_request_error");
-    if (e->param[0])
-        cJSON_AddStringToObject(o, "param", e->param);
-    else
-        cJSON_AddNullToObject(o, "param");
-    if (e->code)
-        cJSON_AddStringToObject(o, "code", e->code);
-    else
-        cJSON_AddNullToObject(o, "code");
-    char *s = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return s;
-}
 
 static cJSON *head(const srv_req *r, const char *model_name)
 {

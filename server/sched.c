@@ -1,13 +1,16 @@
 /*
  * sched.c — continuous batching. One engine thread owns every sequence; HTTP
  * threads only enqueue requests (bounded queue) and read their results.
- * Each step packs every running sequence's next decode token plus chunks of
- * waiting prompts under the token budget (chunked prefill: a long prompt
- * never stalls running streams), makes one mhla_engine_forward call, samples
- * and hands the new text to the requests. Requests join and leave at every
- * step; a cancelled request's state is freed at the next step.
+ * A request's sequences are made when it is admitted from the queue. Each
+ * step then plans the batch once (every running sequence's next decode
+ * token plus chunks of waiting prompts under the token budget: chunked
+ * prefill, so a long prompt never stalls running streams), runs one
+ * mhla_engine_forward call, and applies the results: samples, hands the new
+ * text to the requests, starts the choices of finished prompts. Requests
+ * join and leave at every step; a cancelled request's state is freed at the
+ * next step.
  */
-#include "srv.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +18,11 @@
 
 enum { ITEM_DECODE, ITEM_PREFILL };
 
+/* One item of a step's plan: what it feeds and where its logits go. */
 typedef struct {
     srv_req *r;
     int kind, idx, n, final;
+    int n_rows;  /* logits rows it needs: echo + logprobs every position, else 1 when final */
     float *row;  /* the logits that start or continue generation */
     float *rows; /* echo + logprobs: the logits of every position of the chunk */
 } item_ref;
@@ -39,8 +44,9 @@ struct srv_sched {
     /* engine thread only */
     srv_req **run;
     int n_run, cap_run, run_seqs;
-    mhla_batch_item *items;
-    item_ref *refs;
+    item_ref *refs; /* the step's plan */
+    int n_refs, n_rows, n_tokens;
+    mhla_batch_item *batch;
     mhla_sample_slot *slots; /* decode items sample inside the step (on a GPU: on the device) */
     int cap_items;
     float *logits;
@@ -71,26 +77,18 @@ static void free_req_engine(srv_req *r)
     }
 }
 
-/* Ends every unfinished choice of r with reason; failure sets r->failed. */
-static void finish_all(srv_req *r, const char *reason, const char *failure)
+/* Ends every unfinished choice of r with reason (failure: r fails with
+ * code) and frees its engine-side state. */
+static void finish_all(srv_req *r, const char *reason, srv_errcode code, const char *failure)
 {
-    pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < r->n_choices; i++) {
-        srv_choice *c = &r->choices[i];
-        if (c->state != SRV_CH_DONE) {
-            c->state = SRV_CH_DONE;
-            c->finish_reason = reason;
-            r->n_done++;
-        }
-    }
-    if (failure && !r->failed) {
-        r->failed = 1;
-        snprintf(r->err, sizeof r->err, "%s", failure);
-    }
-    r->done = 1;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    srv_req_finish(r, reason, code, failure);
     free_req_engine(r);
+}
+
+static void fail_req(srv_req *r, srv_errcode code, const char *msg)
+{
+    srv_logf(MHLA_LOG_ERROR, "request_failed", "%s: %s", r->id, msg);
+    finish_all(r, "error", code, msg);
 }
 
 /* Metrics for a request leaving the engine, then the engine's reference goes. */
@@ -118,19 +116,12 @@ static long pages_needed(const srv_sched *s, const srv_req *r)
     return need;
 }
 
-int srv_sched_submit(srv_sched *s, srv_req *r)
+/* The queued requests that will really wait (FIFO admission into the free
+ * sequence slots), r included; s->mu held. */
+static int count_blocked(const srv_sched *s, const srv_req *r)
 {
-    if (s->c.state_pool && pages_needed(s, r) > s->pages_total)
-        return SRV_SUBMIT_TOO_BIG;
-    pthread_mutex_lock(&s->mu);
-    if (s->draining || s->stop) {
-        pthread_mutex_unlock(&s->mu);
-        return SRV_SUBMIT_DRAINING;
-    }
-    /* count the queued requests that will really wait (FIFO admission into
-     * the free sequence slots), this one included */
     int free_seqs = s->c.max_running - s->shared_run_seqs, blocked = 0;
-    for (srv_req *q = s->qhead; q; q = q->next) {
+    for (const srv_req *q = s->qhead; q; q = q->next) {
         if (!blocked && q->n_choices <= free_seqs)
             free_seqs -= q->n_choices;
         else
@@ -138,13 +129,22 @@ int srv_sched_submit(srv_sched *s, srv_req *r)
     }
     if (blocked || r->n_choices > free_seqs)
         blocked++;
-    if (blocked > s->c.max_queue) {
+    return blocked;
+}
+
+int srv_sched_submit(srv_sched *s, srv_req *r)
+{
+    if (s->c.state_pool && pages_needed(s, r) > s->pages_total)
+        return SRV_SUBMIT_TOO_BIG;
+    pthread_mutex_lock(&s->mu);
+    int rc = s->draining || s->stop                    ? SRV_SUBMIT_DRAINING
+             : count_blocked(s, r) > s->c.max_queue ? SRV_SUBMIT_FULL
+                                                      : SRV_SUBMIT_OK;
+    if (rc != SRV_SUBMIT_OK) {
         pthread_mutex_unlock(&s->mu);
-        return SRV_SUBMIT_FULL;
+        return rc;
     }
-    pthread_mutex_lock(&r->mu);
-    r->refs++;
-    pthread_mutex_unlock(&r->mu);
+    srv_req_retain(r); /* the engine's own */
     if (s->c.request_timeout_s > 0)
         r->t_deadline = r->t_arrive + s->c.request_timeout_s;
     r->next = NULL;
@@ -177,302 +177,48 @@ int srv_sched_draining(srv_sched *s)
 
 int srv_sched_active(srv_sched *s) { return atomic_load(&s->n_active); }
 
-/* ---- the engine step ------------------------------------------------------- */
+/* ---- admission: the only place a request's sequences are made --------------- */
 
-static int grow(srv_sched *s, int n_items, int n_rows)
-{
-    if (n_items > s->cap_items) {
-        int cap = n_items * 2;
-        mhla_batch_item *it = realloc(s->items, (size_t)cap * sizeof *it);
-        if (!it)
-            return -1;
-        s->items = it;
-        item_ref *rf = realloc(s->refs, (size_t)cap * sizeof *rf);
-        if (!rf)
-            return -1;
-        s->refs = rf;
-        mhla_sample_slot *sl = realloc(s->slots, (size_t)cap * sizeof *sl);
-        if (!sl)
-            return -1;
-        s->slots = sl;
-        s->cap_items = cap;
-    }
-    if (n_rows > s->cap_rows) {
-        int cap = n_rows * 2;
-        float *l = realloc(s->logits, (size_t)cap * (size_t)s->mc->vocab_size * sizeof *l);
-        if (!l)
-            return -1;
-        s->logits = l;
-        s->cap_rows = cap;
-    }
-    return 0;
-}
-
-/* Feeds the decoder output of choice c through its stop strings into s->emit.
- * Returns 1 when a stop string ended the choice, 0, -1 on error (msg set). */
-static int emit_text(srv_choice *c, const char *piece, size_t len, srv_buf *emit)
-{
-    return srv_stopper_feed(&c->stopper, piece, len, emit);
-}
-
-/* Room for one more id (and its logprobs) in choice c; r->mu held. */
-static int reserve_id(srv_req *r, srv_choice *c)
-{
-    if (c->n_ids < c->cap_ids)
-        return 0;
-    int cap = c->cap_ids ? c->cap_ids * 2 : 16, K = r->p.logprobs;
-    int32_t *ids = realloc(c->ids, (size_t)cap * sizeof *ids);
-    if (!ids)
-        return -1;
-    c->ids = ids;
-    if (K >= 0) {
-        srv_lp *lp = realloc(c->lp, (size_t)cap * sizeof *lp);
-        if (!lp)
-            return -1;
-        c->lp = lp;
-        if (K > 0) {
-            mhla_logprob *t = realloc(c->tops, (size_t)cap * (size_t)K * sizeof *t);
-            if (!t)
-                return -1;
-            c->tops = t;
-        }
-    }
-    c->cap_ids = cap;
-    return 0;
-}
-
-static int deliver_token(srv_sched *s, srv_req *r, int ci, int32_t tok, float tok_lp,
-                         const mhla_logprob *top, char *err, size_t errlen);
-
-/* Samples the next token of choice ci from its logits row and hands it to
- * request r; ends the choice when it is done. */
-static int deliver(srv_sched *s, srv_req *r, int ci, const float *row, char *err, size_t errlen)
-{
-    srv_choice *c = &r->choices[ci];
-    int32_t tok;
-    mhla_error me = {{0}};
-    if (mhla_sampler_next(c->sampler, row, &tok, &me)) {
-        snprintf(err, errlen, "%s", me.msg);
-        return -1;
-    }
-    int K = r->p.logprobs;
-    float lp = 0;
-    mhla_logprob top[MHLA_MAX_TOP_LOGPROBS];
-    if (K >= 0 && mhla_logprobs(row, s->mc->vocab_size, tok, K, &lp, top, &me)) {
-        snprintf(err, errlen, "%s", me.msg);
-        return -1;
-    }
-    return deliver_token(s, r, ci, tok, lp, top, err, errlen);
-}
-
-/* Hands choice ci's next token (sampled by the engine's step or by deliver)
- * to request r; ends the choice when it is done. */
-static int deliver_token(srv_sched *s, srv_req *r, int ci, int32_t tok, float tok_lp,
-                         const mhla_logprob *top, char *err, size_t errlen)
-{
-    srv_choice *c = &r->choices[ci];
-    int K = r->p.logprobs;
-    srv_lp lp = {0};
-    lp.logprob = tok_lp;
-    lp.text_offset = c->dec_chars;
-    double now = srv_now();
-    int first_of_req = 0;
-    if (c->n_ids == 0) {
-        if (r->t_first == 0) {
-            r->t_first = now;
-            first_of_req = 1;
-        }
-    } else {
-        srv_metrics_observe(SRV_HIST_ITL, now - c->t_last);
-    }
-    if (first_of_req)
-        srv_metrics_observe(SRV_HIST_TTFT, now - r->t_arrive);
-    c->t_last = now;
-    srv_metrics_tokens(0, 1);
-
-    s->emit.len = 0;
-    const char *reason = NULL;
-    int is_eos = srv_gen_is_eos(s->c.gen, tok) && !r->p.ignore_eos;
-    int last = is_eos || c->n_ids + 1 >= r->p.max_tokens;
-    if (!is_eos) {
-        const char *piece;
-        size_t len;
-        if (srv_codec_stream_push(c->dec, tok, &piece, &len, err, errlen))
-            return -1;
-        c->dec_chars += srv_utf8_chars(piece, len);
-        int st = emit_text(c, piece, len, &s->emit);
-        if (st < 0)
-            goto oom;
-        if (st == 1)
-            reason = "stop";
-    } else {
-        reason = "stop";
-    }
-    if (!reason || is_eos) {
-        if (last) {
-            const char *piece;
-            size_t len;
-            if (srv_codec_stream_finish(c->dec, &piece, &len, err, errlen))
-                return -1;
-            int st = emit_text(c, piece, len, &s->emit);
-            if (st < 0)
-                goto oom;
-            if (st == 1)
-                reason = "stop";
-            else if (srv_stopper_flush(&c->stopper, &s->emit))
-                goto oom;
-            if (!reason)
-                reason = "length";
-        }
-    }
-    pthread_mutex_lock(&r->mu);
-    int rc = reserve_id(r, c);
-    if (rc == 0) {
-        if (K >= 0) {
-            c->lp[c->n_ids] = lp;
-            if (K > 0)
-                memcpy(c->tops + (size_t)c->n_ids * (size_t)K, top, (size_t)K * sizeof *top);
-        }
-        c->ids[c->n_ids++] = tok;
-        r->completion_tokens++;
-        if (s->emit.len)
-            rc = srv_buf_append(&c->text, s->emit.data, s->emit.len);
-    }
-    if (rc == 0 && reason) {
-        c->state = SRV_CH_DONE;
-        c->finish_reason = reason;
-        r->n_done++;
-        if (r->n_done == r->n_choices)
-            r->done = 1;
-    }
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    if (rc)
-        goto oom;
-    if (reason && s->c.state_pool) { /* its end state stays for resume */
-        mhla_seq_finish(c->seq);
-        c->seq = NULL;
-    }
-    if (reason)
-        free_choice_engine(c);
-    else
-        c->last_tok = tok;
-    return 0;
-oom:
-    snprintf(err, errlen, "out of memory while emitting text");
-    return -1;
-}
-
-/* echo + logprobs: the logits of prompt position t give the logprobs of
- * prompt token t + 1 (the first prompt token has none). */
-static int prompt_logprobs(srv_sched *s, srv_req *r, const item_ref *rf, char *err, size_t errlen)
-{
-    srv_group *gr = &r->groups[rf->idx];
-    const srv_prompt *pr = &r->p.prompts[rf->idx];
-    int K = r->p.logprobs, V = s->mc->vocab_size;
-    mhla_error e = {{0}};
-    for (int j = 0; j < rf->n; j++) {
-        int t = gr->pos + j + 1;
-        if (t >= pr->n)
-            break;
-        if (mhla_logprobs(rf->rows + (size_t)j * (size_t)V, V, pr->ids[t], K,
-                          &gr->prompt_lp[t].logprob,
-                          K ? gr->prompt_tops + (size_t)t * (size_t)K : NULL, &e)) {
-            snprintf(err, errlen, "%s", e.msg);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Starts decoding the choices of group g from the prompt's last logits. */
-static int start_group(srv_sched *s, srv_req *r, int g, const float *row, char *err,
-                       size_t errlen)
+/* Group g's sequence. With the state pool it takes what the prefix cache
+ * holds of the prompt, reserves its worst case and keeps pages free for the
+ * n - 1 clones made when the prompt is done. */
+static int admit_group(srv_sched *s, srv_req *r, int g, long *matched, mhla_error *e)
 {
     srv_group *gr = &r->groups[g];
-    int n = r->p.n;
-    mhla_error e = {{0}};
-    /* the clones first: the prefill sequence itself goes to the first choice */
-    for (int k = n - 1; k >= 0; k--) {
-        srv_choice *c = &r->choices[g * n + k];
-        if (k > 0) {
-            if (mhla_seq_clone(gr->seq, &c->seq, &e) ||
-                (s->c.state_pool &&
-                 mhla_seq_reserve(c->seq, (long)r->p.prompts[g].n + r->p.max_tokens, &e))) {
-                snprintf(err, errlen, "%s", e.msg);
-                return -1;
-            }
-        } else {
-            c->seq = gr->seq;
-            gr->seq = NULL;
-        }
+    const srv_prompt *pr = &r->p.prompts[g];
+    if (mhla_engine_seq_create(s->c.engine, &gr->seq, e))
+        return -1;
+    if (!s->c.state_pool)
+        return 0;
+    int pos = mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, e);
+    if (pos < 0 || mhla_seq_reserve(gr->seq, (long)pr->n + r->p.max_tokens, e))
+        return -1;
+    gr->pos = pos;
+    *matched += pos;
+    long clones = (long)(r->p.n - 1) *
+                  mhla_state_pages_needed(s->c.model, (long)pr->n + r->p.max_tokens);
+    mhla_state_stats st;
+    mhla_engine_state_stats(s->c.engine, &st);
+    if (clones > 0 && st.pages_available >= 0 && st.pages_available - s->promised < clones) {
+        snprintf(e->msg, sizeof e->msg,
+                 "state memory full: %d choices need %ld more pages, %ld available", r->p.n,
+                 clones, st.pages_available - s->promised);
+        e->code = MHLA_ERR_FULL;
+        return -1;
     }
-    s->promised -= gr->promised; /* the clones hold their own reservations now */
-    gr->promised = 0;
-    for (int k = 0; k < n; k++) {
-        int ci = g * n + k;
-        srv_choice *c = &r->choices[ci];
-        mhla_sampling_params sp = r->p.sampling;
-        sp.logit_bias = r->p.bias;
-        sp.n_logit_bias = r->p.n_bias;
-        sp.seed = r->p.has_seed ? r->p.seed + (uint64_t)k * 0x9e3779b97f4a7c15ull
-                                : srv_random_u64();
-        if (mhla_sampler_create(&sp, s->mc->vocab_size, r->p.prompts[g].ids, r->p.prompts[g].n,
-                                &c->sampler, &e)) {
-            snprintf(err, errlen, "%s", e.msg);
-            return -1;
-        }
-        if (srv_codec_stream_new(s->c.codec, &c->dec, err, errlen))
-            return -1;
-        /* text_offset counts the echoed prompt too */
-        c->dec_chars = r->echo ? srv_utf8_chars(r->echo[g], strlen(r->echo[g])) : 0;
-        srv_stopper_init(&c->stopper, r->p.stop, r->p.n_stop);
-        pthread_mutex_lock(&r->mu);
-        c->state = SRV_CH_DECODE;
-        pthread_mutex_unlock(&r->mu);
-        if (deliver(s, r, ci, row, err, errlen))
-            return -1;
-    }
+    gr->promised = clones;
+    s->promised += clones;
     return 0;
 }
 
-static void fail_req(srv_req *r, const char *msg);
-
-/* State pool: r's group sequences come from the pool, take what the prefix
- * cache holds of their prompts, and reserve their worst case. Returns 0, 1
- * when the pool cannot promise it now (nothing is kept), -1 on error. */
-static int pool_admit(srv_sched *s, srv_req *r, char *err, size_t errlen)
+/* Makes r's group sequences. Returns 0, or -1 with e set and nothing kept
+ * (e->code MHLA_ERR_FULL: the state pool cannot promise it now). */
+static int admit_seqs(srv_sched *s, srv_req *r, mhla_error *e)
 {
-    mhla_error e = {{0}};
     long matched = 0;
-    int g;
-    for (g = 0; g < r->p.n_prompts; g++) {
-        srv_group *gr = &r->groups[g];
-        const srv_prompt *pr = &r->p.prompts[g];
-        if (mhla_engine_seq_create(s->c.engine, &gr->seq, &e))
-            break;
-        int pos = mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, &e);
-        if (pos < 0)
-            break;
-        gr->pos = pos;
-        matched += pos;
-        if (mhla_seq_reserve(gr->seq, (long)pr->n + r->p.max_tokens, &e))
-            break;
-        /* the n - 1 clones reserve when the prompt is done: keep their pages free */
-        long clones = (long)(r->p.n - 1) *
-                      mhla_state_pages_needed(s->c.model, (long)pr->n + r->p.max_tokens);
-        mhla_state_stats st;
-        mhla_engine_state_stats(s->c.engine, &st);
-        if (clones > 0 && st.pages_available >= 0 &&
-            st.pages_available - s->promised < clones) {
-            snprintf(e.msg, sizeof e.msg,
-                     "state memory full: %d choices need %ld more pages, %ld available", r->p.n,
-                     clones, st.pages_available - s->promised);
-            break;
-        }
-        gr->promised = clones;
-        s->promised += clones;
-    }
+    int g = 0;
+    while (g < r->p.n_prompts && admit_group(s, r, g, &matched, e) == 0)
+        g++;
     if (g == r->p.n_prompts) {
         srv_metrics_tokens(matched, 0); /* prompt tokens served by the cache */
         return 0;
@@ -484,58 +230,71 @@ static int pool_admit(srv_sched *s, srv_req *r, char *err, size_t errlen)
         r->groups[k].seq = NULL;
         r->groups[k].pos = 0;
     }
-    snprintf(err, errlen, "%s", e.msg);
-    return strncmp(e.msg, "state memory full", 17) == 0 ? 1 : -1;
+    return -1;
 }
 
-static void admit_and_purge(srv_sched *s)
+/* Unlinks r (whose predecessor is prev) from the queue; s->mu held. */
+static void unqueue(srv_sched *s, srv_req *r, srv_req *prev)
 {
-    /* queued requests whose client went away never reach the engine */
-    srv_req **pp = &s->qhead, *prev = NULL;
-    while (*pp) {
-        srv_req *r = *pp;
-        if (atomic_load(&r->cancelled)) {
-            *pp = r->next;
-            if (s->qtail == r)
-                s->qtail = prev;
-            s->n_waiting--;
-            finish_all(r, "cancelled", NULL);
+    if (prev)
+        prev->next = r->next;
+    else
+        s->qhead = r->next;
+    if (s->qtail == r)
+        s->qtail = prev;
+    r->next = NULL;
+    s->n_waiting--;
+}
+
+/* Queued requests whose client went away never reach the engine. */
+static void purge_cancelled(srv_sched *s)
+{
+    srv_req *prev = NULL, *r = s->qhead;
+    while (r) {
+        srv_req *next = r->next;
+        if (srv_req_cancelled(r)) {
+            unqueue(s, r, prev);
+            finish_all(r, "cancelled", SRV_ERR_INTERNAL, NULL);
             retire(s, r, "cancelled");
+        } else {
+            prev = r;
+        }
+        r = next;
+    }
+}
+
+static int grow_run(srv_sched *s)
+{
+    if (s->n_run < s->cap_run)
+        return 0;
+    int cap = s->cap_run ? s->cap_run * 2 : 16;
+    srv_req **nr = realloc(s->run, (size_t)cap * sizeof *nr);
+    if (!nr)
+        return -1;
+    s->run = nr;
+    s->cap_run = cap;
+    return 0;
+}
+
+/* Moves queued requests into the running set while sequence slots (and the
+ * state pool) allow; s->mu held. */
+static void admit(srv_sched *s)
+{
+    purge_cancelled(s);
+    while (s->qhead && s->run_seqs + s->qhead->n_choices <= s->c.max_running) {
+        if (grow_run(s))
+            break;
+        srv_req *r = s->qhead;
+        mhla_error e = {0};
+        int rc = admit_seqs(s, r, &e);
+        if (rc && e.code == MHLA_ERR_FULL && s->n_run > 0)
+            break; /* waits until running requests free their pages */
+        unqueue(s, r, NULL);
+        if (rc) {
+            fail_req(r, srv_error_from_engine(e.code), e.msg);
+            retire(s, r, "error");
             continue;
         }
-        prev = r;
-        pp = &r->next;
-    }
-    while (s->qhead && s->run_seqs + s->qhead->n_choices <= s->c.max_running) {
-        if (s->n_run == s->cap_run) {
-            int cap = s->cap_run ? s->cap_run * 2 : 16;
-            srv_req **nr = realloc(s->run, (size_t)cap * sizeof *nr);
-            if (!nr)
-                break;
-            s->run = nr;
-            s->cap_run = cap;
-        }
-        srv_req *r = s->qhead;
-        if (s->c.state_pool) {
-            char err[512];
-            int st = pool_admit(s, r, err, sizeof err);
-            if (st == 1 && s->n_run > 0)
-                break; /* waits until running requests free their pages */
-            if (st != 0) {
-                s->qhead = r->next;
-                if (!s->qhead)
-                    s->qtail = NULL;
-                s->n_waiting--;
-                fail_req(r, err);
-                retire(s, r, "error");
-                continue;
-            }
-        }
-        s->qhead = r->next;
-        if (!s->qhead)
-            s->qtail = NULL;
-        r->next = NULL;
-        s->n_waiting--;
         s->run[s->n_run++] = r;
         s->run_seqs += r->n_choices;
     }
@@ -548,22 +307,32 @@ static void compact(srv_sched *s)
     int k = 0;
     for (int i = 0; i < s->n_run; i++) {
         srv_req *r = s->run[i];
-        pthread_mutex_lock(&r->mu);
-        int done = r->done;
-        pthread_mutex_unlock(&r->mu);
-        if (done) {
-            s->run_seqs -= r->n_choices;
-            const char *reason = r->failed ? "error" : r->choices[0].finish_reason;
-            free_req_engine(r);
-            retire(s, r, reason ? reason : "error");
-        } else {
+        if (!srv_req_done(r)) {
             s->run[k++] = r;
+            continue;
         }
+        s->run_seqs -= r->n_choices;
+        const char *reason = r->failed ? "error" : r->choices[0].finish_reason;
+        free_req_engine(r);
+        retire(s, r, reason ? reason : "error");
     }
     s->n_run = k;
     pthread_mutex_lock(&s->mu);
     s->shared_run_seqs = s->run_seqs;
     pthread_mutex_unlock(&s->mu);
+}
+
+/* Cancelled requests and those past their deadline end here. */
+static void expire(srv_sched *s)
+{
+    double now = srv_now();
+    for (int i = 0; i < s->n_run; i++) {
+        srv_req *r = s->run[i];
+        if (srv_req_cancelled(r))
+            finish_all(r, "cancelled", SRV_ERR_INTERNAL, NULL);
+        else if (r->t_deadline > 0 && now > r->t_deadline)
+            finish_all(r, "length", SRV_ERR_INTERNAL, NULL);
+    }
 }
 
 static void update_gauges(srv_sched *s)
@@ -594,162 +363,372 @@ static void update_gauges(srv_sched *s)
     }
 }
 
-static void fail_req(srv_req *r, const char *msg)
+/* ---- the step: plan ---------------------------------------------------------- */
+
+static int grow_items(srv_sched *s, int n)
 {
-    srv_logf(MHLA_LOG_ERROR, "request_failed", "%s: %s", r->id, msg);
-    finish_all(r, "error", msg);
+    if (n <= s->cap_items)
+        return 0;
+    int cap = n * 2;
+    item_ref *rf = realloc(s->refs, (size_t)cap * sizeof *rf);
+    if (rf)
+        s->refs = rf;
+    mhla_batch_item *it = rf ? realloc(s->batch, (size_t)cap * sizeof *it) : NULL;
+    if (it)
+        s->batch = it;
+    mhla_sample_slot *sl = it ? realloc(s->slots, (size_t)cap * sizeof *sl) : NULL;
+    if (!sl)
+        return -1;
+    s->slots = sl;
+    s->cap_items = cap;
+    return 0;
+}
+
+static int plan_item(srv_sched *s, item_ref ref)
+{
+    if (grow_items(s, s->n_refs + 1))
+        return -1;
+    s->refs[s->n_refs++] = ref;
+    s->n_rows += ref.n_rows;
+    s->n_tokens += ref.n;
+    return 0;
+}
+
+/* The prefill chunks of r's prompts under *budget tokens. */
+static int plan_prefill(srv_sched *s, srv_req *r, int *budget)
+{
+    for (int g = 0; g < r->p.n_prompts && *budget > 0; g++) {
+        srv_group *gr = &r->groups[g];
+        int rem = r->p.prompts[g].n - gr->pos;
+        if (rem <= 0)
+            continue;
+        int chunk = rem < *budget ? rem : *budget, final = chunk == rem;
+        item_ref ref = {.r = r, .kind = ITEM_PREFILL, .idx = g, .n = chunk, .final = final,
+                        .n_rows = gr->prompt_lp ? chunk : final};
+        if (plan_item(s, ref))
+            return -1;
+        *budget -= chunk;
+    }
+    return 0;
+}
+
+/* The step's items, decided once: every decoding choice's next token, then
+ * prompt chunks in arrival order while the token budget lasts. Returns the
+ * number of items, -1 when out of memory. */
+static int plan(srv_sched *s)
+{
+    s->n_refs = s->n_rows = s->n_tokens = 0;
+    int budget = s->c.max_batch_tokens;
+    for (int i = 0; i < s->n_run; i++) {
+        srv_req *r = s->run[i];
+        for (int c = 0; c < r->n_choices; c++) {
+            if (r->choices[c].state != SRV_CH_DECODE)
+                continue;
+            if (plan_item(s, (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1}))
+                return -1;
+            budget--;
+        }
+    }
+    for (int i = 0; i < s->n_run && budget > 0; i++)
+        if (plan_prefill(s, s->run[i], &budget))
+            return -1;
+    return s->n_refs;
+}
+
+/* ---- the step: run ----------------------------------------------------------- */
+
+static int grow_logits(srv_sched *s, int n_rows)
+{
+    if (n_rows <= s->cap_rows)
+        return 0;
+    int cap = n_rows * 2;
+    float *l = realloc(s->logits, (size_t)cap * (size_t)s->mc->vocab_size * sizeof *l);
+    if (!l)
+        return -1;
+    s->logits = l;
+    s->cap_rows = cap;
+    return 0;
+}
+
+/* The engine's batch item of plan entry j; *row is the next free logits row. */
+static mhla_batch_item batch_item(srv_sched *s, int j, int *row)
+{
+    item_ref *rf = &s->refs[j];
+    srv_req *r = rf->r;
+    if (rf->kind == ITEM_DECODE) {
+        srv_choice *ch = &r->choices[rf->idx];
+        mhla_sample_slot *sl = &s->slots[j];
+        memset(sl, 0, sizeof *sl);
+        sl->sampler = ch->sampler;
+        sl->n_top = r->p.logprobs >= 0 ? r->p.logprobs : -1;
+        return (mhla_batch_item){.seq = ch->seq, .tokens = &ch->last_tok, .n_tokens = 1,
+                                 .logits_from = 1, .sample = sl};
+    }
+    size_t V = (size_t)s->mc->vocab_size;
+    srv_group *gr = &r->groups[rf->idx];
+    float *first = rf->n_rows ? s->logits + (size_t)*row * V : NULL;
+    *row += rf->n_rows;
+    rf->rows = gr->prompt_lp ? first : NULL; /* every position: the prompt's own logprobs */
+    rf->row = rf->final ? first + (size_t)(rf->n_rows - 1) * V : NULL;
+    return (mhla_batch_item){.seq = gr->seq,
+                             .tokens = r->p.prompts[rf->idx].ids + gr->pos,
+                             .n_tokens = rf->n,
+                             .logits_from = gr->prompt_lp ? 0 : rf->n - rf->n_rows,
+                             .logits = first};
+}
+
+/* One forward pass over the plan. On failure nothing advanced and every
+ * request of the batch fails with the cause. */
+static int run(srv_sched *s)
+{
+    mhla_error e = {0};
+    const char *why = NULL;
+    srv_errcode code = SRV_ERR_INTERNAL;
+    if (grow_logits(s, s->n_rows)) {
+        why = "out of memory for the batch";
+    } else {
+        int row = 0;
+        for (int j = 0; j < s->n_refs; j++)
+            s->batch[j] = batch_item(s, j, &row);
+        if (mhla_engine_forward(s->c.engine, s->batch, s->n_refs, &e)) {
+            why = e.msg;
+            code = srv_error_from_engine(e.code);
+        }
+    }
+    if (!why)
+        return 0;
+    for (int j = 0; j < s->n_refs; j++)
+        fail_req(s->refs[j].r, code, why);
+    return -1;
+}
+
+/* ---- the step: apply --------------------------------------------------------- */
+
+static int oom(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "out of memory while emitting text");
+    return -1;
+}
+
+/* Decodes token tok of choice c through its stop strings into s->emit;
+ * *reason is set when the choice ends here. */
+static int emit_text(srv_sched *s, srv_choice *c, int32_t tok, int is_eos, int last,
+                     const char **reason, char *err, size_t errlen)
+{
+    const char *piece;
+    size_t len;
+    s->emit.len = 0;
+    *reason = is_eos ? "stop" : NULL;
+    if (!is_eos) {
+        if (srv_codec_stream_push(c->dec, tok, &piece, &len, err, errlen))
+            return -1;
+        c->dec_chars += srv_utf8_chars(piece, len);
+        int st = srv_stopper_feed(&c->stopper, piece, len, &s->emit);
+        if (st < 0)
+            return oom(err, errlen);
+        if (st == 1)
+            *reason = "stop";
+        if (st == 1 || !last)
+            return 0;
+    }
+    if (srv_codec_stream_finish(c->dec, &piece, &len, err, errlen))
+        return -1;
+    int st = srv_stopper_feed(&c->stopper, piece, len, &s->emit);
+    if (st < 0 || (st == 0 && srv_stopper_flush(&c->stopper, &s->emit)))
+        return oom(err, errlen);
+    if (!*reason)
+        *reason = st == 1 ? "stop" : "length";
+    return 0;
+}
+
+static void observe_latency(srv_req *r, srv_choice *c)
+{
+    double now = srv_now();
+    if (c->n_ids > 0)
+        srv_metrics_observe(SRV_HIST_ITL, now - c->t_last);
+    else if (r->t_first == 0) {
+        r->t_first = now;
+        srv_metrics_observe(SRV_HIST_TTFT, now - r->t_arrive);
+    }
+    c->t_last = now;
+    srv_metrics_tokens(0, 1);
+}
+
+/* Hands choice ci's next token (sampled by the engine's step or by deliver)
+ * to request r; ends the choice when it is done. */
+static int deliver_token(srv_sched *s, srv_req *r, int ci, int32_t tok, float tok_lp,
+                         const mhla_logprob *top, char *err, size_t errlen)
+{
+    srv_choice *c = &r->choices[ci];
+    srv_token t = {.id = tok, .lp = {.logprob = tok_lp, .text_offset = c->dec_chars}, .top = top};
+    observe_latency(r, c);
+    int is_eos = srv_gen_is_eos(s->c.gen, tok) && !r->p.ignore_eos;
+    int last = is_eos || c->n_ids + 1 >= r->p.max_tokens;
+    if (emit_text(s, c, tok, is_eos, last, &t.finish, err, errlen))
+        return -1;
+    t.text = s->emit.data;
+    t.len = s->emit.len;
+    if (srv_req_push_token(r, ci, &t))
+        return oom(err, errlen);
+    if (!t.finish) {
+        c->last_tok = tok;
+        return 0;
+    }
+    if (s->c.state_pool) { /* its end state stays for resume */
+        mhla_seq_finish(c->seq);
+        c->seq = NULL;
+    }
+    free_choice_engine(c);
+    return 0;
+}
+
+/* Samples the next token of choice ci from its logits row and hands it to
+ * request r; ends the choice when it is done. */
+static int deliver(srv_sched *s, srv_req *r, int ci, const float *row, char *err, size_t errlen)
+{
+    srv_choice *c = &r->choices[ci];
+    int32_t tok;
+    mhla_error me = {0};
+    int K = r->p.logprobs;
+    float lp = 0;
+    mhla_logprob top[MHLA_MAX_TOP_LOGPROBS];
+    if (mhla_sampler_next(c->sampler, row, &tok, &me) ||
+        (K >= 0 && mhla_logprobs(row, s->mc->vocab_size, tok, K, &lp, top, &me))) {
+        snprintf(err, errlen, "%s", me.msg);
+        return -1;
+    }
+    return deliver_token(s, r, ci, tok, lp, top, err, errlen);
+}
+
+/* echo + logprobs: the logits of prompt position t give the logprobs of
+ * prompt token t + 1 (the first prompt token has none). */
+static int prompt_logprobs(srv_sched *s, srv_req *r, const item_ref *rf, char *err, size_t errlen)
+{
+    srv_group *gr = &r->groups[rf->idx];
+    const srv_prompt *pr = &r->p.prompts[rf->idx];
+    int K = r->p.logprobs, V = s->mc->vocab_size;
+    mhla_error e = {0};
+    for (int j = 0; j < rf->n; j++) {
+        int t = gr->pos + j + 1;
+        if (t >= pr->n)
+            break;
+        if (mhla_logprobs(rf->rows + (size_t)j * (size_t)V, V, pr->ids[t], K,
+                          &gr->prompt_lp[t].logprob,
+                          K ? gr->prompt_tops + (size_t)t * (size_t)K : NULL, &e)) {
+            snprintf(err, errlen, "%s", e.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The n - 1 clones of group g's prefill sequence (which goes to the first
+ * choice), each with its own reservation. */
+static int clone_choices(srv_sched *s, srv_req *r, int g, char *err, size_t errlen)
+{
+    srv_group *gr = &r->groups[g];
+    int n = r->p.n;
+    long need = (long)r->p.prompts[g].n + r->p.max_tokens;
+    mhla_error e = {0};
+    for (int k = n - 1; k > 0; k--) {
+        srv_choice *c = &r->choices[g * n + k];
+        if (mhla_seq_clone(gr->seq, &c->seq, &e) ||
+            (s->c.state_pool && mhla_seq_reserve(c->seq, need, &e))) {
+            snprintf(err, errlen, "%s", e.msg);
+            return -1;
+        }
+    }
+    r->choices[g * n].seq = gr->seq;
+    gr->seq = NULL;
+    s->promised -= gr->promised; /* the clones hold their own reservations now */
+    gr->promised = 0;
+    return 0;
+}
+
+/* Choice ci of group g: its sampler, decoder and stop strings, then its
+ * first token from the prompt's last logits. */
+static int start_choice(srv_sched *s, srv_req *r, int g, int k, const float *row, char *err,
+                        size_t errlen)
+{
+    int ci = g * r->p.n + k;
+    srv_choice *c = &r->choices[ci];
+    mhla_sampling_params sp = r->p.sampling;
+    sp.logit_bias = r->p.bias;
+    sp.n_logit_bias = r->p.n_bias;
+    sp.seed = r->p.has_seed ? r->p.seed + (uint64_t)k * 0x9e3779b97f4a7c15ull : srv_random_u64();
+    mhla_error e = {0};
+    if (mhla_sampler_create(&sp, s->mc->vocab_size, r->p.prompts[g].ids, r->p.prompts[g].n,
+                            &c->sampler, &e)) {
+        snprintf(err, errlen, "%s", e.msg);
+        return -1;
+    }
+    if (srv_codec_stream_new(s->c.codec, &c->dec, err, errlen))
+        return -1;
+    /* text_offset counts the echoed prompt too */
+    c->dec_chars = r->echo ? srv_utf8_chars(r->echo[g], strlen(r->echo[g])) : 0;
+    srv_stopper_init(&c->stopper, r->p.stop, r->p.n_stop);
+    srv_req_set_decoding(r, ci);
+    return deliver(s, r, ci, row, err, errlen);
+}
+
+/* Starts decoding the choices of group g from the prompt's last logits. */
+static int start_group(srv_sched *s, srv_req *r, int g, const float *row, char *err,
+                       size_t errlen)
+{
+    if (clone_choices(s, r, g, err, errlen))
+        return -1;
+    for (int k = 0; k < r->p.n; k++)
+        if (start_choice(s, r, g, k, row, err, errlen))
+            return -1;
+    return 0;
+}
+
+/* The result of plan entry j: a sampled token, or a prompt chunk consumed. */
+static int apply_item(srv_sched *s, int j, char *err, size_t errlen)
+{
+    item_ref *rf = &s->refs[j];
+    srv_req *r = rf->r;
+    if (rf->kind == ITEM_DECODE) {
+        const mhla_sample_slot *sl = s->batch[j].sample;
+        if (sl->status) {
+            snprintf(err, errlen, "%s", sl->err.msg);
+            return -1;
+        }
+        return deliver_token(s, r, rf->idx, sl->token, sl->token_logprob, sl->top, err, errlen);
+    }
+    if (rf->rows && prompt_logprobs(s, r, rf, err, errlen))
+        return -1;
+    r->groups[rf->idx].pos += rf->n;
+    srv_metrics_tokens(rf->n, 0);
+    return rf->final ? start_group(s, r, rf->idx, rf->row, err, errlen) : 0;
+}
+
+static void apply(srv_sched *s)
+{
+    char err[512];
+    srv_metrics_step(s->n_refs, s->n_tokens);
+    for (int j = 0; j < s->n_refs; j++) {
+        srv_req *r = s->refs[j].r;
+        if (!srv_req_done(r) && apply_item(s, j, err, sizeof err))
+            fail_req(r, SRV_ERR_INTERNAL, err);
+    }
 }
 
 /* One engine step over the running requests; returns the items it ran. */
 static int step(srv_sched *s)
 {
-    char err[512];
-    double now = srv_now();
-    for (int i = 0; i < s->n_run; i++) {
-        srv_req *r = s->run[i];
-        if (atomic_load(&r->cancelled))
-            finish_all(r, "cancelled", NULL);
-        else if (r->t_deadline > 0 && now > r->t_deadline)
-            finish_all(r, "length", NULL);
-    }
+    expire(s);
     compact(s);
-    /* count the items first */
-    int n_items = 0, n_rows = 0, budget = s->c.max_batch_tokens;
-    for (int i = 0; i < s->n_run; i++) {
-        srv_req *r = s->run[i];
-        for (int c = 0; c < r->n_choices; c++)
-            if (r->choices[c].state == SRV_CH_DECODE)
-                n_items++, budget--;
-    }
-    int prefill_budget = budget;
-    for (int i = 0; i < s->n_run && budget > 0; i++) {
-        srv_req *r = s->run[i];
-        for (int g = 0; g < r->p.n_prompts && budget > 0; g++) {
-            int rem = r->p.prompts[g].n - r->groups[g].pos;
-            int chunk = rem < budget ? rem : budget;
-            if (rem > 0)
-                n_items++, n_rows += r->groups[g].prompt_lp ? chunk : 1, budget -= rem;
-        }
-    }
-    if (n_items == 0)
-        return 0;
-    if (grow(s, n_items, n_rows)) {
+    int n = plan(s);
+    if (n < 0) {
         for (int i = 0; i < s->n_run; i++)
-            fail_req(s->run[i], "out of memory for the batch");
-        compact(s);
-        return 0;
-    }
-    int k = 0, row = 0, tokens = 0;
-    size_t V = (size_t)s->mc->vocab_size;
-    for (int i = 0; i < s->n_run; i++) {
-        srv_req *r = s->run[i];
-        for (int c = 0; c < r->n_choices; c++) {
-            srv_choice *ch = &r->choices[c];
-            if (ch->state != SRV_CH_DECODE)
-                continue;
-            mhla_sample_slot *sl = &s->slots[k];
-            memset(sl, 0, sizeof *sl);
-            sl->sampler = ch->sampler;
-            sl->n_top = r->p.logprobs >= 0 ? r->p.logprobs : -1;
-            s->items[k] = (mhla_batch_item){.seq = ch->seq, .tokens = &ch->last_tok,
-                                            .n_tokens = 1, .logits_from = 1, .logits = NULL,
-                                            .sample = sl};
-            s->refs[k++] = (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1};
-            tokens++;
-        }
-    }
-    budget = prefill_budget;
-    for (int i = 0; i < s->n_run && budget > 0; i++) {
-        srv_req *r = s->run[i];
-        for (int g = 0; g < r->p.n_prompts && budget > 0; g++) {
-            srv_group *gr = &r->groups[g];
-            int rem = r->p.prompts[g].n - gr->pos;
-            if (rem <= 0)
-                continue;
-            if (!gr->seq) {
-                mhla_error e = {{0}};
-                if (mhla_engine_seq_create(s->c.engine, &gr->seq, &e)) {
-                    fail_req(r, e.msg);
-                    break;
-                }
-            }
-            int chunk = rem < budget ? rem : budget;
-            int final = chunk == rem;
-            float *lr = NULL, *all = NULL;
-            int from = final ? chunk - 1 : chunk;
-            if (gr->prompt_lp) { /* every position: the prompt's own logprobs */
-                all = s->logits + (size_t)row * V;
-                row += chunk;
-                from = 0;
-                lr = final ? all + (size_t)(chunk - 1) * V : NULL;
-            } else if (final) {
-                lr = s->logits + (size_t)row++ * V;
-            }
-            s->items[k] = (mhla_batch_item){.seq = gr->seq,
-                                            .tokens = r->p.prompts[g].ids + gr->pos,
-                                            .n_tokens = chunk,
-                                            .logits_from = from,
-                                            .logits = all ? all : lr};
-            s->refs[k++] = (item_ref){.r = r, .kind = ITEM_PREFILL, .idx = g, .n = chunk,
-                                      .final = final, .row = lr, .rows = all};
-            budget -= chunk;
-            tokens += chunk;
-        }
-    }
-    /* a request that failed while packing leaves the batch */
-    int kk = 0;
-    for (int j = 0; j < k; j++) {
-        srv_req *r = s->refs[j].r;
-        pthread_mutex_lock(&r->mu);
-        int done = r->done;
-        pthread_mutex_unlock(&r->mu);
-        if (!done) {
-            s->items[kk] = s->items[j];
-            s->refs[kk++] = s->refs[j];
-        }
-    }
-    k = kk;
-    if (k == 0) {
-        compact(s);
-        return 0;
-    }
-    mhla_error e = {{0}};
-    if (mhla_engine_forward(s->c.engine, s->items, k, &e)) {
-        /* nothing advanced; every request of the batch fails with the cause */
-        for (int j = 0; j < k; j++)
-            fail_req(s->refs[j].r, e.msg);
-        compact(s);
-        return k;
-    }
-    srv_metrics_step(k, tokens);
-    for (int j = 0; j < k; j++) {
-        item_ref *rf = &s->refs[j];
-        srv_req *r = rf->r;
-        pthread_mutex_lock(&r->mu);
-        int done = r->done;
-        pthread_mutex_unlock(&r->mu);
-        if (done)
-            continue;
-        if (rf->kind == ITEM_DECODE) {
-            const mhla_sample_slot *sl = s->items[j].sample;
-            if (sl->status)
-                fail_req(r, sl->err.msg);
-            else if (deliver_token(s, r, rf->idx, sl->token, sl->token_logprob, sl->top, err,
-                                   sizeof err))
-                fail_req(r, err);
-        } else {
-            if (rf->rows && prompt_logprobs(s, r, rf, err, sizeof err)) {
-                fail_req(r, err);
-                continue;
-            }
-            r->groups[rf->idx].pos += rf->n;
-            srv_metrics_tokens(rf->n, 0);
-            if (rf->final && start_group(s, r, rf->idx, rf->row, err, sizeof err))
-                fail_req(r, err);
-        }
+            fail_req(s->run[i], SRV_ERR_INTERNAL, "out of memory for the batch");
+        n = 0;
+    } else if (n > 0 && run(s) == 0) {
+        apply(s);
     }
     compact(s);
-    return k;
+    return n;
 }
 
 static void *engine_main(void *arg)
@@ -763,7 +742,7 @@ static void *engine_main(void *arg)
             pthread_mutex_unlock(&s->mu);
             break;
         }
-        admit_and_purge(s);
+        admit(s);
         pthread_mutex_unlock(&s->mu);
         update_gauges(s);
         step(s);
@@ -819,18 +798,19 @@ void srv_sched_free(srv_sched *s)
         pthread_join(s->thr, NULL);
     /* the engine thread is gone: what is left ends here */
     for (int i = 0; i < s->n_run; i++) {
-        finish_all(s->run[i], "error", "the server shut down before the request finished");
+        finish_all(s->run[i], "error", SRV_ERR_INTERNAL,
+                   "the server shut down before the request finished");
         retire(s, s->run[i], "error");
     }
     s->n_run = 0;
     while (s->qhead) {
         srv_req *r = s->qhead;
         s->qhead = r->next;
-        finish_all(r, "error", "the server shut down before the request started");
+        finish_all(r, "error", SRV_ERR_INTERNAL, "the server shut down before the request started");
         retire(s, r, "error");
     }
     free(s->run);
-    free(s->items);
+    free(s->batch);
     free(s->refs);
     free(s->logits);
     free(s->slots);

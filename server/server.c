@@ -2,7 +2,7 @@
  * server.c — mhla_server_run: load the model, start the engine thread and
  * the HTTP daemon, wait for SIGTERM/SIGINT, drain, stop.
  */
-#include "srv.h"
+#include "internal.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -26,40 +26,45 @@ static const char *basename_of(const char *dir, char *buf, size_t len)
     return buf[0] ? buf : "mhla";
 }
 
-int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
-{
-    int rc = -1;
-    mhla_model *model = NULL;
-    mhla_engine *engine = NULL;
-    srv_codec *codec = NULL;
+/* What a running server holds, freed in mhla_server_run's order. */
+typedef struct {
+    mhla_model *model;
+    mhla_engine *engine;
+    srv_codec *codec;
     srv_gen_config gen;
-    srv_sched *sched = NULL;
-    srv_http *http = NULL;
-    mhla_error e = {{0}};
+    srv_sched *sched;
+    srv_http *http;
+    const mhla_config *cfg;
+    const char *model_name;
     char namebuf[256];
+    int port;
+} server;
 
-    srv_log_set_level(o->log_level);
-    srv_metrics_init();
-
-    /* SIGTERM/SIGINT are taken with sigwait by this thread; every thread
-     * started from here on inherits the mask. SIGPIPE never kills us. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    if (pthread_sigmask(SIG_BLOCK, &set, NULL)) {
+/* SIGTERM/SIGINT are taken with sigwait by this thread; every thread
+ * started from here on inherits the mask. SIGPIPE never kills us. */
+static int block_signals(sigset_t *set, char *err, size_t errlen)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, set, NULL)) {
         snprintf(err, errlen, "cannot block SIGTERM/SIGINT");
         return -1;
     }
     signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
 
-    double t0 = srv_now();
+/* The model, the engine, the text codec and generation_config.json. */
+static int load(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+{
+    mhla_error e = {0};
     mhla_model_options mo = {o->weights_bf16 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32};
-    if (mhla_model_load_with(o->model_dir, &mo, &model, &e)) {
+    if (mhla_model_load_with(o->model_dir, &mo, &sv->model, &e)) {
         snprintf(err, errlen, "cannot load the model from '%s': %s", o->model_dir, e.msg);
-        goto done;
+        return -1;
     }
-    const mhla_config *cfg = mhla_model_config(model);
+    sv->cfg = mhla_model_config(sv->model);
     mhla_engine_options eo = {.n_threads = o->threads,
                               .state_bytes = (size_t)o->state_memory_mb << 20,
                               .resume_slots = o->state_memory_mb ? 64 : 0,
@@ -67,82 +72,114 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
                               .gpu_index = o->gpu_index,
                               .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
                               .gpu_no_graphs = o->gpu_no_graphs};
-    if (mhla_engine_create(model, &eo, &engine, &e)) {
+    if (mhla_engine_create(sv->model, &eo, &sv->engine, &e)) {
         snprintf(err, errlen, "cannot create the engine: %s", e.msg);
-        goto done;
+        return -1;
     }
-    if (mhla_engine_device_note(engine)[0])
+    if (mhla_engine_device_note(sv->engine)[0])
         srv_logf(MHLA_LOG_INFO, "device", "%s: running on the CPU",
-                 mhla_engine_device_note(engine));
-    if (srv_codec_create(o->model_dir, cfg->vocab_size, &codec, err, errlen) ||
-        srv_gen_config_load(o->model_dir, cfg, &gen, err, errlen))
-        goto done;
-    const char *model_name = o->model_name ? o->model_name
-                                           : basename_of(o->model_dir, namebuf, sizeof namebuf);
-    srv_sched_config sc = {.engine = engine,
-                           .model = model,
-                           .codec = codec,
-                           .gen = &gen,
+                 mhla_engine_device_note(sv->engine));
+    sv->model_name = o->model_name ? o->model_name
+                                   : basename_of(o->model_dir, sv->namebuf, sizeof sv->namebuf);
+    if (srv_codec_create(o->model_dir, sv->cfg->vocab_size, &sv->codec, err, errlen) ||
+        srv_gen_config_load(o->model_dir, sv->cfg, &sv->gen, err, errlen))
+        return -1;
+    return 0;
+}
+
+/* The engine thread and the HTTP daemon. */
+static int start(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+{
+    srv_sched_config sc = {.engine = sv->engine,
+                           .model = sv->model,
+                           .codec = sv->codec,
+                           .gen = &sv->gen,
                            .state_pool = o->state_memory_mb > 0,
                            .max_batch_tokens = o->max_batch_tokens,
                            .max_running = o->max_running,
                            .max_queue = o->max_queue,
                            .request_timeout_s = o->request_timeout_s};
-    if (srv_sched_create(&sc, &sched, err, errlen))
-        goto done;
-    srv_http_config hc = {
-        .opt = o, .model_name = model_name, .codec = codec, .gen = &gen, .cfg = cfg, .sched = sched};
-    int port = 0;
-    if (srv_http_start(&hc, &http, &port, err, errlen))
-        goto done;
+    if (srv_sched_create(&sc, &sv->sched, err, errlen))
+        return -1;
+    srv_http_config hc = {.opt = o,
+                          .model_name = sv->model_name,
+                          .codec = sv->codec,
+                          .gen = &sv->gen,
+                          .cfg = sv->cfg,
+                          .sched = sv->sched};
+    return srv_http_start(&hc, &sv->http, &sv->port, err, errlen);
+}
+
+static void log_listening(const server *sv, const mhla_server_options *o, double load_s)
+{
     cJSON *f = cJSON_CreateObject();
     if (f) {
         cJSON_AddStringToObject(f, "host", o->host);
-        cJSON_AddNumberToObject(f, "port", port);
-        cJSON_AddStringToObject(f, "model", model_name);
+        cJSON_AddNumberToObject(f, "port", sv->port);
+        cJSON_AddStringToObject(f, "model", sv->model_name);
         cJSON_AddStringToObject(f, "model_dir", o->model_dir);
-        cJSON_AddNumberToObject(f, "vocab_size", cfg->vocab_size);
-        cJSON_AddNumberToObject(f, "context", cfg->max_positions);
-        cJSON_AddNumberToObject(f, "layers", cfg->num_layers);
-        cJSON_AddNumberToObject(f, "hidden", cfg->hidden_size);
-        cJSON_AddStringToObject(f, "text_codec", srv_codec_name(codec));
+        cJSON_AddNumberToObject(f, "vocab_size", sv->cfg->vocab_size);
+        cJSON_AddNumberToObject(f, "context", sv->cfg->max_positions);
+        cJSON_AddNumberToObject(f, "layers", sv->cfg->num_layers);
+        cJSON_AddNumberToObject(f, "hidden", sv->cfg->hidden_size);
+        cJSON_AddStringToObject(f, "text_codec", srv_codec_name(sv->codec));
         cJSON *eos = cJSON_AddArrayToObject(f, "eos_token_ids");
-        for (int i = 0; eos && i < gen.n_eos; i++)
-            cJSON_AddItemToArray(eos, cJSON_CreateNumber(gen.eos[i]));
-        cJSON_AddStringToObject(f, "eos_from", gen.source);
+        for (int i = 0; eos && i < sv->gen.n_eos; i++)
+            cJSON_AddItemToArray(eos, cJSON_CreateNumber(sv->gen.eos[i]));
+        cJSON_AddStringToObject(f, "eos_from", sv->gen.source);
         cJSON_AddNumberToObject(f, "state_memory_mb", o->state_memory_mb);
         cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
-        cJSON_AddStringToObject(f, "device", mhla_engine_device_name(engine));
+        cJSON_AddStringToObject(f, "device", mhla_engine_device_name(sv->engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
-        cJSON_AddNumberToObject(f, "load_s", (double)(long long)((srv_now() - t0) * 1000) / 1000);
+        cJSON_AddNumberToObject(f, "load_s", (double)(long long)(load_s * 1000) / 1000);
     }
     srv_log(MHLA_LOG_INFO, "listening", f);
+}
 
+/* Serves until SIGTERM/SIGINT, then refuses new requests and lets the
+ * running ones finish until --shutdown-timeout (a second signal: at once). */
+static void serve_until_signal(server *sv, const mhla_server_options *o, sigset_t *set)
+{
     int sig = 0;
-    while (sigwait(&set, &sig) != 0) {
+    while (sigwait(set, &sig) != 0) {
     }
     srv_logf(MHLA_LOG_INFO, "draining", "signal %d: refusing new requests, %d still active, "
-             "deadline %d s", sig, srv_sched_active(sched), o->shutdown_timeout_s);
-    srv_sched_drain(sched);
+             "deadline %d s", sig, srv_sched_active(sv->sched), o->shutdown_timeout_s);
+    srv_sched_drain(sv->sched);
     double deadline = srv_now() + o->shutdown_timeout_s;
-    while (srv_sched_active(sched) > 0 && srv_now() < deadline) {
+    while (srv_sched_active(sv->sched) > 0 && srv_now() < deadline) {
         struct timespec ts = {0, 50 * 1000 * 1000};
-        if (sigtimedwait(&set, NULL, &ts) > 0) {
+        if (sigtimedwait(set, NULL, &ts) > 0) {
             srv_logf(MHLA_LOG_WARN, "shutdown", "second signal: stopping now");
             break;
         }
     }
-    if (srv_sched_active(sched) > 0)
+    if (srv_sched_active(sv->sched) > 0)
         srv_logf(MHLA_LOG_WARN, "shutdown", "%d requests unfinished at the deadline",
-                 srv_sched_active(sched));
-    rc = 0;
-done:
+                 srv_sched_active(sv->sched));
+}
+
+int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
+{
+    server sv = {0};
+    sigset_t set;
+    srv_log_set_level(o->log_level);
+    srv_metrics_init();
+    if (block_signals(&set, err, errlen))
+        return -1;
+    double t0 = srv_now();
+    int rc = -1;
+    if (load(&sv, o, err, errlen) == 0 && start(&sv, o, err, errlen) == 0) {
+        log_listening(&sv, o, srv_now() - t0);
+        serve_until_signal(&sv, o, &set);
+        rc = 0;
+    }
     /* the engine first: whatever still runs ends, so connection threads return */
-    srv_sched_free(sched);
-    srv_http_stop(http);
-    srv_codec_free(codec);
-    mhla_engine_free(engine);
-    mhla_model_free(model);
+    srv_sched_free(sv.sched);
+    srv_http_stop(sv.http);
+    srv_codec_free(sv.codec);
+    mhla_engine_free(sv.engine);
+    mhla_model_free(sv.model);
     if (rc == 0)
         srv_logf(MHLA_LOG_INFO, "stopped", "bye");
     return rc;

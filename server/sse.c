@@ -5,12 +5,10 @@
  * `data: [DONE]\n\n`. Text reaches here only at UTF-8 character boundaries
  * and past stop-string hold-back (the engine thread sees to both).
  */
-#include "srv.h"
+#include "internal.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct srv_sse {
     srv_req *r;
@@ -47,7 +45,7 @@ static int event(srv_buf *b, char *json)
     return rc;
 }
 
-/* Formats whatever is new (r->mu held). Returns -1 when out of memory. */
+/* Formats whatever is new (r locked). Returns -1 when out of memory. */
 static int produce(srv_sse *s)
 {
     srv_req *r = s->r;
@@ -85,7 +83,7 @@ static int produce(srv_sse *s)
     if (!rc && r->done && (all_sent || r->failed)) {
         if (r->failed) {
             srv_error e;
-            srv_error_set(&e, 500, "server_error", NULL, NULL, "%s", r->err);
+            srv_error_set(&e, r->err_code, NULL, "%s", r->err);
             rc = event(&s->out, srv_error_json(&e));
         }
         if (!rc && r->p.include_usage && !r->failed)
@@ -97,37 +95,31 @@ static int produce(srv_sse *s)
     return rc;
 }
 
-long srv_sse_read(srv_sse *s, char *buf, size_t max)
+/* Formats the next events, waiting for the engine thread until there are
+ * some or the stream ends. */
+static void fill(srv_sse *s)
 {
     srv_req *r = s->r;
+    s->out.len = 0;
+    s->out_pos = 0;
+    srv_req_lock(r);
+    while (!s->end) {
+        if (produce(s))
+            s->end = 1;
+        else if (s->out.len)
+            break;
+        else if (!s->end && srv_req_wait(r, 0.25, s->alive, s->alive_ctx) < 0)
+            s->end = 1; /* the client is gone (r cancelled): nobody reads the rest */
+    }
+    srv_req_unlock(r);
+}
+
+long srv_sse_read(srv_sse *s, char *buf, size_t max)
+{
     while (s->out_pos == s->out.len) {
         if (s->end)
             return -1;
-        s->out.len = 0;
-        s->out_pos = 0;
-        pthread_mutex_lock(&r->mu);
-        for (;;) {
-            if (produce(s)) {
-                s->end = 1;
-                break;
-            }
-            if (s->out.len || s->end)
-                break;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 250000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            if (pthread_cond_timedwait(&r->cv, &r->mu, &ts) == ETIMEDOUT && s->alive &&
-                !s->alive(s->alive_ctx)) {
-                srv_req_cancel(r); /* the client is gone: nobody reads the rest */
-                s->end = 1;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&r->mu);
+        fill(s);
     }
     size_t n = s->out.len - s->out_pos;
     if (n > max)
@@ -141,12 +133,7 @@ void srv_sse_free(srv_sse *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->r->mu);
-    int done = s->r->done;
-    pthread_mutex_unlock(&s->r->mu);
-    if (!done)
-        srv_req_cancel(s->r);
-    srv_req_release(s->r);
+    srv_req_abandon(s->r);
     srv_buf_free(&s->out);
     free(s);
 }

@@ -1,7 +1,7 @@
 /*
  * util.c — growable buffers, clocks, constant-time comparison, OS randomness.
  */
-#include "srv.h"
+#include "internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>

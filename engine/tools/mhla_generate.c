@@ -322,7 +322,7 @@ static int run_prompt(mhla_engine *eng, mhla_seq *seq, const options *o, const i
 static int run_perplexity(const options *o)
 {
     int rc = -1, n = 0;
-    mhla_error err = {{0}};
+    mhla_error err = {0};
     mhla_model *model = NULL;
     mhla_engine *eng = NULL;
     mhla_seq *seq = NULL;
@@ -443,7 +443,7 @@ static int run(const options *o)
     if (o->perplexity)
         return run_perplexity(o);
     int rc = -1;
-    mhla_error err = {{0}};
+    mhla_error err = {0};
     mhla_model *model = NULL;
     mhla_engine *eng = NULL;
     mhla_seq *seq = NULL;

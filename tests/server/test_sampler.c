@@ -28,7 +28,7 @@ static int failures;
 static mhla_sampler *make(const mhla_sampling_params *p, int V, const int32_t *prompt, int np)
 {
     mhla_sampler *s = NULL;
-    mhla_error e = {{0}};
+    mhla_error e = {0};
     if (mhla_sampler_create(p, V, prompt, np, &s, &e)) {
         printf("FAIL sampler_create: %s\n", e.msg);
         failures++;
@@ -40,7 +40,7 @@ static mhla_sampler *make(const mhla_sampling_params *p, int V, const int32_t *p
 static int32_t next(mhla_sampler *s, const float *l)
 {
     int32_t t = -1;
-    mhla_error e = {{0}};
+    mhla_error e = {0};
     if (!s || mhla_sampler_next(s, l, &t, &e)) {
         printf("FAIL sampler_next: %s\n", e.msg);
         failures++;
@@ -292,7 +292,7 @@ int main(void)
     CHECK(eq12 && !eq13, "the same seed gives the same tokens, another seed others");
 
     /* refusals */
-    mhla_error e = {{0}};
+    mhla_error e = {0};
     struct {
         const char *what;
         mhla_sampling_params p;

@@ -1,17 +1,76 @@
 /*
- * srv.h — types shared by the server's files (private to server/).
+ * internal.h — the server's private header: the types and functions its files
+ * share. server.h is the module's public header; nothing outside server/
+ * includes this one.
  */
-#ifndef MHLA_SRV_H
-#define MHLA_SRV_H
+#ifndef MHLA_SERVER_INTERNAL_H
+#define MHLA_SERVER_INTERNAL_H
 
 #include "engine.h"
 #include "server.h"
-#include "text_codec.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- text_codec.c, byte_codec.c: text <-> token ids ----------------------- */
+/* text_codec.c uses the model directory's tokenizer.json (tokenizer/
+ * tokenizer.h) when there is one; without it, byte_codec.c's byte-level
+ * stand-in (byte b <-> token id b, for models whose vocabulary holds at
+ * least 256 ids). Every function that can fail returns 0 on success or -1
+ * with err (errlen bytes) naming the cause. */
+typedef struct srv_codec srv_codec;
+typedef struct srv_codec_stream srv_codec_stream;
+
+/* model_dir may hold tokenizer.json (and tokenizer_config.json); vocab_size
+ * is the model's. A tokenizer with ids past the model's vocabulary is refused. */
+int srv_codec_create(const char *model_dir, int vocab_size, srv_codec **out, char *err,
+                     size_t errlen);
+void srv_codec_free(srv_codec *c);
+/* Short description for logs ("tokenizer.json (4096 ids)", "byte-level stand-in ..."). */
+const char *srv_codec_name(const srv_codec *c);
+/* 1 when a tokenizer.json is in use. */
+int srv_codec_is_tokenizer(const srv_codec *c);
+
+/* UTF-8 text -> ids (malloc'd; *n may be 0). add_special applies the
+ * tokenizer's post-processor (BOS/EOS template), as the reference does by
+ * default; the stand-in has no special tokens. */
+int srv_codec_encode(const srv_codec *c, const char *text, size_t len, int add_special,
+                     int32_t **ids, int *n, char *err, size_t errlen);
+/* ids -> valid UTF-8 text (malloc'd, NUL-terminated). skip_special drops the
+ * tokenizer's special tokens. Ids the tokenizer does not know (a model
+ * vocabulary padded past the tokenizer's) decode to nothing. */
+int srv_codec_decode(const srv_codec *c, const int32_t *ids, int n, int skip_special, char **text,
+                     size_t *len, char *err, size_t errlen);
+
+/* Incremental decoding of generated ids (special tokens skipped): each push
+ * yields only complete UTF-8 characters (bytes that can never form one become
+ * U+FFFD); finish yields the rest. The pieces concatenated equal
+ * srv_codec_decode(skip_special) of all ids. A piece stays valid until the
+ * next call on the stream. */
+int srv_codec_stream_new(const srv_codec *c, srv_codec_stream **out, char *err, size_t errlen);
+int srv_codec_stream_push(srv_codec_stream *s, int32_t id, const char **piece, size_t *len,
+                          char *err, size_t errlen);
+int srv_codec_stream_finish(srv_codec_stream *s, const char **piece, size_t *len, char *err,
+                            size_t errlen);
+void srv_codec_stream_free(srv_codec_stream *s);
+
+/* Number of Unicode characters in UTF-8 text (the unit of text_offset). */
+long srv_utf8_chars(const char *text, size_t len);
+
+/* ---- byte_codec.c: the byte-level stand-in ---------------------------------- */
+
+typedef struct srv_bytes_stream srv_bytes_stream;
+int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n,
+                     char *err, size_t errlen);
+int srv_bytes_decode(int vocab_size, const int32_t *ids, int n, char **text, size_t *len,
+                     char *err, size_t errlen);
+int srv_bytes_stream_new(int vocab_size, srv_bytes_stream **out, char *err, size_t errlen);
+int srv_bytes_stream_push(srv_bytes_stream *s, int32_t id, const char **piece, size_t *len,
+                          char *err, size_t errlen);
+void srv_bytes_stream_finish(srv_bytes_stream *s, const char **piece, size_t *len);
+void srv_bytes_stream_free(srv_bytes_stream *s);
 
 /* ---- util.c ---------------------------------------------------------------- */
 
@@ -75,7 +134,7 @@ int srv_gen_config_load(const char *dir, const mhla_config *cfg, srv_gen_config 
                         size_t errlen);
 int srv_gen_is_eos(const srv_gen_config *g, int32_t id);
 
-/* ---- request parameters (request.c) ---------------------------------------- */
+/* ---- request parameters (params.c) ---------------------------------------- */
 
 #define SRV_MAX_STOP 4
 #define SRV_MAX_PROMPTS 64
@@ -104,16 +163,38 @@ typedef struct {
     char *user;
 } srv_params;
 
+/* ---- errors.c: the one error model ---------------------------------------- */
+
+/* What went wrong; the HTTP status, type and code string follow from it. */
+typedef enum {
+    SRV_ERR_INVALID,         /* 400 */
+    SRV_ERR_CONTEXT,         /* 400 context_length_exceeded */
+    SRV_ERR_UNAUTHORIZED,    /* 401 invalid_api_key */
+    SRV_ERR_NOT_FOUND,       /* 404 not_found (no such endpoint) */
+    SRV_ERR_MODEL_NOT_FOUND, /* 404 model_not_found */
+    SRV_ERR_METHOD,          /* 405 method_not_allowed */
+    SRV_ERR_TOO_LARGE,       /* 413 request_too_large */
+    SRV_ERR_QUEUE_FULL,      /* 429 queue_full */
+    SRV_ERR_CLIENT_CLOSED,   /* 499 client_closed */
+    SRV_ERR_INTERNAL,        /* 500: out of memory, the engine or the device failed */
+    SRV_ERR_FULL,            /* 503 state_memory_full */
+    SRV_ERR_DRAINING,        /* 503 server_draining */
+    SRV_ERR_COUNT
+} srv_errcode;
+
 typedef struct {
-    int status;      /* HTTP status */
+    srv_errcode code;
     char message[512];
-    const char *type; /* invalid_request_error, ... */
-    char param[64];   /* "" for null */
-    const char *code; /* NULL for null */
+    char param[64]; /* "" for null */
 } srv_error;
 
-void srv_error_set(srv_error *e, int status, const char *type, const char *param,
-                   const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void srv_error_set(srv_error *e, srv_errcode code, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int srv_error_status(srv_errcode code);
+/* The server's code for an engine error that ended a running request. */
+srv_errcode srv_error_from_engine(mhla_status code);
+/* {"error": {message, type, param, code}}; NULL when out of memory. */
+char *srv_error_json(const srv_error *e);
 
 typedef struct {
     const srv_codec *codec;
@@ -210,6 +291,7 @@ typedef struct srv_req {
     int n_done;    /* under mu */
     int done;      /* under mu: every choice finished (or failed) */
     int failed;    /* under mu: engine error, message in err */
+    srv_errcode err_code;
     char err[512];
     long prompt_tokens, completion_tokens; /* under mu */
     char **echo; /* p.n_prompts decoded prompts when p.echo, set before submission */
@@ -219,8 +301,41 @@ typedef struct srv_req {
 
 /* A new request holding one reference (the caller's); takes over p. */
 int srv_req_create(srv_params *p, srv_req **out, char *err, size_t errlen);
+void srv_req_retain(srv_req *r);
+/* Drops a reference; the last one frees the request. */
 void srv_req_release(srv_req *r);
+/* The client is gone: the engine thread ends r at its next step. */
 void srv_req_cancel(srv_req *r);
+int srv_req_cancelled(srv_req *r);
+/* Every choice finished (or r failed). */
+int srv_req_done(srv_req *r);
+/* A client's reference when it leaves: cancels r unless done, then releases. */
+void srv_req_abandon(srv_req *r);
+/* Reading r's results (text, ids, done, failed, err) from an HTTP thread. */
+void srv_req_lock(srv_req *r);
+void srv_req_unlock(srv_req *r);
+/* With r locked: waits up to timeout_s for news from the engine thread. When
+ * none came, asks alive(ctx) (may be NULL; r is unlocked meanwhile) and
+ * cancels r when the client is gone. Returns 0, or -1 when it is gone. */
+int srv_req_wait(srv_req *r, double timeout_s, int (*alive)(void *), void *ctx);
+
+/* One generated token as the engine thread hands it to a choice. */
+typedef struct {
+    int32_t id;
+    srv_lp lp;                /* with logprobs */
+    const mhla_logprob *top;  /* with logprobs > 0: p.logprobs alternatives */
+    const char *text;         /* the text it releases (past stop hold-back) */
+    size_t len;
+    const char *finish;       /* non-NULL: the choice ends with this reason */
+} srv_token;
+
+/* Engine thread: appends t to choice ci and wakes the readers; -1 when out
+ * of memory (nothing is appended then). */
+int srv_req_push_token(srv_req *r, int ci, const srv_token *t);
+void srv_req_set_decoding(srv_req *r, int ci);
+/* Ends every unfinished choice with reason; failure (may be NULL) marks r
+ * failed with code and that message. */
+void srv_req_finish(srv_req *r, const char *reason, srv_errcode code, const char *failure);
 
 /* ---- sched.c --------------------------------------------------------------- */
 
@@ -252,7 +367,6 @@ void srv_sched_free(srv_sched *s);
 
 /* ---- response.c: JSON bodies ----------------------------------------------- */
 
-char *srv_error_json(const srv_error *e);
 /* The full non-streaming response (r must be done). codec names the tokens
  * of logprobs. */
 char *srv_completion_json(const srv_req *r, const char *model_name, const srv_codec *codec);
