@@ -102,7 +102,7 @@ def main():
             with np.errstate(invalid="ignore", divide="ignore"):
                 want = ref.logits(ids, diag)
             if not np.all(np.isfinite(want)):
-                # e.g. mhla_normalize with a denominator of exactly 0 (0/0): eq. 4 is undefined there
+                # e.g. mhla_normalize with a denominator of exactly 0 (0/0): undefined in eq. 4
                 failures.append("%s T=%d: the reference itself is not finite (normaliser 0?); "
                                 "pick another seed/config" % (name, T))
             jobs = {}
