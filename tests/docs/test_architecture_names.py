@@ -6,7 +6,8 @@ This script checks that
   1. every `name()` on the page has a row in the index;
   2. every row's function is defined (a C definition, not a declaration or a call) in the
      file the row names;
-  3. every source path the page cites in backticks (`server/http.c`, ...) exists.
+  3. every source path the docs pages cite in backticks (`server/http.c`, ...) and every
+     relative link they hold exists.
 It prints every failure (so a rename shows all the rows to update) and exits 1 on any.
 
 --self-test proves the checker can fail: it checks a copy of the page with a made-up
@@ -24,7 +25,7 @@ import tempfile
 NAME_RE = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)\(\)`")
 ROW_RE = re.compile(r"^\|\s*`([A-Za-z_][A-Za-z0-9_]*)\(\)`\s*\|\s*`([^`]+)`\s*\|\s*$")
 PATH_RE = re.compile(r"`((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+\.(?:c|h|cu|cuh|cpp|py|md))`")
-SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".cpp")
+LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def strip_comments_and_strings(src):
@@ -106,10 +107,26 @@ def check(doc_path, root):
         with open(path, encoding="utf-8", errors="replace") as f:
             if not defines(f.read(), name):
                 errors.append("`%s()` is not defined in %s" % (name, rel))
+    errors += check_paths(doc_path, root)
+    return named, index, errors
+
+
+def check_paths(doc_path, root):
+    """Source paths cited in backticks (from the repository root) and relative Markdown
+    links (from the page's folder) must exist."""
+    with open(doc_path, encoding="utf-8") as f:
+        doc = f.read()
+    errors = []
     for rel in sorted(set(PATH_RE.findall(doc))):
         if not os.path.exists(os.path.join(root, rel)):
-            errors.append("the page cites `%s`, which does not exist" % rel)
-    return named, index, errors
+            errors.append("%s cites `%s`, which does not exist" % (doc_path, rel))
+    for target in sorted(set(LINK_RE.findall(doc))):
+        if re.match(r"[a-z]+:", target):
+            continue  # an absolute URL
+        path = target.split("#")[0]
+        if path and not os.path.exists(os.path.join(os.path.dirname(doc_path), path)):
+            errors.append("%s links to %s, which does not exist" % (doc_path, target))
+    return errors
 
 
 def self_test(doc_path, root):
@@ -149,12 +166,16 @@ def main():
     if a.self_test:
         return self_test(doc, a.root)
     named, index, errors = check(doc, a.root)
+    pages = sorted(os.path.join(os.path.dirname(doc), p) for p in os.listdir(os.path.dirname(doc))
+                   if p.endswith(".md") and os.path.join(os.path.dirname(doc), p) != doc)
+    for page in pages:
+        errors += check_paths(page, a.root)
     print("%s: %d functions named, %d index rows" % (doc, len(named), len(index)))
     for e in errors:
         print("FAIL: " + e)
     if errors:
         return 1
-    print("ok: every named function is defined in the file the index gives")
+    print("ok: every named function is defined in the file the index gives; every cited path exists")
     return 0
 
 
