@@ -1,5 +1,5 @@
 /*
- * client.h — the public API of mhla-serve's bundled clients (SPEC §5 client/):
+ * client.h — the public API of mhla-serve's bundled clients (docs/architecture.md, The modules):
  * mhla-bench, the load generator, and mhla-cli, which streams one completion to
  * the terminal. Both speak the OpenAI completions protocol over libcurl, so
  * they work against any compatible server.

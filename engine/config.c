@@ -1,4 +1,4 @@
-/* config.json → mhla_config, with the defaults and refusals of SPEC §2.2. */
+/* config.json → mhla_config, with the defaults and refusals of docs/model.md, config.json. */
 #include "internal.h"
 
 #include <cjson/cJSON.h>

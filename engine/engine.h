@@ -2,7 +2,7 @@
  * engine.h — the MHLA language-model engine: checkpoint loading, the batched
  * forward pass over many sequences, per-sequence recurrent state, sampling.
  *
- * The contract is SPEC §2. Every function that can fail returns 0 on success
+ * The model is docs/model.md. Every function that can fail returns 0 on success
  * or -1 with a one-line message in *err naming the cause; nothing aborts.
  *
  * Exactness guarantee: a sequence's logits do not depend on how its tokens
@@ -141,7 +141,7 @@ typedef struct {
     int gpu_index;                /* which CUDA device (default 0) */
     mhla_gpu_weights gpu_weights; /* default bf16 */
     int gpu_no_graphs;            /* 1: never replay decode steps as CUDA graphs */
-    /* State memory (SPEC §4) of the sequences made by mhla_engine_seq_create:
+    /* State memory (kvstate/README.md) of the sequences made by mhla_engine_seq_create:
      * a pool of this many bytes of pages with an exact prefix cache. 0: no
      * limit and no prefix cache (pages malloc'd and freed as needed). */
     size_t state_bytes;

@@ -1,5 +1,5 @@
 /*
- * forward.c — one engine step over a batch of sequences (SPEC §2.4).
+ * forward.c — one engine step over a batch of sequences (docs/model.md, Forward pass).
  *
  * All tokens of the step, whatever sequence they belong to, go through the
  * norms, projections and MLP together as rows of one matrix; only the token

@@ -103,7 +103,7 @@ struct mhla_model {
 /* ---- per-sequence state --------------------------------------------------- */
 
 /*
- * The recurrent state of one sequence (SPEC §2.5), for every layer and kv head,
+ * The recurrent state of one sequence (docs/model.md, Streaming form), for every layer and kv head,
  * lives in kvstate (kvstate.h): pages, P_i, the current block's rows, the token
  * history. A page holds one finished block's summaries for all layers and kv
  * heads: [L][Hkv][dk*dv] (S_b), followed, with mhla_normalize, by [L][Hkv][dk]

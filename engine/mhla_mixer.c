@@ -1,5 +1,5 @@
 /*
- * mhla_mixer.c — the MHLA token mixer in its streaming form (SPEC §2.5), for
+ * mhla_mixer.c — the MHLA token mixer in its streaming form (docs/model.md, Streaming form), for
  * one layer and one kv head of one sequence.
  *
  * For the token at position p in block i:

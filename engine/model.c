@@ -1,6 +1,6 @@
 /*
  * model.c — binds a checkpoint's tensors to the model, checking each name,
- * shape and dtype against config.json (SPEC §2.3). Tensors are copied once
+ * shape and dtype against config.json (docs/model.md, Tensors). Tensors are copied once
  * out of the mapping into huge-page memory (see alloc_weights), F16 and BF16
  * widened to f32 — or, with bf16 weight storage, the matrices narrowed.
  */

@@ -1,5 +1,5 @@
 /*
- * kvstate.h — state memory for MHLA sequences (SPEC §4): a pool of fixed-size
+ * kvstate.h — state memory for MHLA sequences (kvstate/README.md): a pool of fixed-size
  * pages, one page holding one finished block's summaries for every layer and
  * kv head; per-sequence state (page table, mixed prefix, the current block's
  * raw rows, token history); an exact prefix cache; a resume store; snapshots.

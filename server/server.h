@@ -1,6 +1,6 @@
 /*
  * server.h — mhla-server, the OpenAI-compatible HTTP front end of mhla-serve
- * (SPEC §3): options, argument parsing and the blocking run loop.
+ * (docs/api.md): options, argument parsing and the blocking run loop.
  *
  * Every function that can fail returns 0 on success or -1 with a one-line
  * message in err (errlen bytes, always terminated) naming the cause.
@@ -38,7 +38,7 @@ typedef struct {
     int timeout_s;            /* idle connection timeout */
     int request_timeout_s;    /* per-request deadline, 0 = none */
     int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
-    int state_memory_mb;      /* state pool with prefix cache (SPEC §4); 0: per-sequence state */
+    int state_memory_mb;      /* state pool, prefix cache (kvstate/README.md); 0: none */
     int weights_bf16;         /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
     int device;               /* mhla_device: cpu, auto or cuda */
     int gpu_weights;          /* mhla_gpu_weights */

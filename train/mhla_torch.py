@@ -1,4 +1,4 @@
-"""MHLA language model in PyTorch, in the checkpoint format of SPEC section 2.
+"""MHLA language model in PyTorch, in the checkpoint format of docs/model.md.
 
 The module and parameter names are exactly the checkpoint's tensor names
 (`model.embeddings.weight`, `model.layers.{l}.attn.q_proj.weight`, ..., `lm_head.weight`), so
@@ -102,7 +102,7 @@ def init_mixing(Lm):
 
 
 def rope_tables(T, dk, device, dtype):
-    """cos/sin [T, dk/2]; inverse frequencies and angles in float32 (SPEC 2.4)."""
+    """cos/sin [T, dk/2]; inverse frequencies and angles in float32 (docs/model.md)."""
     # computed exactly as the numpy reference does (numpy's float32 power): every tool of
     # the project then uses bit-identical inverse frequencies
     r2 = np.arange(0, dk, 2, dtype=np.float32)
@@ -360,7 +360,7 @@ def load_checkpoint(d, dtype=torch.float32):
 
 
 def save_checkpoint(model, d, dtype=torch.float32):
-    """config.json + model.safetensors in SPEC 2.3 layout (mixing matrix always f32)."""
+    """config.json + model.safetensors as docs/model.md lays out (mixing matrix always f32)."""
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
         cfg = model.cfg.to_json()

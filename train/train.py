@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Train an MHLA language model on CPU (or GPU) and export it in the SPEC 2 checkpoint format.
+"""Train an MHLA language model on CPU (or GPU) and export it in docs/model.md's checkpoint format.
 
     /usr/bin/python3 train/train.py --data train/data --run train/runs/brown --out models/brown-mhla
     (same command again resumes from train/runs/brown/state.pt)

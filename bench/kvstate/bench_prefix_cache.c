@@ -1,5 +1,5 @@
 /*
- * bench_prefix_cache — what the exact prefix cache buys (SPEC §4):
+ * bench_prefix_cache — what the exact prefix cache buys (kvstate/README.md):
  *   1. time to first token for a request sharing a P-token prefix with an
  *      earlier one, cold (nothing cached) against cached, in one run; the
  *      cached logits are checked bitwise against the cold ones;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Corrupted checkpoints must be refused cleanly (SPEC 2.1): never a crash, never a leak.
+"""Corrupted checkpoints must be refused cleanly (docs/model.md, Checkpoint directory):
+never a crash, never a leak.
 
 Each case starts from a valid generated checkpoint (single file or 3 shards), applies one
 corruption and runs the AddressSanitizer build

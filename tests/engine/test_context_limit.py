@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""The context limit Lm*C (SPEC 2.5): positions >= Lm*C are outside what the checkpoint
-defines, so mhla-generate must refuse a prompt plus --max-tokens that exceeds it.
+"""The context limit Lm*C (docs/model.md, Context limit): positions >= Lm*C are outside
+what the checkpoint defines, so mhla-generate must refuse a prompt plus --max-tokens that
+exceeds it.
 
 Checks (checkpoint with C=4, Lm=8, context 32):
   * a prompt of Lm*C+1 ids is refused: exit status 1, exactly one stderr line mentioning

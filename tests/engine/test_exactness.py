@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Exactness of the engine's logits (SPEC 2.5 "Exactness").
+"""Exactness of the engine's logits (docs/model.md, Exactness).
 
 For several random checkpoints (GQA, elu + mhla_normalize, many small blocks with NaN in the
 never-read upper triangle of the mixing matrix, identity feature map without output gate
@@ -102,7 +102,7 @@ def main():
             with np.errstate(invalid="ignore", divide="ignore"):
                 want = ref.logits(ids, diag)
             if not np.all(np.isfinite(want)):
-                # e.g. mhla_normalize with a denominator of exactly 0 (0/0): SPEC 2.4 leaves it undefined
+                # e.g. mhla_normalize with a denominator of exactly 0 (0/0): undefined in eq. 4
                 failures.append("%s T=%d: the reference itself is not finite (normaliser 0?); "
                                 "pick another seed/config" % (name, T))
             jobs = {}

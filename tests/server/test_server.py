@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Integration test of mhla-server (SPEC §3, issue 5): standard library and numpy.
+"""Integration test of mhla-server (docs/api.md): standard library and numpy.
 
 Generates a small random checkpoint (byte-level vocabulary of 256 ids), starts
 build/bin/mhla-server on a free 127.0.0.1 port and checks completions against

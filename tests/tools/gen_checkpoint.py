@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Random MHLA checkpoint generator (SPEC 2.1-2.3), numpy + standard library only.
+"""Random MHLA checkpoint generator (docs/model.md: checkpoint directory, config.json,
+tensors), numpy + standard library only.
 
 Writes a Hugging Face checkpoint dir:
-    config.json                     model_type "gla", attn_extends "mhla", all SPEC 2.2 fields
+    config.json                     model_type "gla", attn_extends "mhla", all config.json fields
     model.safetensors               or, with --shards N > 1,
     model-0000K-of-0000N.safetensors + model.safetensors.index.json
 
@@ -203,7 +204,7 @@ def parse_args(argv=None):
     p.add_argument("--chunk", type=int, help="mhla_chunk_size C")
     p.add_argument("--blocks", type=int, help="Lm, blocks covered by the mixing matrix")
     p.add_argument("--intermediate", type=int,
-                   help="MLP width I; default: SPEC formula with hidden_ratio 4 (written as null)")
+                   help="MLP width I; default: config.json's formula with hidden_ratio 4 (null)")
     p.add_argument("--normalize", action="store_true", default=None, help="mhla_normalize true")
     p.add_argument("--no-output-gate", dest="output_gate", action="store_false", default=None)
     p.add_argument("--tie", action="store_true", default=None, help="tie_word_embeddings (no lm_head.weight)")

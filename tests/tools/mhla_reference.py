@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent numpy reference for the MHLA forward pass: SPEC 2.4 evaluated DIRECTLY.
+"""Independent numpy reference for the MHLA forward pass: docs/model.md evaluated DIRECTLY.
 
 For every position p, eq. 5 is a sum over ALL earlier positions s <= p with coefficient
 m[i][b(s)], i = floor(p / C), b(s) = floor(s / C), m = clamp(mixing_matrix[:, :, 0,0,0,0],
@@ -8,7 +8,7 @@ full [T, T] matrix of q~_p . k~_s is formed, multiplied by m[b(p)][b(s)] where s
 (entries with s > p are never read, so NaN garbage in the upper triangle is harmless),
 and applied to V. O(T^2) per layer, vectorised.
 
-Everything is computed in float64 except the rotary angle, which (as the SPEC says) is
+Everything is computed in float64 except the rotary angle, which (as docs/model.md says) is
 formed in float32: inv_freq_r = 1 / 10000 ** (2r / dk) in float32, angle = float32(p) *
 inv_freq (float32 product); cos / sin of that float32 angle are taken in float64.
 phi first, then rope, then the dk^-0.5 scale on q only. elu means elu(x) + 1.
