@@ -12,8 +12,8 @@ This script checks that
 It prints every failure (so a rename shows all the rows to update) and exits 1 on any.
 
 --self-test proves the checker can fail: it checks a copy of the page with a made-up
-function added to the text and to the index, and a row pointing at the wrong file, and
-passes only if both are reported.
+function added to the text and to the index and a row pointing at the wrong file, and a
+citation of a section that does not exist; it passes only if all three are reported.
 
 Run:  /usr/bin/python3 tests/docs/test_architecture_names.py --root .
 """
@@ -27,6 +27,7 @@ NAME_RE = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)\(\)`")
 ROW_RE = re.compile(r"^\|\s*`([A-Za-z_][A-Za-z0-9_]*)\(\)`\s*\|\s*`([^`]+)`\s*\|\s*$")
 PATH_RE = re.compile(r"`((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+\.(?:c|h|cu|cuh|cpp|py|md))`")
 LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
+SKIP_EXT = (".json", ".safetensors", ".ids", ".svg")
 
 
 def strip_comments_and_strings(src):
@@ -155,7 +156,7 @@ def check_citations(root):
         return []  # not a git checkout: nothing to scan reliably
     errors = []
     for rel in files:
-        if rel.startswith(("docs/", "tests/docs/")) or rel.endswith((".json", ".safetensors", ".ids", ".svg")):
+        if rel.startswith(("docs/", "tests/docs/")) or rel.endswith(SKIP_EXT):
             continue
         try:
             with open(os.path.join(root, rel), encoding="utf-8") as f:
