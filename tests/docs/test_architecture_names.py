@@ -7,12 +7,13 @@ This script checks that
   2. every row's function is defined (a C definition, not a declaration or a call) in the
      file the row names;
   3. every source path the docs pages cite in backticks (`server/http.c`, ...) and every
-     relative link they hold exists.
+     relative link they hold (with its #anchor) exists;
+  4. every "docs/model.md, Section" citation in the repository's files names a heading.
 It prints every failure (so a rename shows all the rows to update) and exits 1 on any.
 
 --self-test proves the checker can fail: it checks a copy of the page with a made-up
-function added to the text and to the index, and a row pointing at the wrong file, and
-passes only if both are reported.
+function added to the text and to the index and a row pointing at the wrong file, and a
+citation of a section that does not exist; it passes only if all three are reported.
 
 Run:  /usr/bin/python3 tests/docs/test_architecture_names.py --root .
 """
@@ -26,6 +27,7 @@ NAME_RE = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)\(\)`")
 ROW_RE = re.compile(r"^\|\s*`([A-Za-z_][A-Za-z0-9_]*)\(\)`\s*\|\s*`([^`]+)`\s*\|\s*$")
 PATH_RE = re.compile(r"`((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+\.(?:c|h|cu|cuh|cpp|py|md))`")
 LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
+SKIP_EXT = (".json", ".safetensors", ".ids", ".svg")
 
 
 def strip_comments_and_strings(src):
@@ -123,10 +125,58 @@ def check_paths(doc_path, root):
     for target in sorted(set(LINK_RE.findall(doc))):
         if re.match(r"[a-z]+:", target):
             continue  # an absolute URL
-        path = target.split("#")[0]
-        if path and not os.path.exists(os.path.join(os.path.dirname(doc_path), path)):
+        path, _, anchor = target.partition("#")
+        full = os.path.join(os.path.dirname(doc_path), path) if path else doc_path
+        if not os.path.exists(full):
             errors.append("%s links to %s, which does not exist" % (doc_path, target))
+        elif anchor and full.endswith(".md") and anchor not in anchors_of(full):
+            errors.append("%s links to %s, which has no heading #%s" % (doc_path, target, anchor))
     return errors
+
+
+def anchors_of(md_path):
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces
+    turned into hyphens."""
+    with open(md_path, encoding="utf-8") as f:
+        heads = re.findall(r"^#+\s+(.*?)\s*$", f.read(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+
+
+CITE_RE = re.compile(r'docs/(model|api|architecture)\.md, ((?:[^),;:."\n]|\.(?=\w)|\n[ \t*#]*)+)')
+
+
+def check_citations(root):
+    """Code and READMEs cite sections as "docs/model.md, Streaming form": each named
+    section must be a heading of that page."""
+    import subprocess
+    try:
+        files = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True,
+                               check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return []  # not a git checkout: nothing to scan reliably
+    errors = []
+    for rel in files:
+        if rel.startswith(("docs/", "tests/docs/")) or rel.endswith(SKIP_EXT):
+            continue
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8") as f:
+                text = f.read()
+        except (UnicodeDecodeError, OSError):
+            continue
+        for m in CITE_RE.finditer(text):
+            section = " ".join(re.sub(r"\n[ \t*#]*", " ", m.group(2)).split())
+            page = os.path.join(root, "docs", m.group(1) + ".md")
+            heads = headings_of(page) if os.path.exists(page) else set()
+            if section.lower() not in heads:
+                line = text.count("\n", 0, m.start()) + 1
+                errors.append("%s:%d cites docs/%s.md, %s: no such heading"
+                              % (rel, line, m.group(1), section))
+    return errors
+
+
+def headings_of(md_path):
+    with open(md_path, encoding="utf-8") as f:
+        return {h.lower() for h in re.findall(r"^#+\s+(.*?)\s*$", f.read(), re.M)}
 
 
 def self_test(doc_path, root):
@@ -146,13 +196,20 @@ def self_test(doc_path, root):
     want = ["`%s()` is not defined in server/http.c" % fake,
             "`route()` is not defined in server/sched.c"]
     missing = [w for w in want if w not in errors]
+    # a citation of a section that does not exist, wrapped over a comment line
+    m = CITE_RE.search("/* see docs/model.md, Streaming\n * forms). */")
+    heads = headings_of(os.path.join(os.path.dirname(doc_path), "model.md"))
+    section = " ".join(re.sub(r"\n[ \t*#]*", " ", m.group(2)).split()) if m else ""
+    if section != "Streaming forms" or section.lower() in heads:
+        missing.append("a citation of docs/model.md, Streaming forms (got %r)" % section)
     for e in errors:
         print("  reported: " + e)
     if missing:
         for w in missing:
             print("FAIL: the checker did not report: " + w)
         return 1
-    print("ok: the checker reports a made-up function and a function in the wrong file")
+    print("ok: the checker reports a made-up function, a function in the wrong file and a "
+          "citation of a missing section")
     return 0
 
 
@@ -170,12 +227,14 @@ def main():
                    if p.endswith(".md") and os.path.join(os.path.dirname(doc), p) != doc)
     for page in pages:
         errors += check_paths(page, a.root)
+    errors += check_citations(a.root)
     print("%s: %d functions named, %d index rows" % (doc, len(named), len(index)))
     for e in errors:
         print("FAIL: " + e)
     if errors:
         return 1
-    print("ok: every named function is defined in the file the index gives; every cited path exists")
+    print("ok: every named function is defined where the index says; every cited path, "
+          "anchor and section exists")
     return 0
 
 
