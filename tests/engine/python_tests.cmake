@@ -10,7 +10,7 @@
 set(_mhla_pytests_dir ${CMAKE_CURRENT_LIST_DIR})
 
 # Each of exactness and bad_checkpoints runs two engine processes at a time.
-mhla_add_test(NAME engine.exactness QUICK LABELS python TIMEOUT 600 PROCESSORS 2
+mhla_add_test(NAME engine.exactness LABELS python TIMEOUT 600 PROCESSORS 2
   COMMAND ${MHLA_PYTHON} ${_mhla_pytests_dir}/test_exactness.py
           --bin ${CMAKE_BINARY_DIR}/bin --work ${CMAKE_CURRENT_BINARY_DIR}/work_exactness)
 
