@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest
       libmicrohttpd-dev libcjson-dev libjemalloc-dev libopenblas-dev
       libpcre2-dev libutf8proc-dev libcurl4-openssl-dev valgrind
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev clang-format)
 # Node.js may already come from elsewhere; Debian's is used only when absent.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)

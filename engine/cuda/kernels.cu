@@ -486,9 +486,10 @@ __global__ void mask_scores_kernel(float *scores, const int32_t *blocks, const f
 void k_mask_scores(float *scores, const int32_t *blocks, const float *mix, int Lm, int n_full,
                    int H, int C, cudaStream_t st)
 {
-    if (n_full > 0)
-        MHLA_LAUNCH(mask_scores_kernel, (unsigned)(n_full * H), 256, 0, st)(scores, blocks, mix,
-                                                                            Lm, H, C);
+    if (n_full <= 0)
+        return;
+    MHLA_LAUNCH(mask_scores_kernel, (unsigned)(n_full * H), 256, 0, st)(scores, blocks, mix, Lm,
+                                                                        H, C);
 }
 
 /* grid (layer * Hkv + head, element tiles) */

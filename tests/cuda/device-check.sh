@@ -80,8 +80,8 @@ say "build: ok ($(elapsed))"
 # ---- tests -------------------------------------------------------------------
 exclude=()
 if [ -x "$build/bin/mhla-server" ] && ldd "$build/bin/mhla-server" | grep -q "not found"; then
-    say "mhla-server: built but a shared library is missing here; cuda.gpu.server is left out"
-    exclude=(-E cuda.gpu.server)
+    say "mhla-server: built but a shared library is missing here; cuda.server.gpu is left out"
+    exclude=(-E cuda.server.gpu)
 fi
 (cd "$build" && timeout 330 ctest -L gpu -V -j 4 "${exclude[@]}" >"$out/ctest.log" 2>&1)
 rc=$?

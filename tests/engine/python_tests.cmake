@@ -9,11 +9,12 @@
 
 set(_mhla_pytests_dir ${CMAKE_CURRENT_LIST_DIR})
 
-add_test(NAME engine.exactness
+# Each of exactness and bad_checkpoints runs two engine processes at a time.
+mhla_add_test(NAME engine.exactness LABELS python TIMEOUT 600 PROCESSORS 2
   COMMAND ${MHLA_PYTHON} ${_mhla_pytests_dir}/test_exactness.py
           --bin ${CMAKE_BINARY_DIR}/bin --work ${CMAKE_CURRENT_BINARY_DIR}/work_exactness)
 
-add_test(NAME engine.context_limit
+mhla_add_test(NAME engine.context_limit QUICK LABELS python TIMEOUT 600
   COMMAND ${MHLA_PYTHON} ${_mhla_pytests_dir}/test_context_limit.py
           --bin ${CMAKE_BINARY_DIR}/bin --work ${CMAKE_CURRENT_BINARY_DIR}/work_context_limit)
 
@@ -22,12 +23,7 @@ if(MHLA_ASAN_TOOLS)
 else()
   set(_mhla_bad_ckpt_exe mhla-generate)
 endif()
-add_test(NAME engine.bad_checkpoints
+mhla_add_test(NAME engine.bad_checkpoints QUICK LABELS python TIMEOUT 600 PROCESSORS 2
   COMMAND ${MHLA_PYTHON} ${_mhla_pytests_dir}/test_bad_checkpoints.py
           --bin ${CMAKE_BINARY_DIR}/bin --work ${CMAKE_CURRENT_BINARY_DIR}/work_bad_checkpoints
           --exe ${_mhla_bad_ckpt_exe})
-
-set_tests_properties(engine.exactness engine.context_limit engine.bad_checkpoints
-  PROPERTIES LABELS "python;engine" TIMEOUT 600)
-# Each script runs two engine processes at a time.
-set_tests_properties(engine.exactness engine.bad_checkpoints PROPERTIES PROCESSORS 2)

@@ -4,6 +4,7 @@
 #   mhla_cudasim_runtime  static library; link it into anything built from
 #                         .cu sources compiled as C++ with -DMHLA_CUDA_SIM
 #   test_cudasim          the simulator's self-test, registered as cuda.sim_selftest
+#                         (mhla_add_test: cmake/MhlaTest.cmake)
 set(MHLA_CUDASIM_DIR ${CMAKE_CURRENT_LIST_DIR})
 find_package(Threads REQUIRED)
 
@@ -19,4 +20,4 @@ add_executable(test_cudasim ${MHLA_CUDASIM_DIR}/test_cudasim.cpp)
 set_target_properties(test_cudasim PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 target_compile_options(test_cudasim PRIVATE -Wall -Wextra -Werror)
 target_link_libraries(test_cudasim PRIVATE mhla_cudasim_runtime)
-add_test(NAME cuda.sim_selftest COMMAND test_cudasim)
+mhla_add_test(NAME cuda.sim_selftest QUICK COMMAND test_cudasim)
