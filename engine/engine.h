@@ -148,8 +148,6 @@ mhla_device mhla_engine_device(const mhla_engine *engine);
 const char *mhla_engine_device_name(const mhla_engine *engine);
 /* Why AUTO chose the CPU ("" when it did not), for the caller's log. */
 const char *mhla_engine_device_note(const mhla_engine *engine);
-/* Bytes of GPU memory the engine holds for weights and buffers (0 on the CPU). */
-size_t mhla_engine_device_bytes(const mhla_engine *engine);
 /* Bytes of weights a step reads on the engine's device (on a GPU, in its
  * weight dtype; without the embedding table unless the LM head is tied). */
 size_t mhla_engine_step_weight_bytes(const mhla_engine *engine);

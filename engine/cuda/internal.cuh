@@ -6,7 +6,7 @@
 #define MHLA_CUDA_INTERNAL_CUH
 
 #include "compat.h"
-#include "cuda_backend.h"
+#include "mhla_cuda.h"
 
 #include <cstddef>
 #include <cstdint>
