@@ -3,7 +3,7 @@
  * to stdout as each chunk arrives (flushed per chunk, so a terminal shows it
  * token by token). The prompt is the arguments joined by spaces, or stdin.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -10,7 +10,7 @@
  * same count (a BPE merge across the cut), the prompt is sent as the id array
  * instead, which the completions API accepts and which is exact by definition.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
  * split evenly over them, so inter-token latency is per token, not per chunk.
  * The usage chunk, when the server sends it, gives the final token counts.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <cJSON.h>
 #include <stdlib.h>

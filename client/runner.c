@@ -14,7 +14,7 @@
  * measurement window runs from the first measured request's start to the last
  * measured request's end; rates are totals over that window.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <limits.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * random generator (runs repeat from a seed on any libc), growable strings,
  * and the blocking JSON POST used for /tokenize and /detokenize.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <cJSON.h>
 

@@ -4,7 +4,7 @@
  * the CUDA backend (nvcc, or the tests' simulator); without it the table
  * simply has no CUDA entry.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <stddef.h>
 

@@ -4,7 +4,7 @@
  * weights a step streams and the memory bandwidth it can stream them at.
  * Its state lives in host memory, so it has no memory hooks.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

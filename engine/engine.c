@@ -3,7 +3,7 @@
  * time from the ones this build has), and the state memory of its
  * sequences; what it tells about its device. step.c runs its steps.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <stdio.h>
 

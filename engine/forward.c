@@ -10,7 +10,7 @@
  * are the same bits alone or in any batch.
  */
 #include "cpu/kernels.h"
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * out of the mapping into huge-page memory (see alloc_weights), F16 and BF16
  * widened to f32 — or, with bf16 weight storage, the matrices narrowed.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * whole before anything changes, the pages of the blocks it will close are
  * taken, the backend runs the forward pass, and then each sequence advances.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_items, int *T,
                     mhla_error *err)

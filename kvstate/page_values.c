@@ -3,7 +3,7 @@
  * range with 8 bits of mantissa: half the bytes per page; the engine still
  * computes in f32 and rounds once, when a block's summary is stored.
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <string.h>
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 #define CACHE_MAX_KEY 255 /* the reference caches pre-tokens shorter than 256 characters */
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 void tok_err(char *err, size_t errlen, const char *fmt, ...)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen, const char *owner);
 

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 uint64_t tok_hash_bytes(const char *s, size_t n)
 {

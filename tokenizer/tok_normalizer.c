@@ -5,7 +5,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 static const char *jstr(const cJSON *o, const char *k)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 typedef struct {
     int32_t *sym;   /* current symbol ids */

@@ -2,7 +2,7 @@
  * does), and JavaScript's white-space set. */
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 size_t tok_utf8_next(const char *str, size_t n, int32_t *cp)
 {

@@ -3,7 +3,7 @@
  * weights on it (in bf16, f16 or f32), the state memory kvstate allocates
  * pages from, and tearing it all down.
  */
-#include "backend.h"
+#include "backend_state.h"
 
 #include <cstdarg>
 #include <cstdio>

@@ -5,7 +5,7 @@
  * pages and buffers. Built only where the build has the CUDA backend (nvcc,
  * or the tests' simulator).
  */
-#include "internal.h"
+#include "engine_internal.h"
 #include "mhla_cuda.h"
 
 #include <stdio.h>

@@ -15,7 +15,7 @@ rm -rf "$work" && mkdir -p "$work/corpus"
 srcs=$(ls "$src"/engine/*.c "$src"/engine/cpu/*.c "$src"/kvstate/*.c 2>/dev/null)
 "$cc" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wno-unknown-pragmas -march=native \
-  -ffp-contract=off -I"$src/engine" -I"$src/kvstate" $(pkg-config --cflags libcjson) \
+  -ffp-contract=off -I"$src/engine" -I"$src/engine/include" -I"$src/kvstate" -I"$src/kvstate/include" $(pkg-config --cflags libcjson) \
   "$src/tests/fuzz/fuzz_checkpoint.c" $srcs $(pkg-config --libs libcjson) -lm \
   -o "$work/fuzz_checkpoint"
 seed="$work/seed"

@@ -1,6 +1,7 @@
 /*
- * internal.cuh — what the CUDA backend's files share: the backend's state,
- * the step descriptors the kernels read, the kernel launchers.
+ * kernels.cuh — what the CUDA backend's files share with its kernels
+ * (kernels.cu): element types, the step descriptors the kernels read, the
+ * kernel launchers.
  */
 #ifndef MHLA_CUDA_INTERNAL_CUH
 #define MHLA_CUDA_INTERNAL_CUH

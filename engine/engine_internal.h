@@ -1,5 +1,5 @@
 /*
- * internal.h — what the engine's own files share. Not part of the public API:
+ * engine_internal.h — what the engine's own files share. Not part of the public API:
  * other modules include engine.h only.
  */
 #ifndef MHLA_ENGINE_INTERNAL_H

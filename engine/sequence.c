@@ -1,9 +1,9 @@
 /*
- * seqstate.c — a sequence as the engine sees it: the model it belongs to and
+ * sequence.c — a sequence as the engine sees it: the model it belongs to and
  * its state in kvstate. Pages for the blocks a call will close are taken
  * before the call starts computing, so a forward pass never fails half-way.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Internal structures shared by the tokenizer's source files. Not installed. */
+/* tokenizer_internal.h — structures shared by the tokenizer's source files. Not installed. */
 #ifndef MHLA_TOK_INTERNAL_H
 #define MHLA_TOK_INTERNAL_H
 

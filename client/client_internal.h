@@ -1,5 +1,5 @@
 /*
- * cl.h — private declarations shared by the files of client/ (not part of
+ * client_internal.h — private declarations shared by the files of client/ (not part of
  * the module's public API, which is client.h).
  */
 #ifndef MHLA_CL_H
