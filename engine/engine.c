@@ -169,7 +169,18 @@ void mhla_engine_state_stats(const mhla_engine *e, mhla_state_stats *out)
     out->resumed_tokens = k.resumed_tokens;
 }
 
-void mhla_engine_set_prefix_hash_bits(mhla_engine *e, int bits)
+int mhla_engine_test_control(mhla_engine *e, mhla_error *err, int op, ...)
 {
-    kv_pool_set_hash_bits(e->pool, bits);
+    va_list ap;
+    va_start(ap, op);
+    int rc = 0;
+    switch (op) {
+    case MHLA_TESTCTRL_PREFIX_HASH_BITS:
+        kv_pool_set_hash_bits(e->pool, va_arg(ap, int));
+        break;
+    default:
+        rc = mhla_fail(err, "unknown test-control op %d", op);
+    }
+    va_end(ap);
+    return rc;
 }

@@ -241,9 +241,6 @@ typedef struct {
 } mhla_state_stats;
 
 void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);
-/* Test hook: truncate prefix keys to `bits` bits (0: full) to force
- * collisions; clears the prefix cache. */
-void mhla_engine_set_prefix_hash_bits(mhla_engine *engine, int bits);
 
 /* ---- sampling ------------------------------------------------------------- */
 
@@ -332,6 +329,22 @@ struct mhla_sample_slot {
  * id first). top must hold n_top entries. */
 int mhla_logprobs(const float *logits, int vocab_size, int32_t token, int n_top,
                   float *token_logprob, mhla_logprob *top, mhla_error *err);
+
+/* ---- for tests only ------------------------------------------------------- */
+
+/*
+ * One entry point for the hooks with which tests reach states that normal
+ * use reaches rarely (SQLite's sqlite3_test_control is the model). Not for
+ * production: an op may change or go. Returns 0, or -1 with a message for
+ * an unknown op.
+ */
+typedef enum {
+    /* (int bits): truncate prefix keys to bits bits (0: full) to force hash
+     * collisions; clears the prefix cache. */
+    MHLA_TESTCTRL_PREFIX_HASH_BITS = 1,
+} mhla_testctrl_op;
+
+int mhla_engine_test_control(mhla_engine *engine, mhla_error *err, int op, ...);
 
 #ifdef __cplusplus
 }
