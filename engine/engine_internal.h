@@ -111,7 +111,6 @@ struct mhla_seq {
     void *home; /* the backend whose device memory holds its state; NULL: host memory */
 };
 
-size_t mhla_page_floats(const mhla_config *cfg);
 /* The state geometry kvstate is given for a model. */
 kv_geometry mhla_state_geometry(const mhla_config *cfg);
 /* A fresh sequence whose pages come from pool, its state restored by ops

@@ -36,14 +36,6 @@ static float f16_to_f32(uint16_t h)
     return f;
 }
 
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 /*
  * Memory for weights the forward pass streams. 2 MiB-aligned and advised for
  * transparent huge pages: with 4 KiB pages the projections' sweeps over
@@ -114,7 +106,7 @@ static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape,
             memcpy(&buf[i], src + 4 * i, 4);
         } else {
             uint16_t h = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
-            buf[i] = t->dtype == ST_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            buf[i] = t->dtype == ST_F16 ? f16_to_f32(h) : mhla_f32_from_bf16(h);
         }
     }
     if (keep_owned(m, buf, err))
@@ -275,7 +267,7 @@ static int to_bf16(mhla_model *m, k_matrix *w, size_t n, mhla_error *err)
     if (!h || keep_owned(m, h, err))
         return mhla_fail(err, "out of memory converting weights to bf16");
     for (size_t i = 0; i < n; i++)
-        h[i] = k_f32_to_bf16(w->f32[i]);
+        h[i] = mhla_bf16_from_f32(w->f32[i]);
     *w = (k_matrix){NULL, h};
     return 0;
 }

@@ -22,12 +22,6 @@ kv_geometry mhla_state_geometry(const mhla_config *c)
     return g;
 }
 
-size_t mhla_page_floats(const mhla_config *c)
-{
-    kv_geometry g = mhla_state_geometry(c);
-    return kv_page_floats(&g);
-}
-
 int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, const mhla_backend_ops *ops,
                        void *home, mhla_seq **out, mhla_error *err)
 {

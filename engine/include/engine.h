@@ -12,6 +12,8 @@
 #ifndef MHLA_ENGINE_H
 #define MHLA_ENGINE_H
 
+#include "base.h" /* mhla_rng */
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -244,13 +246,7 @@ void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);
 
 /* ---- sampling ------------------------------------------------------------- */
 
-typedef struct {
-    uint64_t state[4]; /* xoshiro256** */
-} mhla_rng;
-
-void mhla_rng_seed(mhla_rng *rng, uint64_t seed);
-/* Uniform in [0, 1). */
-double mhla_rng_uniform(mhla_rng *rng);
+/* The generator is base.h's mhla_rng (xoshiro256**). */
 
 /* temperature 0 is greedy (lowest id wins ties); otherwise softmax(logits/T). */
 int mhla_sample(const float *logits, int vocab_size, float temperature, mhla_rng *rng);

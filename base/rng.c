@@ -1,9 +1,9 @@
 /*
- * rng.c — the sampling generator: xoshiro256**, seeded through splitmix64.
- * Each request has its own, so a seed gives the same tokens whatever else
- * shares the batch.
+ * rng.c — xoshiro256** (Blackman and Vigna), seeded through splitmix64.
  */
-#include "engine_internal.h"
+#include "base.h"
+
+#include <math.h>
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -35,3 +35,10 @@ static uint64_t next_u64(mhla_rng *r)
 }
 
 double mhla_rng_uniform(mhla_rng *rng) { return (double)(next_u64(rng) >> 11) * 0x1.0p-53; }
+
+double mhla_rng_normal(mhla_rng *rng)
+{
+    /* 1 - u keeps the logarithm's argument in (0, 1]. */
+    double u = 1.0 - mhla_rng_uniform(rng), v = mhla_rng_uniform(rng);
+    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
