@@ -65,7 +65,6 @@ int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_options *op
                      mhla_cuda **out, char *err);
 void mhla_cuda_free(mhla_cuda *g);
 const char *mhla_cuda_name(const mhla_cuda *g);
-size_t mhla_cuda_bytes(const mhla_cuda *g);
 
 void mhla_cuda_stats(const mhla_cuda *g, uint64_t *steps, uint64_t *captures, uint64_t *replays);
 /* Device-to-device copy bandwidth, bytes read + written per second. */
