@@ -2,7 +2,7 @@
  * bench.c — mhla-bench: parse flags, get the prompts, run each level, print
  * the table(s) and write --json / --svg.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

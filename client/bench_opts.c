@@ -3,7 +3,7 @@
  * takes `--flag VALUE` or `--flag=VALUE`; a bad value is a usage error naming
  * the flag, never a silent default.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * to stdout as each chunk arrives (flushed per chunk, so a terminal shows it
  * token by token). The prompt is the arguments joined by spaces, or stdin.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -57,14 +57,14 @@ static int number(const char *flag, const char *v, double lo, double hi, double 
     return 0;
 }
 
-static int read_stdin(cl_str *s)
+static int read_stdin(mhla_buf *s)
 {
     char buf[4096];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
-        if (cl_str_append(s, buf, n))
+        if (mhla_buf_put(s, buf, n))
             return -1;
-    return ferror(stdin) ? -1 : cl_str_append(s, "", 0);
+    return ferror(stdin) ? -1 : mhla_buf_put(s, "", 0);
 }
 
 int cl_cli_main(int argc, char **argv)
@@ -73,7 +73,7 @@ int cl_cli_main(int argc, char **argv)
                  .timeout_s = 600};
     cl_req_params p = {.max_tokens = 128, .temperature = -1, .seed = -1, .usage = 1};
     int stats = 0, rc;
-    cl_str prompt = {0};
+    mhla_buf prompt = {0};
     double x;
     int i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
@@ -129,18 +129,18 @@ int cl_cli_main(int argc, char **argv)
     int bad = 0;
     if (i < argc) {
         for (int k = i; k < argc && !bad; k++)
-            bad = (k > i && cl_str_append(&prompt, " ", 1)) ||
-                  cl_str_append(&prompt, argv[k], strlen(argv[k]));
+            bad = (k > i && mhla_buf_put(&prompt, " ", 1)) ||
+                  mhla_buf_put(&prompt, argv[k], strlen(argv[k]));
     } else {
         bad = read_stdin(&prompt);
     }
     if (bad) {
-        cl_str_free(&prompt);
+        mhla_buf_free(&prompt);
         fprintf(stderr, "mhla-cli: error: cannot read the prompt\n");
         return 1;
     }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        cl_str_free(&prompt);
+        mhla_buf_free(&prompt);
         fprintf(stderr, "mhla-cli: error: curl_global_init failed\n");
         return 1;
     }
@@ -150,7 +150,7 @@ int cl_cli_main(int argc, char **argv)
     memset(&r, 0, sizeof r);
     char err[CL_ERR_LEN], kind[32];
     int ends_nl = 1, status = 1;
-    pj = cl_json_string(prompt.s);
+    pj = cl_json_string(prompt.p);
     p.prompt_json = pj;
     if (!pj) {
         snprintf(err, sizeof err, "out of memory");
@@ -176,7 +176,7 @@ int cl_cli_main(int argc, char **argv)
         fprintf(stderr, "mhla-cli: error: %s\n", err);
     cl_req_free(&r);
     free(pj);
-    cl_str_free(&prompt);
+    mhla_buf_free(&prompt);
     curl_global_cleanup();
     return status;
 }

@@ -10,7 +10,7 @@
  * same count (a BPE merge across the cut), the prompt is sent as the id array
  * instead, which the completions API accepts and which is exact by definition.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -31,13 +31,13 @@ int cl_parse_dist(const char *s, cl_dist *out)
     return 0;
 }
 
-long cl_draw_len(const cl_len_spec *s, cl_rng *r)
+long cl_draw_len(const cl_len_spec *s, mhla_rng *r)
 {
     double x = (double)s->mean;
     if (s->dist == CL_DIST_UNIFORM)
-        x += (2.0 * cl_rng_uniform(r) - 1.0) * s->spread;
+        x += (2.0 * mhla_rng_uniform(r) - 1.0) * s->spread;
     else if (s->dist == CL_DIST_NORMAL)
-        x += cl_rng_normal(r) * s->spread;
+        x += mhla_rng_normal(r) * s->spread;
     long n = lround(x);
     return n < 1 ? 1 : n;
 }
@@ -179,22 +179,22 @@ static const cJSON *tokenize(const cl_conn *c, const char *text, cJSON **holder,
     return t;
 }
 
-static int random_text(cl_rng *rng, size_t chars, cl_str *s)
+static int random_text(mhla_rng *rng, size_t chars, mhla_buf *s)
 {
     s->len = 0;
     while (s->len < chars) {
-        const char *w = WORDS[(size_t)(cl_rng_uniform(rng) * (sizeof WORDS / sizeof *WORDS))];
-        if ((s->len && cl_str_append(s, " ", 1)) || cl_str_append(s, w, strlen(w)))
+        const char *w = WORDS[(size_t)(mhla_rng_uniform(rng) * (sizeof WORDS / sizeof *WORDS))];
+        if ((s->len && mhla_buf_put(s, " ", 1)) || mhla_buf_put(s, w, strlen(w)))
             return -1;
     }
     return 0;
 }
 
 /* One prompt of exactly len tokens, as a JSON value. */
-static char *one_prompt(const cl_conn *c, cl_rng *rng, long len, double chars_per_token,
+static char *one_prompt(const cl_conn *c, mhla_rng *rng, long len, double chars_per_token,
                         int *as_ids, char *err)
 {
-    cl_str text = {0};
+    mhla_buf text = {0};
     cJSON *h1 = NULL, *h2 = NULL, *h3 = NULL, *ids = NULL;
     char *json = NULL;
     const cJSON *toks = NULL;
@@ -205,7 +205,7 @@ static char *one_prompt(const cl_conn *c, cl_rng *rng, long len, double chars_pe
             snprintf(err, CL_ERR_LEN, "out of memory synthesizing a prompt");
             goto out;
         }
-        if (!(toks = tokenize(c, text.s, &h1, err)))
+        if (!(toks = tokenize(c, text.p, &h1, err)))
             goto out;
         if (cJSON_GetArraySize(toks) >= len)
             break;
@@ -243,7 +243,7 @@ out:
     cJSON_Delete(h2);
     cJSON_Delete(h3);
     cJSON_Delete(ids);
-    cl_str_free(&text);
+    mhla_buf_free(&text);
     return json;
 }
 
@@ -251,24 +251,24 @@ int cl_prompts_synthesize(const cl_conn *c, const cl_len_spec *in, const cl_len_
                           size_t count, uint64_t seed, cl_prompts *out, char *err)
 {
     memset(out, 0, sizeof *out);
-    cl_rng rng;
-    cl_rng_seed(&rng, seed);
+    mhla_rng rng;
+    mhla_rng_seed(&rng, seed);
     /* characters per token, measured once on a sample so first tries are long enough */
-    cl_str sample = {0};
+    mhla_buf sample = {0};
     cJSON *h = NULL;
     if (random_text(&rng, 2000, &sample)) {
         snprintf(err, CL_ERR_LEN, "out of memory synthesizing prompts");
         return -1;
     }
-    const cJSON *t = tokenize(c, sample.s, &h, err);
+    const cJSON *t = tokenize(c, sample.p, &h, err);
     if (!t) {
-        cl_str_free(&sample);
+        mhla_buf_free(&sample);
         return -1;
     }
     int nt = cJSON_GetArraySize(t);
     double cpt = nt > 0 ? (double)sample.len / nt : 4.0;
     cJSON_Delete(h);
-    cl_str_free(&sample);
+    mhla_buf_free(&sample);
     for (size_t i = 0; i < count; i++) {
         long len = cl_draw_len(in, &rng), max_tokens = cl_draw_len(out_len, &rng);
         int as_ids = 0;

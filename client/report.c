@@ -4,7 +4,7 @@
  * Latencies are in milliseconds everywhere; rates are per second of the
  * measurement window.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
  * split evenly over them, so inter-token latency is per token, not per chunk.
  * The usage chunk, when the server sends it, gives the final token counts.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
@@ -88,7 +88,7 @@ static size_t on_bytes(char *data, size_t size, size_t nmemb, void *ud)
     if (r->status == 0)
         curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
     if (r->status != 200) { /* keep the error body (bounded) for the message */
-        if (r->err_body.len < 4096 && cl_str_append(&r->err_body, data, n))
+        if (r->err_body.len < 4096 && mhla_buf_put(&r->err_body, data, n))
             return 0;
         return n;
     }
@@ -150,25 +150,25 @@ int cl_req_setup(cl_req *r, const cl_conn *c, const cl_req_params *p, char *err)
     cl_sse_init(&r->sse);
     r->usage_prompt = r->usage_completion = -1;
     r->body = build_body(c, p);
-    cl_str url = {0}, auth = {0};
-    int bad = !r->body || cl_str_append(&url, c->url, strlen(c->url)) ||
-              cl_str_append(&url, "/v1/completions", 15) ||
+    mhla_buf url = {0}, auth = {0};
+    int bad = !r->body || mhla_buf_put(&url, c->url, strlen(c->url)) ||
+              mhla_buf_put(&url, "/v1/completions", 15) ||
               add_header(&r->headers, "Content-Type: application/json") ||
               add_header(&r->headers, "Accept: text/event-stream") ||
               add_header(&r->headers, "Expect:"); /* no 100-continue wait on big bodies */
     if (!bad && c->api_key)
-        bad = cl_str_append(&auth, "Authorization: Bearer ", 22) ||
-              cl_str_append(&auth, c->api_key, strlen(c->api_key)) ||
-              add_header(&r->headers, auth.s);
+        bad = mhla_buf_put(&auth, "Authorization: Bearer ", 22) ||
+              mhla_buf_put(&auth, c->api_key, strlen(c->api_key)) ||
+              add_header(&r->headers, auth.p);
     if (bad) {
-        cl_str_free(&url);
-        cl_str_free(&auth);
+        mhla_buf_free(&url);
+        mhla_buf_free(&auth);
         snprintf(err, CL_ERR_LEN, "out of memory preparing a request (or a prompt that is not "
                                   "JSON)");
         return -1;
     }
     CURL *e = r->easy;
-    curl_easy_setopt(e, CURLOPT_URL, url.s); /* libcurl copies option strings */
+    curl_easy_setopt(e, CURLOPT_URL, url.p); /* libcurl copies option strings */
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_bytes);
@@ -178,8 +178,8 @@ int cl_req_setup(cl_req *r, const cl_conn *c, const cl_req_params *p, char *err)
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_s > 0 ? (long)(c->timeout_s * 1000) : 0L);
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
-    cl_str_free(&url);
-    cl_str_free(&auth);
+    mhla_buf_free(&url);
+    mhla_buf_free(&auth);
     r->curl_err[0] = '\0';
     return 0;
 }
@@ -190,7 +190,7 @@ void cl_req_reset(cl_req *r)
     curl_slist_free_all(r->headers);
     free(r->body);
     cl_sse_free(&r->sse);
-    cl_str_free(&r->err_body);
+    mhla_buf_free(&r->err_body);
     cl_vec_free(&r->itl);
     memset(r, 0, sizeof *r);
     r->easy = e;
@@ -206,14 +206,14 @@ void cl_req_free(cl_req *r)
 
 static void body_message(const cl_req *r, char *msg)
 {
-    cJSON *o = r->err_body.s ? cJSON_Parse(r->err_body.s) : NULL;
+    cJSON *o = r->err_body.p ? cJSON_Parse(r->err_body.p) : NULL;
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(e, "message");
     if (cJSON_IsString(m))
         snprintf(msg, CL_ERR_LEN, "HTTP %ld: %s", r->status, m->valuestring);
     else
         snprintf(msg, CL_ERR_LEN, "HTTP %ld: %.200s", r->status,
-                 r->err_body.s ? r->err_body.s : "(no body)");
+                 r->err_body.p ? r->err_body.p : "(no body)");
     cJSON_Delete(o);
 }
 

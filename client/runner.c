@@ -14,7 +14,7 @@
  * measurement window runs from the first measured request's start to the last
  * measured request's end; rates are totals over that window.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <limits.h>
 #include <math.h>
@@ -189,8 +189,8 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
     }
     curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, cap);
 
-    cl_rng rng;
-    cl_rng_seed(&rng, o->rng_seed ^ (uint64_t)(level * 1000.0));
+    mhla_rng rng;
+    mhla_rng_seed(&rng, o->rng_seed ^ (uint64_t)(level * 1000.0));
     cl_req_params params = {.temperature = o->temperature, .seed = o->seed,
                             .ignore_eos = o->ignore_eos, .token_ids = o->token_ids,
                             .usage = o->usage};
@@ -242,7 +242,7 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
             in_flight++;
             issued++;
             if (o->open_loop)
-                next_arrival += o->poisson ? -log(1.0 - cl_rng_uniform(&rng)) / level
+                next_arrival += o->poisson ? -log(1.0 - mhla_rng_uniform(&rng)) / level
                                            : 1.0 / level;
         }
         if (stop && in_flight == 0)

@@ -4,7 +4,7 @@
  * keeps the unfinished line and the event's data between calls and never
  * assumes that a read ends on a line or event boundary.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

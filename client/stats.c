@@ -3,7 +3,7 @@
  * percentile (numpy's default, linear interpolation) so that the figures can
  * be checked against numpy and compared with other tools that use it.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * given, because sweeps are usually geometric (1, 2, 4, ...). Plain SVG, no
  * scripts or external fonts, so it renders on GitHub and in any browser.
  */
-#include "cl.h"
+#include "client_internal.h"
 
 #include <errno.h>
 #include <math.h>

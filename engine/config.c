@@ -1,5 +1,5 @@
 /* config.json → mhla_config, with the defaults and refusals of docs/model.md, config.json. */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

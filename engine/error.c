@@ -2,7 +2,7 @@
  * error.c — how the engine's functions fail: a message naming the cause and
  * a code saying what kind of failure it is (engine.h, mhla_status).
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <stdio.h>
 

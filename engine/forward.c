@@ -1,5 +1,7 @@
 /*
- * forward.c — one engine step over a batch of sequences (docs/model.md, Forward pass).
+ * forward.c — the CPU backend's forward pass: one engine step over a batch
+ * of sequences (docs/model.md, Forward pass), top to bottom: embeddings, then per layer the
+ * norms, projections, token mixer and MLP, then the logits and sampling.
  *
  * All tokens of the step, whatever sequence they belong to, go through the
  * norms, projections and MLP together as rows of one matrix; only the token
@@ -8,112 +10,11 @@
  * are the same bits alone or in any batch.
  */
 #include "cpu/kernels.h"
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-/* Rows of final hidden states turned into logits per lm_head call. */
-#define LOGIT_ROWS 64
-
-struct mhla_engine {
-    const mhla_model *model;
-    int n_threads;
-    int cap; /* token rows the scratch buffers hold */
-    float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
-    float *logit_rows, *logit_buf;
-    int *row_item; /* which batch item each token row belongs to */
-    float *sample_rows; /* logits of sampled positions no caller buffer holds */
-    int sample_cap;
-    kv_pool *pool; /* state memory of mhla_engine_seq_create's sequences */
-    mhla_cuda *cuda; /* the GPU the steps run on; NULL: the CPU */
-    kv_memory cuda_memory;
-    size_t gpu_weight_elem; /* bytes per weight on the GPU */
-    char device_name[420];
-    char device_note[600];
-};
-
-int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, mhla_engine **out,
-                       mhla_error *err)
-{
-    *out = NULL;
-    mhla_engine *e = calloc(1, sizeof *e);
-    if (!e)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
-    e->model = model;
-    e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (e->n_threads < 1)
-        e->n_threads = 1;
-    const mhla_config *c = &model->cfg;
-    kv_pool_options po = {
-        .geo = mhla_state_geometry(c),
-        .dtype = opt && opt->state_dtype == MHLA_STATE_BF16 ? KV_DTYPE_BF16 : KV_DTYPE_F32,
-        .budget_bytes = opt ? opt->state_bytes : 0,
-        .resume_slots = opt ? opt->resume_slots : 0,
-    };
-    kv_error ke;
-    if (opt && opt->state_dtype != MHLA_STATE_F32 && opt->state_dtype != MHLA_STATE_BF16) {
-        mhla_engine_free(e);
-        return mhla_fail(err, "unknown state dtype %d", (int)opt->state_dtype);
-    }
-    if (opt && opt->device != MHLA_DEVICE_CPU) {
-        if (opt->device != MHLA_DEVICE_AUTO && opt->device != MHLA_DEVICE_CUDA) {
-            mhla_engine_free(e);
-            return mhla_fail(err, "unknown device %d", (int)opt->device);
-        }
-        if (mhla_device_open(model, opt, &e->cuda, e->device_note, sizeof e->device_note, err)) {
-            mhla_engine_free(e);
-            return -1;
-        }
-        if (e->cuda) {
-            e->gpu_weight_elem = opt->gpu_weights == MHLA_GPU_WEIGHTS_F32 ? 4 : 2;
-            mhla_device_memory(e->cuda, &e->cuda_memory);
-            po.memory = &e->cuda_memory;
-        }
-    }
-    if (e->cuda)
-        snprintf(e->device_name, sizeof e->device_name, "%s", mhla_cuda_name(e->cuda));
-    else
-        snprintf(e->device_name, sizeof e->device_name, "cpu (%d threads)", e->n_threads);
-    if (kv_pool_create(&po, &e->pool, &ke)) {
-        mhla_engine_free(e);
-        return mhla_fail_kv(err, &ke);
-    }
-    if (po.budget_bytes > 0 && po.budget_bytes < kv_pool_page_bytes(e->pool)) {
-        mhla_engine_free(e);
-        return mhla_fail(err, "state memory of %zu bytes holds no page of %zu bytes",
-                         po.budget_bytes, kv_pool_page_bytes(e->pool));
-    }
-    e->logit_rows = malloc((size_t)LOGIT_ROWS * c->hidden_size * sizeof(float));
-    e->logit_buf = malloc((size_t)LOGIT_ROWS * c->vocab_size * sizeof(float));
-    if (!e->logit_rows || !e->logit_buf) {
-        mhla_engine_free(e);
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the engine's buffers");
-    }
-    *out = e;
-    return 0;
-}
-
-void mhla_engine_free(mhla_engine *e)
-{
-    if (!e)
-        return;
-    float *bufs[] = {e->x, e->h, e->q, e->k, e->v, e->g, e->att, e->up, e->gate,
-                     e->logit_rows, e->logit_buf};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        free(bufs[i]);
-    free(e->row_item);
-    free(e->sample_rows);
-    /* its sequences keep the pool alive as long as they live; on a GPU they
-     * must all be gone before the backend goes */
-    kv_pool_release(e->pool);
-    mhla_cuda_free(e->cuda);
-    free(e);
-}
 
 static int grow(float **p, size_t n, mhla_error *err)
 {
@@ -124,7 +25,7 @@ static int grow(float **p, size_t n, mhla_error *err)
     return 0;
 }
 
-static int ensure_capacity(mhla_engine *e, int T, mhla_error *err)
+static int ensure_capacity(mhla_cpu *e, int T, mhla_error *err)
 {
     if (T <= e->cap)
         return 0;
@@ -144,48 +45,19 @@ static int ensure_capacity(mhla_engine *e, int T, mhla_error *err)
     return 0;
 }
 
-static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_items, int *T,
-                    mhla_error *err)
+static int ensure_sample_rows(mhla_cpu *e, const mhla_batch_item *items, int n_items,
+                              mhla_error *err)
 {
-    const mhla_config *c = &e->model->cfg;
-    long total = 0;
-    for (int b = 0; b < n_items; b++) {
-        const mhla_batch_item *it = &items[b];
-        if (!it->seq || it->seq->model != e->model)
-            return mhla_fail(err, "batch item %d: no sequence of this model", b);
-        if (it->seq->dev != e->cuda)
-            return mhla_fail(err, "batch item %d: the sequence's state is on another device (make "
-                                  "sequences with mhla_engine_seq_create)", b);
-        if (it->n_tokens < 1 || !it->tokens)
-            return mhla_fail(err, "batch item %d: no tokens", b);
-        if (it->logits_from < 0 || it->logits_from > it->n_tokens)
-            return mhla_fail(err, "batch item %d: logits_from %d outside [0, %d]", b,
-                             it->logits_from, it->n_tokens);
-        if (it->logits_from < it->n_tokens && !it->logits && !it->sample)
-            return mhla_fail(err, "batch item %d: logits requested without a buffer", b);
-        if (it->sample && (!it->sample->sampler || it->sample->n_top < -1 ||
-                           it->sample->n_top > MHLA_MAX_TOP_LOGPROBS))
-            return mhla_fail(err, "batch item %d: a sample slot needs a sampler and n_top in "
-                                  "[-1, %d]", b, MHLA_MAX_TOP_LOGPROBS);
-        int pos = mhla_seq_pos(it->seq);
-        if ((long)pos + it->n_tokens > c->max_positions)
-            return mhla_fail_as(err, MHLA_ERR_CONTEXT,
-                                "context length exceeded: position %d + %d tokens passes the "
-                                "model's context of %d tokens (%d blocks of %d)",
-                                pos, it->n_tokens, c->max_positions, c->num_blocks,
-                                c->chunk_size);
-        for (int t = 0; t < it->n_tokens; t++)
-            if (it->tokens[t] < 0 || it->tokens[t] >= c->vocab_size)
-                return mhla_fail(err, "batch item %d: token id %d outside the vocabulary [0, %d)",
-                                 b, it->tokens[t], c->vocab_size);
-        for (int o = 0; o < b; o++)
-            if (items[o].seq == it->seq)
-                return mhla_fail(err, "batch items %d and %d feed the same sequence", o, b);
-        total += it->n_tokens;
-        if (total > (1L << 24))
-            return mhla_fail(err, "batch of more than %ld tokens", 1L << 24);
-    }
-    *T = (int)total;
+    int n = 0;
+    for (int b = 0; b < n_items; b++)
+        n += items[b].sample && !(items[b].logits && items[b].logits_from < items[b].n_tokens);
+    if (n <= e->sample_cap)
+        return 0;
+    float *p = realloc(e->sample_rows, (size_t)n * e->model->cfg.vocab_size * sizeof(float));
+    if (!p)
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for sampled logits");
+    e->sample_rows = p;
+    e->sample_cap = n;
     return 0;
 }
 
@@ -214,7 +86,7 @@ static void rope(const mhla_model *m, int pos, float *x, int dk)
 }
 
 /* φ, rotary and (for q) the scale, for every head of every token row. */
-static void prepare_qk(mhla_engine *e, const mhla_batch_item *items, const int *row_start,
+static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row_start,
                        int T)
 {
     const mhla_model *m = e->model;
@@ -240,7 +112,7 @@ static void prepare_qk(mhla_engine *e, const mhla_batch_item *items, const int *
 }
 
 /* Runs the token mixer: one work unit per (sequence, kv head). */
-static void token_mixer(mhla_engine *e, int layer, mhla_batch_item *items, int n_items,
+static void token_mixer(mhla_cpu *e, int layer, mhla_batch_item *items, int n_items,
                         const int *row_start)
 {
     const mhla_config *c = &e->model->cfg;
@@ -263,7 +135,7 @@ static void token_mixer(mhla_engine *e, int layer, mhla_batch_item *items, int n
 }
 
 /* o = RMSNorm_dv(o) * w, times swish(g) with the output gate. */
-static void output_norm(mhla_engine *e, const mhla_layer *ly, int T)
+static void output_norm(mhla_cpu *e, const mhla_layer *ly, int T)
 {
     const mhla_config *c = &e->model->cfg;
     int H = c->num_heads, dv = c->head_v_dim;
@@ -280,7 +152,7 @@ static void output_norm(mhla_engine *e, const mhla_layer *ly, int T)
         }
 }
 
-static void rmsnorm_rows(mhla_engine *e, const float *x, const float *w, float *out, int T)
+static void rmsnorm_rows(mhla_cpu *e, const float *x, const float *w, float *out, int T)
 {
     const mhla_config *c = &e->model->cfg;
     int D = c->hidden_size;
@@ -295,7 +167,7 @@ static void add_rows(float *x, const float *y, size_t n)
         x[i] += y[i];
 }
 
-static void layer_forward(mhla_engine *e, int l, mhla_batch_item *items, int n_items, int T,
+static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_items, int T,
                           const int *row_start)
 {
     const mhla_config *c = &e->model->cfg;
@@ -325,8 +197,8 @@ static void layer_forward(mhla_engine *e, int l, mhla_batch_item *items, int n_i
     add_rows(e->x, e->h, (size_t)T * D);
 }
 
-/* Final norm and lm_head for the requested rows, LOGIT_ROWS at a time. */
-static void flush_logits(mhla_engine *e, float **dst, int n)
+/* Final norm and lm_head for the requested rows, MHLA_LOGIT_ROWS at a time. */
+static void flush_logits(mhla_cpu *e, float **dst, int n)
 {
     const mhla_model *m = e->model;
     int V = m->cfg.vocab_size;
@@ -337,7 +209,7 @@ static void flush_logits(mhla_engine *e, float **dst, int n)
 
 /* The logits row of item b's position t, or NULL when nobody wants it. A
  * sampled last position the caller has no buffer for goes to sample_rows. */
-static float *logits_dst(mhla_engine *e, const mhla_batch_item *it, int t, int *n_sampled)
+static float *logits_dst(mhla_cpu *e, const mhla_batch_item *it, int t, int *n_sampled)
 {
     int V = e->model->cfg.vocab_size;
     if (it->logits && t >= it->logits_from)
@@ -347,12 +219,12 @@ static float *logits_dst(mhla_engine *e, const mhla_batch_item *it, int t, int *
     return NULL;
 }
 
-static void compute_logits(mhla_engine *e, mhla_batch_item *items, int n_items,
+static void compute_logits(mhla_cpu *e, mhla_batch_item *items, int n_items,
                            const int *row_start)
 {
     const mhla_model *m = e->model;
     int D = m->cfg.hidden_size, n = 0, n_sampled = 0;
-    float *dst[LOGIT_ROWS];
+    float *dst[MHLA_LOGIT_ROWS];
     for (int b = 0; b < n_items; b++) {
         int first = items[b].logits ? items[b].logits_from : items[b].n_tokens;
         if (items[b].sample && first > items[b].n_tokens - 1)
@@ -361,7 +233,7 @@ static void compute_logits(mhla_engine *e, mhla_batch_item *items, int n_items,
             float *d = logits_dst(e, &items[b], t, &n_sampled);
             if (!d)
                 continue;
-            if (n == LOGIT_ROWS) {
+            if (n == MHLA_LOGIT_ROWS) {
                 flush_logits(e, dst, n);
                 n = 0;
             }
@@ -375,7 +247,7 @@ static void compute_logits(mhla_engine *e, mhla_batch_item *items, int n_items,
 }
 
 /* Sample slots on the CPU: the sampler itself on the sampled rows. */
-static void sample_on_host(mhla_engine *e, mhla_batch_item *items, int n_items)
+static void sample_on_host(mhla_cpu *e, mhla_batch_item *items, int n_items)
 {
     int V = e->model->cfg.vocab_size, n_sampled = 0;
     for (int b = 0; b < n_items; b++) {
@@ -391,45 +263,14 @@ static void sample_on_host(mhla_engine *e, mhla_batch_item *items, int n_items)
     }
 }
 
-static int ensure_sample_rows(mhla_engine *e, const mhla_batch_item *items, int n_items,
-                              mhla_error *err)
+int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err)
 {
-    int n = 0;
-    for (int b = 0; b < n_items; b++)
-        n += items[b].sample && !(items[b].logits && items[b].logits_from < items[b].n_tokens);
-    if (n <= e->sample_cap)
-        return 0;
-    float *p = realloc(e->sample_rows, (size_t)n * e->model->cfg.vocab_size * sizeof(float));
-    if (!p)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for sampled logits");
-    e->sample_rows = p;
-    e->sample_cap = n;
-    return 0;
-}
-
-int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_error *err)
-{
+    mhla_cpu *e = ctx;
     const mhla_model *m = e->model;
     const mhla_config *c = &m->cfg;
     int T = 0;
-    if (n_items < 0 || (n_items > 0 && !items))
-        return mhla_fail(err, "bad batch");
-    if (validate(e, items, n_items, &T, err))
-        return -1;
-    if (T == 0)
-        return 0;
-    for (int b = 0; b < n_items; b++) {
-        mhla_seq *s = items[b].seq;
-        if (mhla_seq_reserve_pages(s, (mhla_seq_pos(s) + items[b].n_tokens) / c->chunk_size, err))
-            return -1;
-    }
-    if (e->cuda) {
-        if (mhla_device_forward(e->cuda, items, n_items, err))
-            return -1;
-        for (int b = 0; b < n_items; b++)
-            kv_seq_advance(items[b].seq->kv, items[b].tokens, items[b].n_tokens);
-        return 0;
-    }
+    for (int b = 0; b < n_items; b++)
+        T += items[b].n_tokens;
     if (ensure_capacity(e, T, err) || ensure_sample_rows(e, items, n_items, err))
         return -1;
     int *row_start = malloc(((size_t)n_items + 1) * sizeof *row_start);
@@ -449,91 +290,6 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
         layer_forward(e, l, items, n_items, T, row_start);
     compute_logits(e, items, n_items, row_start);
     sample_on_host(e, items, n_items);
-    /* Advances each sequence and publishes the blocks it closed to the
-     * prefix cache: serial, after the parallel mixer is done with the pool. */
-    for (int b = 0; b < n_items; b++)
-        kv_seq_advance(items[b].seq->kv, items[b].tokens, items[b].n_tokens);
     free(row_start);
     return 0;
-}
-
-kv_pool *mhla_engine_state_pool(const mhla_engine *e) { return e->pool; }
-mhla_cuda *mhla_engine_cuda(const mhla_engine *e) { return e->cuda; }
-mhla_device mhla_engine_device(const mhla_engine *e)
-{
-    return e->cuda ? MHLA_DEVICE_CUDA : MHLA_DEVICE_CPU;
-}
-const char *mhla_engine_device_name(const mhla_engine *e) { return e->device_name; }
-const char *mhla_engine_device_note(const mhla_engine *e) { return e->device_note; }
-size_t mhla_engine_device_bytes(const mhla_engine *e)
-{
-    return e->cuda ? mhla_cuda_bytes(e->cuda) : 0;
-}
-const mhla_model *mhla_engine_model(const mhla_engine *e) { return e->model; }
-
-size_t mhla_engine_step_weight_bytes(const mhla_engine *e)
-{
-    const mhla_model *m = e->model;
-    const mhla_config *c = &m->cfg;
-    size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
-    if (!e->cuda) {
-        size_t n = mhla_model_weight_bytes(m);
-        /* a step gathers a few embedding rows, unless the head is the table */
-        return m->lm_head.f32 == m->embeddings ? n : n - V * D * 4;
-    }
-    size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
-    size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
-    size_t gate = m->layers[0].wg.f32 || m->layers[0].wg.bf16 ? od : 0;
-    size_t per_layer = (qd + kd + vd + gate) * D + D * od + 3 * I * D;
-    return ((size_t)c->num_layers * per_layer + V * D) * e->gpu_weight_elem;
-}
-
-int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error *err)
-{
-    if (e->cuda) {
-        char cerr[MHLA_CUDA_ERR];
-        if (mhla_cuda_copy_bandwidth(e->cuda, bytes_per_s, cerr))
-            return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
-        return 0;
-    }
-    /* The CPU streams weights, it does not copy them: read 256 MiB with the
-     * engine's threads, as its sweeps over the weights do. */
-    size_t n = (256u << 20) / sizeof(float);
-    float *a = malloc(n * sizeof(float));
-    if (!a)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the bandwidth measurement");
-    for (size_t i = 0; i < n; i++)
-        a[i] = (float)(i & 7);
-    int nt = e->n_threads;
-    size_t part = n / (size_t)nt;
-    volatile float sink = 0;
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            const float *p = a + (size_t)t * part;
-            float acc[16] = {0};
-            for (size_t i = 0; i + 16 <= part; i += 16)
-                for (int l = 0; l < 16; l++)
-                    acc[l] += p[i + l];
-            sink += acc[0] + acc[15];
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        double bw = s > 0 ? (double)(part * (size_t)nt) * sizeof(float) / s : 0;
-        best = bw > best ? bw : best;
-    }
-    (void)sink;
-    free(a);
-    *bytes_per_s = best;
-    return 0;
-}
-
-void mhla_engine_device_stats(const mhla_engine *e, mhla_device_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    if (e->cuda)
-        mhla_cuda_stats(e->cuda, &out->steps, &out->graph_captures, &out->graph_replays);
 }

@@ -11,7 +11,7 @@
  * token, which is why any split of a sequence into calls gives the same bits.
  */
 #include "cpu/kernels.h"
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * out of the mapping into huge-page memory (see alloc_weights), F16 and BF16
  * widened to f32 — or, with bf16 weight storage, the matrices narrowed.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,14 +31,6 @@ static float f16_to_f32(uint16_t h)
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
     float f;
     memcpy(&f, &bits, 4);
     return f;
@@ -114,7 +106,7 @@ static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape,
             memcpy(&buf[i], src + 4 * i, 4);
         } else {
             uint16_t h = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
-            buf[i] = t->dtype == ST_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+            buf[i] = t->dtype == ST_F16 ? f16_to_f32(h) : mhla_f32_from_bf16(h);
         }
     }
     if (keep_owned(m, buf, err))
@@ -276,7 +268,7 @@ static int to_bf16(mhla_model *m, k_matrix *w, size_t n, mhla_error *err)
     if (!h || keep_owned(m, h, err))
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory converting weights to bf16");
     for (size_t i = 0; i < n; i++)
-        h[i] = k_f32_to_bf16(w->f32[i]);
+        h[i] = mhla_bf16_from_f32(w->f32[i]);
     *w = (k_matrix){NULL, h};
     return 0;
 }

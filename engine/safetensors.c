@@ -2,7 +2,7 @@
  * safetensors.c — memory-maps safetensors files and validates every header
  * entry against the file before anything reads tensor data.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -13,11 +13,33 @@
  * as mhla-generate with the same seed. Every path draws exactly one uniform
  * per token when T > 0 and none when greedy.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Plain sampling: greedy (lowest id wins ties) or inverse-CDF on
+ * softmax(logits / T) in double precision, in id order. */
+int mhla_sample(const float *logits, int vocab_size, float temperature, mhla_rng *rng)
+{
+    int best = 0;
+    for (int i = 1; i < vocab_size; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    if (!(temperature > 0.0f) || !rng)
+        return best;
+    double max = logits[best], total = 0.0;
+    for (int i = 0; i < vocab_size; i++)
+        total += exp(((double)logits[i] - max) / temperature);
+    double target = mhla_rng_uniform(rng) * total, acc = 0.0;
+    for (int i = 0; i < vocab_size; i++) {
+        acc += exp(((double)logits[i] - max) / temperature);
+        if (acc > target)
+            return i;
+    }
+    return best;
+}
 
 typedef struct {
     float l;

@@ -2,7 +2,7 @@
  * memory.c — the memory a pool keeps its pages and sequence buffers in: the
  * host's by default, or a device backend's (kv_pool_options.memory).
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * pages, and never returns it: after warm-up, taking a page allocates
  * nothing. An unbounded pool mallocs each page and frees it on release.
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * only narrows the search: a hit also compares the whole token prefix, so a
  * collision (forced in tests by masking keys) can never serve wrong state.
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * cache (and may be evicted there, which only shortens a later match). The
  * slots are few and scanned linearly; the least recently used is replaced.
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

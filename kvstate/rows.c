@@ -3,7 +3,7 @@
  * layer and kv head) into one compact array: what a resume entry and a
  * snapshot keep of a partial block.
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 
 size_t kv_rows_floats(const kv_geometry *g, int r)

@@ -12,7 +12,7 @@
  *   u64 FNV-1a of every byte before it
  * P_i is not stored: it is a function of the pages (the caller remixes it).
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 typedef struct {
     int32_t first_child, next_sibling, value; /* value: added-token index or -1 */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 #define CACHE_MAX_KEY 255 /* the reference caches pre-tokens shorter than 256 characters */
 
@@ -116,7 +116,7 @@ int tok_bpe_build(const cJSON *model, tok_bpe *bpe, char *err, size_t errlen)
     }
     for (int32_t c = 0; c < 512; c++) {
         char enc[4];
-        size_t k = tok_utf8_put(enc, c);
+        size_t k = mhla_utf8_put(enc, c);
         if (!tok_strmap_get(&bpe->vocab, enc, k, &bpe->small_cp_id[c])) bpe->small_cp_id[c] = -1;
     }
     bpe->all_byte_tokens = true;
@@ -217,7 +217,7 @@ static int merge_word(const tok_bpe *bpe, const char *w, size_t n, tok_ids *out,
     size_t ns = 0, i = 0;
     while (i < n) {
         int32_t cp;
-        size_t k = tok_utf8_next(w + i, n - i, &cp);
+        size_t k = mhla_utf8_next(w + i, n - i, &cp);
         bool last = i + k == n, first = i == 0;
         int32_t id = -1;
         if (last && bpe->eow_len) {
@@ -263,13 +263,13 @@ static int merge_word(const tok_bpe *bpe, const char *w, size_t n, tok_ids *out,
     for (int32_t s = ns ? 0 : -1; s >= 0 && rc == 0; s = sym[s].next) {
         if (sym[s].id >= 0) { rc = tok_ids_push(out, sym[s].id); continue; }
         /* unknown: the symbol's string is its bytes plus any affix the word carried */
-        tok_buf t = {0};
+        mhla_buf t = {0};
         bool first = sym[s].start == 0, last = sym[s].start + sym[s].len == n;
-        if (!first && bpe->cont_len) rc |= tok_buf_put(&t, bpe->cont_prefix, bpe->cont_len);
-        rc |= tok_buf_put(&t, w + sym[s].start, sym[s].len);
-        if (last && bpe->eow_len) rc |= tok_buf_put(&t, bpe->eow_suffix, bpe->eow_len);
+        if (!first && bpe->cont_len) rc |= mhla_buf_put(&t, bpe->cont_prefix, bpe->cont_len);
+        rc |= mhla_buf_put(&t, w + sym[s].start, sym[s].len);
+        if (last && bpe->eow_len) rc |= mhla_buf_put(&t, bpe->eow_suffix, bpe->eow_len);
         if (rc == 0) rc = emit_unknown(bpe, t.p, t.len, out);
-        tok_buf_free(&t);
+        mhla_buf_free(&t);
     }
     free(sym);
     free(heap);

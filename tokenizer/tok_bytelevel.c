@@ -1,5 +1,5 @@
 /* The GPT-2 byte <-> printable character table used by byte-level models. */
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 #define R(a) a, a + 1, a + 2, a + 3, a + 4, a + 5, a + 6, a + 7
 /* Bytes 33..126, 161..172 and 174..255 stand for themselves; the remaining 68 bytes map,

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen, const char *owner);
 
@@ -74,7 +74,7 @@ int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errle
          * content can ever match */
         int32_t cp = -1;
         if (d->str_len) {
-            size_t k = tok_utf8_next(d->str, d->str_len, &cp);
+            size_t k = mhla_utf8_next(d->str, d->str_len, &cp);
             if (k != d->str_len || cp > 0xFFFF) cp = -1;
         }
         d->strip_cp = cp;
@@ -106,15 +106,15 @@ static bool is_added_content(const mhla_tokenizer *tok, const char *s, size_t n)
 
 /* Map byte-level characters back to bytes (characters outside the table become 0, as in
  * the reference), then decode as UTF-8 with replacement, keeping any BOM. */
-static int flush_bytes(tok_buf *bytes, tok_strlist *out, bool strip_bom)
+static int flush_bytes(mhla_buf *bytes, tok_strlist *out, bool strip_bom)
 {
-    tok_buf txt = {0};
+    mhla_buf txt = {0};
     const char *p = bytes->p ? bytes->p : "";
     size_t n = bytes->len;
     if (strip_bom && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) { p += 3; n -= 3; }
     int rc = tok_utf8_sanitize(p, n, &txt);
     if (rc == 0) rc = tok_strlist_push(out, txt.p ? txt.p : "", txt.len);
-    tok_buf_free(&txt);
+    mhla_buf_free(&txt);
     bytes->len = 0;
     return rc;
 }
@@ -135,7 +135,7 @@ static int byte_token(const char *s, size_t n)
     int32_t mid[4];
     size_t nm = 0, i = 3, units = 4;
     while (i < n - 1 && nm < 4) {
-        size_t k = tok_utf8_next(s + i, n - 1 - i, &mid[nm]);
+        size_t k = mhla_utf8_next(s + i, n - 1 - i, &mid[nm]);
         units += mid[nm] > 0xFFFF ? 2 : 1;
         nm++;
         i += k;
@@ -170,7 +170,7 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
         return rc;
     }
     case DEC_BYTELEVEL: {
-        tok_buf bytes = {0};
+        mhla_buf bytes = {0};
         bool pending = false;
         for (size_t i = 0; i < in->n && rc == 0; i++) {
             const char *s = tok_strlist_at(in, i);
@@ -185,60 +185,60 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
             size_t k = 0;
             while (k < n && rc == 0) {
                 int32_t cp;
-                k += tok_utf8_next(s + k, n - k, &cp);
+                k += mhla_utf8_next(s + k, n - k, &cp);
                 int b = tok_cp_to_byte(cp);
-                rc = tok_buf_putc(&bytes, (char)(b < 0 ? 0 : b));
+                rc = mhla_buf_putc(&bytes, (char)(b < 0 ? 0 : b));
             }
         }
         if (rc == 0 && pending) rc = flush_bytes(&bytes, out, false);
-        tok_buf_free(&bytes);
+        mhla_buf_free(&bytes);
         return rc;
     }
     case DEC_BYTEFALLBACK: {
-        tok_buf bytes = {0};
+        mhla_buf bytes = {0};
         for (size_t i = 0; i < in->n && rc == 0; i++) {
             const char *s = tok_strlist_at(in, i);
             int b = byte_token(s, in->len[i]);
-            if (b >= 0) { rc = tok_buf_putc(&bytes, (char)b); continue; }
+            if (b >= 0) { rc = mhla_buf_putc(&bytes, (char)b); continue; }
             if (bytes.len) rc = flush_bytes(&bytes, out, true);
             if (rc == 0) rc = tok_strlist_push(out, s, in->len[i]);
         }
         if (rc == 0 && bytes.len) rc = flush_bytes(&bytes, out, true);
-        tok_buf_free(&bytes);
+        mhla_buf_free(&bytes);
         return rc;
     }
     case DEC_FUSE: {
-        tok_buf all = {0};
-        for (size_t i = 0; i < in->n && rc == 0; i++) rc = tok_buf_put(&all, tok_strlist_at(in, i), in->len[i]);
+        mhla_buf all = {0};
+        for (size_t i = 0; i < in->n && rc == 0; i++) rc = mhla_buf_put(&all, tok_strlist_at(in, i), in->len[i]);
         if (rc == 0) rc = tok_strlist_push(out, all.p ? all.p : "", all.len);
-        tok_buf_free(&all);
+        mhla_buf_free(&all);
         return rc;
     }
     case DEC_METASPACE: {
         for (size_t i = 0; i < in->n && rc == 0; i++) {
             const char *s = tok_strlist_at(in, i);
             size_t n = in->len[i];
-            tok_buf t = {0};
+            mhla_buf t = {0};
             for (size_t k = 0; k < n && rc == 0;) {
                 if (d->str_len && n - k >= d->str_len && memcmp(s + k, d->str, d->str_len) == 0) {
-                    rc = tok_buf_putc(&t, ' ');
+                    rc = mhla_buf_putc(&t, ' ');
                     k += d->str_len;
                 } else {
-                    rc = tok_buf_putc(&t, s[k++]);
+                    rc = mhla_buf_putc(&t, s[k++]);
                 }
             }
             size_t skip = i == 0 && t.len && t.p[0] == ' ' ? 1 : 0;
             if (rc == 0) rc = tok_strlist_push(out, t.p ? t.p + skip : "", t.len - skip);
-            tok_buf_free(&t);
+            mhla_buf_free(&t);
         }
         return rc;
     }
     case DEC_REPLACE: {
         for (size_t i = 0; i < in->n && rc == 0; i++) {
-            tok_buf t = {0};
+            mhla_buf t = {0};
             rc = tok_regex_replace(&d->re, tok_strlist_at(in, i), in->len[i], d->str, d->str_len, &t, err, errlen);
             if (rc == 0) rc = tok_strlist_push(out, t.p ? t.p : "", t.len);
-            tok_buf_free(&t);
+            mhla_buf_free(&t);
         }
         return rc;
     }
@@ -248,7 +248,7 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
             size_t n = in->len[i], a = 0, e = n;
             for (long k = 0; k < d->start && a < n; k++) {
                 int32_t cp;
-                size_t step = tok_utf8_next(s + a, n - a, &cp);
+                size_t step = mhla_utf8_next(s + a, n - a, &cp);
                 if (cp != d->strip_cp) break;
                 a += step;
             }
@@ -256,7 +256,7 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
                 size_t p = e - 1;
                 while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80) p--;
                 int32_t cp;
-                tok_utf8_next(s + p, e - p, &cp);
+                mhla_utf8_next(s + p, e - p, &cp);
                 if (cp != d->strip_cp) break;
                 e = p;
             }

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 uint64_t tok_hash_bytes(const char *s, size_t n)
 {
@@ -52,7 +52,7 @@ int tok_strmap_put(tok_strmap *m, const char *k, size_t n, int32_t v)
         j = (j + 1) & (m->cap - 1);
     }
     size_t off = m->keys.len;
-    if (tok_buf_put(&m->keys, k, n)) return -1;
+    if (mhla_buf_put(&m->keys, k, n)) return -1;
     m->hash[j] = h; m->koff[j] = (uint32_t)off; m->klen[j] = (uint32_t)n; m->val[j] = v;
     m->count++;
     return 0;
@@ -76,7 +76,7 @@ bool tok_strmap_get(const tok_strmap *m, const char *k, size_t n, int32_t *v)
 void tok_strmap_free(tok_strmap *m)
 {
     free(m->hash); free(m->koff); free(m->klen); free(m->val);
-    tok_buf_free(&m->keys);
+    mhla_buf_free(&m->keys);
     memset(m, 0, sizeof *m);
 }
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 static const char *jstr(const cJSON *o, const char *k)
 {
@@ -103,7 +103,7 @@ void tok_normalizer_free(tok_normalizer *nz)
     free(nz);
 }
 
-static int unicode_normalize(const char *s, size_t n, utf8proc_option_t opt, tok_buf *out, char *err, size_t errlen)
+static int unicode_normalize(const char *s, size_t n, utf8proc_option_t opt, mhla_buf *out, char *err, size_t errlen)
 {
     utf8proc_uint8_t *res = NULL;
     utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &res, opt);
@@ -111,7 +111,7 @@ static int unicode_normalize(const char *s, size_t n, utf8proc_option_t opt, tok
         tok_err(err, errlen, "unicode normalization failed: %s", utf8proc_errmsg(r));
         return -1;
     }
-    int rc = tok_buf_put(out, res, (size_t)r);
+    int rc = mhla_buf_put(out, res, (size_t)r);
     free(res);
     if (rc) tok_err(err, errlen, "out of memory");
     return rc;
@@ -135,15 +135,15 @@ static bool is_case_ignorable(int32_t cp)
 
 /* String.prototype.toLowerCase: simple mappings plus the unconditional special casing of
  * U+0130 and the Final_Sigma rule. */
-static int lowercase(const char *s, size_t n, tok_buf *out)
+static int lowercase(const char *s, size_t n, mhla_buf *out)
 {
     size_t i = 0;
     while (i < n) {
         int32_t cp;
-        size_t k = tok_utf8_next(s + i, n - i, &cp);
+        size_t k = mhla_utf8_next(s + i, n - i, &cp);
         char enc[4];
         if (cp == 0x130) {
-            if (tok_buf_put(out, "i\xCC\x87", 3)) return -1;
+            if (mhla_buf_put(out, "i\xCC\x87", 3)) return -1;
         } else if (cp == 0x3A3) {
             bool before = false, after = false;
             size_t p = i;
@@ -151,7 +151,7 @@ static int lowercase(const char *s, size_t n, tok_buf *out)
                 size_t q = p - 1;
                 while (q > 0 && ((unsigned char)s[q] & 0xC0) == 0x80) q--;
                 int32_t b;
-                tok_utf8_next(s + q, p - q, &b);
+                mhla_utf8_next(s + q, p - q, &b);
                 if (is_case_ignorable(b)) { p = q; continue; }
                 before = is_cased(b);
                 break;
@@ -159,41 +159,41 @@ static int lowercase(const char *s, size_t n, tok_buf *out)
             size_t f = i + k;
             while (f < n) {
                 int32_t a;
-                size_t kk = tok_utf8_next(s + f, n - f, &a);
+                size_t kk = mhla_utf8_next(s + f, n - f, &a);
                 if (is_case_ignorable(a)) { f += kk; continue; }
                 after = is_cased(a);
                 break;
             }
             int32_t lc = (before && !after) ? 0x3C2 : 0x3C3;
-            if (tok_buf_put(out, enc, tok_utf8_put(enc, lc))) return -1;
+            if (mhla_buf_put(out, enc, mhla_utf8_put(enc, lc))) return -1;
         } else {
-            if (tok_buf_put(out, enc, tok_utf8_put(enc, utf8proc_tolower(cp)))) return -1;
+            if (mhla_buf_put(out, enc, mhla_utf8_put(enc, utf8proc_tolower(cp)))) return -1;
         }
         i += k;
     }
     return 0;
 }
 
-static int apply_one(const tok_normalizer *nz, const char *s, size_t n, tok_buf *out, char *err, size_t errlen)
+static int apply_one(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out, char *err, size_t errlen)
 {
     switch (nz->kind) {
     case NORM_SEQUENCE: {
-        tok_buf a = {0}, b = {0};
-        if (tok_buf_put(&a, s, n)) { tok_err(err, errlen, "out of memory"); return -1; }
+        mhla_buf a = {0}, b = {0};
+        if (mhla_buf_put(&a, s, n)) { tok_err(err, errlen, "out of memory"); return -1; }
         for (size_t i = 0; i < nz->n_children; i++) {
             b.len = 0;
-            if (tok_buf_reserve(&b, 0) || apply_one(nz->children[i], a.p, a.len, &b, err, errlen)) {
-                tok_buf_free(&a); tok_buf_free(&b);
+            if (mhla_buf_reserve(&b, 0) || apply_one(nz->children[i], a.p, a.len, &b, err, errlen)) {
+                mhla_buf_free(&a); mhla_buf_free(&b);
                 return -1;
             }
-            tok_buf t = a; a = b; b = t;
+            mhla_buf t = a; a = b; b = t;
         }
-        int rc = tok_buf_put(out, a.p, a.len);
-        tok_buf_free(&a); tok_buf_free(&b);
+        int rc = mhla_buf_put(out, a.p, a.len);
+        mhla_buf_free(&a); mhla_buf_free(&b);
         return rc;
     }
     case NORM_PREPEND:
-        return tok_buf_put(out, nz->str, nz->str_len) || tok_buf_put(out, s, n) ? -1 : 0;
+        return mhla_buf_put(out, nz->str, nz->str_len) || mhla_buf_put(out, s, n) ? -1 : 0;
     case NORM_REPLACE:
         return tok_regex_replace(&nz->re, s, n, nz->str, nz->str_len, out, err, errlen);
     case NORM_NFC: return unicode_normalize(s, n, UTF8PROC_STABLE | UTF8PROC_COMPOSE, out, err, errlen);
@@ -204,16 +204,16 @@ static int apply_one(const tok_normalizer *nz, const char *s, size_t n, tok_buf 
     case NORM_STRIP: {
         size_t a, b;
         tok_js_trim(s, n, nz->strip_left, nz->strip_right, &a, &b);
-        return tok_buf_put(out, s + a, b - a);
+        return mhla_buf_put(out, s + a, b - a);
     }
     case NORM_STRIP_ACCENTS: {
         size_t i = 0;
         while (i < n) {
             int32_t cp;
-            size_t k = tok_utf8_next(s + i, n - i, &cp);
+            size_t k = mhla_utf8_next(s + i, n - i, &cp);
             utf8proc_category_t c = utf8proc_category(cp);
             bool mark = c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
-            if (!mark && tok_buf_put(out, s + i, k)) return -1;
+            if (!mark && mhla_buf_put(out, s + i, k)) return -1;
             i += k;
         }
         return 0;
@@ -222,9 +222,9 @@ static int apply_one(const tok_normalizer *nz, const char *s, size_t n, tok_buf 
     return -1;
 }
 
-int tok_normalizer_apply(const tok_normalizer *nz, const char *s, size_t n, tok_buf *out, char *err, size_t errlen)
+int tok_normalizer_apply(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out, char *err, size_t errlen)
 {
-    if (tok_buf_reserve(out, n)) { tok_err(err, errlen, "out of memory"); return -1; }
+    if (mhla_buf_reserve(out, n)) { tok_err(err, errlen, "out of memory"); return -1; }
     if (apply_one(nz, s, n, out, err, errlen)) {
         if (err && !err[0]) tok_err(err, errlen, "out of memory while normalizing");
         return -1;

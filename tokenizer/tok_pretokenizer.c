@@ -5,7 +5,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen, const char *owner);
 
@@ -138,10 +138,10 @@ static int collect_cb(void *vctx, size_t a, size_t e)
 static int push_bytelevel(tok_strlist *out, const char *s, size_t n)
 {
     char tmp[512];
-    tok_buf big = {0};
+    mhla_buf big = {0};
     char *dst = tmp;
     if (n * 2 > sizeof tmp) {
-        if (tok_buf_reserve(&big, n * 2)) return -1;
+        if (mhla_buf_reserve(&big, n * 2)) return -1;
         dst = big.p;
     }
     size_t k = 0;
@@ -151,7 +151,7 @@ static int push_bytelevel(tok_strlist *out, const char *s, size_t n)
         else { dst[k++] = (char)(0xC0 | (cp >> 6)); dst[k++] = (char)(0x80 | (cp & 0x3F)); }
     }
     int rc = tok_strlist_push(out, dst, k);
-    tok_buf_free(&big);
+    mhla_buf_free(&big);
     return rc;
 }
 
@@ -173,7 +173,7 @@ static int runs(const char *s, size_t n, int (*cls)(int32_t), int drop, int sing
     int cur = -1;
     while (i < n) {
         int32_t cp;
-        size_t k = tok_utf8_next(s + i, n - i, &cp);
+        size_t k = mhla_utf8_next(s + i, n - i, &cp);
         int c = cls(cp);
         if (c != cur || c == single) {
             if (cur >= 0 && cur != drop && i > start && tok_strlist_push(out, s + start, i - start)) return -1;
@@ -214,9 +214,9 @@ static int apply_text(const tok_pretok *pt, const char *s, size_t n, size_t sect
         return rc;
     }
     case PRE_BYTELEVEL: {
-        tok_buf pre = {0};
+        mhla_buf pre = {0};
         if (pt->add_prefix_space && !(n > 0 && s[0] == ' ')) {
-            if (tok_buf_putc(&pre, ' ') || tok_buf_put(&pre, s, n)) { tok_buf_free(&pre); return -1; }
+            if (mhla_buf_putc(&pre, ' ') || mhla_buf_put(&pre, s, n)) { mhla_buf_free(&pre); return -1; }
             s = pre.p;
             n = pre.len;
         }
@@ -230,7 +230,7 @@ static int apply_text(const tok_pretok *pt, const char *s, size_t n, size_t sect
             for (size_t i = 0; i < pieces.n && rc == 0; i++) rc = push_bytelevel(out, tok_strlist_at(&pieces, i), pieces.len[i]);
             tok_strlist_free(&pieces);
         }
-        tok_buf_free(&pre);
+        mhla_buf_free(&pre);
         return rc;
     }
     case PRE_SPLIT: {
@@ -245,18 +245,18 @@ static int apply_text(const tok_pretok *pt, const char *s, size_t n, size_t sect
         return rc;
     }
     case PRE_METASPACE: {
-        tok_buf b = {0};
+        mhla_buf b = {0};
         int rc = 0;
         for (size_t i = 0; i < n && rc == 0; i++)
-            rc = s[i] == ' ' ? tok_buf_put(&b, pt->replacement, pt->replacement_len) : tok_buf_putc(&b, s[i]);
+            rc = s[i] == ' ' ? mhla_buf_put(&b, pt->replacement, pt->replacement_len) : mhla_buf_putc(&b, s[i]);
         bool starts = b.len >= pt->replacement_len && memcmp(b.p, pt->replacement, pt->replacement_len) == 0;
         bool prepend = !starts && (pt->prepend_scheme == 2 || (pt->prepend_scheme == 1 && section_index == 0));
-        tok_buf r = {0};
-        if (rc == 0 && prepend) rc = tok_buf_put(&r, pt->replacement, pt->replacement_len);
-        if (rc == 0) rc = tok_buf_put(&r, b.p ? b.p : "", b.len);
+        mhla_buf r = {0};
+        if (rc == 0 && prepend) rc = mhla_buf_put(&r, pt->replacement, pt->replacement_len);
+        if (rc == 0) rc = mhla_buf_put(&r, b.p ? b.p : "", b.len);
         if (rc == 0) rc = tok_strlist_push(out, r.p, r.len);
-        tok_buf_free(&b);
-        tok_buf_free(&r);
+        mhla_buf_free(&b);
+        mhla_buf_free(&r);
         return rc;
     }
     case PRE_DIGITS:

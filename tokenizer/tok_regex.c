@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 #define WORD_CLASS_BODY "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
 
@@ -38,18 +38,18 @@ int tok_regex_compile_raw(tok_regex *re, const char *pat, char *err, size_t errl
 int tok_regex_compile_literal(tok_regex *re, const char *lit, size_t n, bool capture, char *err, size_t errlen)
 {
     /* escape every ASCII non-alphanumeric (PCRE2_LITERAL cannot be combined with UCP) */
-    tok_buf b = {0};
-    int rc = capture ? tok_buf_putc(&b, '(') : tok_buf_reserve(&b, n);
+    mhla_buf b = {0};
+    int rc = capture ? mhla_buf_putc(&b, '(') : mhla_buf_reserve(&b, n);
     for (size_t i = 0; i < n && rc == 0; i++) {
         unsigned char c = (unsigned char)lit[i];
         if (c < 0x80 && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
-            rc = tok_buf_putc(&b, '\\');
-        if (rc == 0) rc = tok_buf_putc(&b, (char)c);
+            rc = mhla_buf_putc(&b, '\\');
+        if (rc == 0) rc = mhla_buf_putc(&b, (char)c);
     }
-    if (rc == 0 && capture) rc = tok_buf_putc(&b, ')');
-    if (rc) { tok_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
+    if (rc == 0 && capture) rc = mhla_buf_putc(&b, ')');
+    if (rc) { mhla_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
     rc = compile(re, b.p ? b.p : "", b.len, 0, err, errlen, "literal");
-    tok_buf_free(&b);
+    mhla_buf_free(&b);
     return rc;
 }
 
@@ -58,7 +58,7 @@ int tok_regex_compile_literal(tok_regex *re, const char *lit, size_t n, bool cap
  * inside (?i: ... ) groups (PCRE2 would also fold e.g. U+017F to 's'). */
 int tok_regex_compile_onig(tok_regex *re, const char *pat, size_t n, char *err, size_t errlen)
 {
-    tok_buf b = {0};
+    mhla_buf b = {0};
     int rc = 0;
     int depth = 0, icase_depth[64], n_icase = 0;
     bool in_class = false;
@@ -81,55 +81,55 @@ int tok_regex_compile_onig(tok_regex *re, const char *pat, size_t n, char *err, 
             default: break;
             }
             if (!rep && in_class && (e == 'W' || e == 'H')) {
-                tok_buf_free(&b);
+                mhla_buf_free(&b);
                 tok_err(err, errlen, "unsupported regex construct \\%c inside a character class in \"%.*s\"", e,
                         (int)(n > 200 ? 200 : n), pat);
                 return -1;
             }
-            if (rep) rc = tok_buf_put(&b, rep, strlen(rep));
-            else { rc = tok_buf_putc(&b, '\\'); if (rc == 0) rc = tok_buf_putc(&b, e); }
+            if (rep) rc = mhla_buf_put(&b, rep, strlen(rep));
+            else { rc = mhla_buf_putc(&b, '\\'); if (rc == 0) rc = mhla_buf_putc(&b, e); }
             continue;
         }
         if (in_class) {
             if (c == ']') in_class = false;
-            rc = tok_buf_putc(&b, c);
+            rc = mhla_buf_putc(&b, c);
             continue;
         }
         if (c == '[') {
             in_class = true;
-            rc = tok_buf_putc(&b, c);
+            rc = mhla_buf_putc(&b, c);
             /* a ']' or '^]' right after '[' is literal */
-            if (i + 1 < n && pat[i + 1] == '^') { rc = rc ? rc : tok_buf_putc(&b, '^'); i++; }
-            if (i + 1 < n && pat[i + 1] == ']') { rc = rc ? rc : tok_buf_put(&b, "\\]", 2); i++; }
+            if (i + 1 < n && pat[i + 1] == '^') { rc = rc ? rc : mhla_buf_putc(&b, '^'); i++; }
+            if (i + 1 < n && pat[i + 1] == ']') { rc = rc ? rc : mhla_buf_put(&b, "\\]", 2); i++; }
             continue;
         }
         if (c == '(') {
             depth++;
             if (i + 3 < n && pat[i + 1] == '?' && pat[i + 2] == 'i' && pat[i + 3] == ':') {
                 if (n_icase < 64) icase_depth[n_icase++] = depth;
-                rc = tok_buf_put(&b, "(?:", 3);
+                rc = mhla_buf_put(&b, "(?:", 3);
                 i += 3;
                 continue;
             }
-            rc = tok_buf_putc(&b, c);
+            rc = mhla_buf_putc(&b, c);
             continue;
         }
         if (c == ')') {
             if (n_icase && icase_depth[n_icase - 1] == depth) n_icase--;
             depth--;
-            rc = tok_buf_putc(&b, c);
+            rc = mhla_buf_putc(&b, c);
             continue;
         }
         if (n_icase && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
             char lo = (char)(c | 0x20), up = (char)(lo - 32), t[4] = {'[', lo, up, ']'};
-            rc = tok_buf_put(&b, t, 4);
+            rc = mhla_buf_put(&b, t, 4);
             continue;
         }
-        rc = tok_buf_putc(&b, c);
+        rc = mhla_buf_putc(&b, c);
     }
-    if (rc) { tok_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
+    if (rc) { mhla_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
     rc = compile(re, b.p ? b.p : "", b.len, PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX, err, errlen, "tokenizer.json");
-    tok_buf_free(&b);
+    mhla_buf_free(&b);
     return rc;
 }
 
@@ -219,23 +219,23 @@ int tok_regex_js_split(const tok_regex *re, const char *s, size_t n, tok_strlist
 typedef struct {
     const char *s, *rep;
     size_t rn, last;
-    tok_buf *out;
+    mhla_buf *out;
 } replace_ctx;
 
 static int replace_cb(void *vctx, size_t a, size_t e)
 {
     replace_ctx *c = vctx;
-    if (tok_buf_put(c->out, c->s + c->last, a - c->last) || tok_buf_put(c->out, c->rep, c->rn)) return -2;
+    if (mhla_buf_put(c->out, c->s + c->last, a - c->last) || mhla_buf_put(c->out, c->rep, c->rn)) return -2;
     c->last = e;
     return 0;
 }
 
 int tok_regex_replace(const tok_regex *re, const char *s, size_t n, const char *rep, size_t rn,
-                      tok_buf *out, char *err, size_t errlen)
+                      mhla_buf *out, char *err, size_t errlen)
 {
     replace_ctx c = {s, rep, rn, 0, out};
     int rc = tok_regex_each(re, s, n, replace_cb, &c, err, errlen);
-    if (rc == 0 && tok_buf_put(out, s + c.last, n - c.last)) rc = -2;
+    if (rc == 0 && mhla_buf_put(out, s + c.last, n - c.last)) rc = -2;
     if (rc == -2) tok_err(err, errlen, "out of memory");
     return rc ? -1 : 0;
 }

@@ -5,15 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 struct mhla_tok_stream {
     const mhla_tokenizer *tok;
     int skip_special;
     tok_ids ids;
     size_t prefix, read;  /* window start; ids before read are already reflected in emitted */
-    tok_buf emitted;      /* everything handed out so far */
-    tok_buf piece;        /* the last piece handed out */
+    mhla_buf emitted;      /* everything handed out so far */
+    mhla_buf piece;        /* the last piece handed out */
     long holdback;        /* characters a Strip decoder may still remove from the end */
 };
 
@@ -42,12 +42,12 @@ void mhla_tok_stream_free(mhla_tok_stream *st)
 {
     if (!st) return;
     free(st->ids.v);
-    tok_buf_free(&st->emitted);
-    tok_buf_free(&st->piece);
+    mhla_buf_free(&st->emitted);
+    mhla_buf_free(&st->piece);
     free(st);
 }
 
-static bool ends_incomplete(const tok_buf *b)
+static bool ends_incomplete(const mhla_buf *b)
 {
     /* a trailing U+FFFD may be a character whose remaining bytes are still to come */
     return b->len >= 3 && memcmp(b->p + b->len - 3, "\xEF\xBF\xBD", 3) == 0;
@@ -56,7 +56,7 @@ static bool ends_incomplete(const tok_buf *b)
 static int set_piece(mhla_tok_stream *st, const char *s, size_t n, const char **piece, size_t *len)
 {
     st->piece.len = 0;
-    if (tok_buf_put(&st->piece, s, n) || tok_buf_put(&st->emitted, s, n)) return -1;
+    if (mhla_buf_put(&st->piece, s, n) || mhla_buf_put(&st->emitted, s, n)) return -1;
     *piece = st->piece.p;
     *len = n;
     return 0;
@@ -72,7 +72,7 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
         return -1;
     }
     if (tok_ids_push(&st->ids, id)) { tok_err(err, errlen, "out of memory"); return -1; }
-    tok_buf before = {0}, after = {0};
+    mhla_buf before = {0}, after = {0};
     int rc = -1;
     if (st->holdback > 0) {
         /* a decoder that strips characters off the end is not prefix-stable: re-decode
@@ -104,8 +104,8 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
     }
     rc = 0;
 done:
-    tok_buf_free(&before);
-    tok_buf_free(&after);
+    mhla_buf_free(&before);
+    mhla_buf_free(&after);
     return rc;
 }
 
@@ -114,9 +114,9 @@ int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len,
     if (err && errlen) err[0] = 0;
     *piece = "";
     *len = 0;
-    tok_buf full = {0};
+    mhla_buf full = {0};
     if (tok_decode_internal(st->tok, st->ids.v, st->ids.n, st->skip_special, false, &full, err, errlen)) {
-        tok_buf_free(&full);
+        mhla_buf_free(&full);
         return -1;
     }
     int rc = 0;
@@ -127,7 +127,7 @@ int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len,
         tok_err(err, errlen, "out of memory");
         rc = -1;
     }
-    tok_buf_free(&full);
+    mhla_buf_free(&full);
     st->prefix = st->read = st->ids.n;
     return rc;
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 typedef struct {
     int32_t *sym;   /* current symbol ids */
@@ -65,7 +65,7 @@ static int count_piece(counter *c, const char *s, size_t n)
     w->n = 0;
     for (size_t i = 0; i < n;) {
         int32_t cp;
-        i += tok_utf8_next(s + i, n - i, &cp);
+        i += mhla_utf8_next(s + i, n - i, &cp);
         w->sym[w->n++] = 1 + tok_cp_to_byte(cp);
     }
     w->count = 1;
@@ -85,7 +85,7 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
     int rc = -1;
     counter c = {0};
     tok_pretok *pt = NULL;
-    tok_buf *tokstr = NULL; /* id -> byte-level string */
+    mhla_buf *tokstr = NULL; /* id -> byte-level string */
     cJSON *root = NULL, *merges = NULL;
     char *json = NULL;
     size_t n_tok = 0;
@@ -95,19 +95,19 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
     for (size_t f = 0; f < n_files; f++) {
         FILE *fp = fopen(files[f], "rb");
         if (!fp) { tok_err(err, errlen, "cannot open %s", files[f]); goto done; }
-        tok_buf raw = {0}, clean = {0};
+        mhla_buf raw = {0}, clean = {0};
         char chunk[65536];
         size_t r;
         int bad = 0;
-        while ((r = fread(chunk, 1, sizeof chunk, fp)) > 0) bad |= tok_buf_put(&raw, chunk, r);
+        while ((r = fread(chunk, 1, sizeof chunk, fp)) > 0) bad |= mhla_buf_put(&raw, chunk, r);
         bad |= ferror(fp);
         fclose(fp);
         if (bad || tok_utf8_sanitize(raw.p ? raw.p : "", raw.len, &clean)) {
-            tok_buf_free(&raw); tok_buf_free(&clean);
+            mhla_buf_free(&raw); mhla_buf_free(&clean);
             tok_err(err, errlen, "cannot read %s", files[f]);
             goto done;
         }
-        tok_buf_free(&raw);
+        mhla_buf_free(&raw);
         /* pre-tokenize line by line to bound the working set */
         tok_strlist in = {0}, pieces = {0};
         size_t start = 0;
@@ -125,15 +125,15 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
         }
         tok_strlist_free(&in);
         tok_strlist_free(&pieces);
-        tok_buf_free(&clean);
+        mhla_buf_free(&clean);
         if (bad) { if (!err[0]) tok_err(err, errlen, "out of memory while counting words"); goto done; }
     }
     tokstr = calloc(vocab_size, sizeof *tokstr);
     if (!tokstr) goto oom;
-    if (tok_buf_put(&tokstr[0], "<|endoftext|>", 13)) goto oom;
+    if (mhla_buf_put(&tokstr[0], "<|endoftext|>", 13)) goto oom;
     for (int b = 0; b < 256; b++) {
         char e[4];
-        if (tok_buf_put(&tokstr[1 + b], e, tok_utf8_put(e, tok_byte_to_cp[b]))) goto oom;
+        if (mhla_buf_put(&tokstr[1 + b], e, mhla_utf8_put(e, tok_byte_to_cp[b]))) goto oom;
     }
     n_tok = 257;
     root = cJSON_CreateObject();
@@ -160,7 +160,7 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
         free(pc.count);
         if (best == UINT64_MAX) break; /* every word is a single token */
         int32_t a = (int32_t)(best >> 32), b = (int32_t)(best & 0xFFFFFFFF), m = (int32_t)n_tok;
-        if (tok_buf_put(&tokstr[m], tokstr[a].p, tokstr[a].len) || tok_buf_put(&tokstr[m], tokstr[b].p, tokstr[b].len)) goto oom;
+        if (mhla_buf_put(&tokstr[m], tokstr[a].p, tokstr[a].len) || mhla_buf_put(&tokstr[m], tokstr[b].p, tokstr[b].len)) goto oom;
         char *line = malloc(tokstr[a].len + tokstr[b].len + 2);
         if (!line) goto oom;
         sprintf(line, "%s %s", tokstr[a].p, tokstr[b].p);
@@ -246,7 +246,7 @@ done:
     for (size_t w = 0; w < c.n_words; w++) free(c.words[w].sym);
     free(c.words);
     tok_strmap_free(&c.index);
-    if (tokstr) for (size_t i = 0; i < vocab_size; i++) tok_buf_free(&tokstr[i]);
+    if (tokstr) for (size_t i = 0; i < vocab_size; i++) mhla_buf_free(&tokstr[i]);
     free(tokstr);
     tok_pretok_free(pt);
     cJSON_Delete(root);

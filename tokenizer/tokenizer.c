@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 31)
 
@@ -15,21 +15,21 @@ static int read_file(const char *path, char **data, size_t *len, char *err, size
 {
     FILE *f = fopen(path, "rb");
     if (!f) { tok_err(err, errlen, "cannot open %s: %s", path, strerror(errno)); return -1; }
-    tok_buf b = {0};
+    mhla_buf b = {0};
     char chunk[65536];
     size_t r;
     while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (b.len + r > MAX_FILE_BYTES || tok_buf_put(&b, chunk, r)) {
+        if (b.len + r > MAX_FILE_BYTES || mhla_buf_put(&b, chunk, r)) {
             fclose(f);
-            tok_buf_free(&b);
+            mhla_buf_free(&b);
             tok_err(err, errlen, "%s is too large", path);
             return -1;
         }
     }
     bool bad = ferror(f);
     fclose(f);
-    if (bad) { tok_buf_free(&b); tok_err(err, errlen, "cannot read %s", path); return -1; }
-    if (tok_buf_reserve(&b, 0)) { tok_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
+    if (bad) { mhla_buf_free(&b); tok_err(err, errlen, "cannot read %s", path); return -1; }
+    if (mhla_buf_reserve(&b, 0)) { mhla_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
     *data = b.p;
     *len = b.len;
     return 0;
@@ -192,11 +192,11 @@ int mhla_tok_load_mem(const char *json, size_t len, const char *config_json, siz
         if (tok_strmap_put(&tok->bpe.vocab, a->content, a->len, a->id) ||
             tok_strmap_put(&tok->added_map, a->content, a->len, (int32_t)i)) { tok_err(err, errlen, "out of memory"); goto done; }
         if (a->normalized && tok->normalizer) {
-            tok_buf nb = {0};
+            mhla_buf nb = {0};
             if (tok_normalizer_apply(tok->normalizer, a->content, a->len, &nb, err, errlen)) goto done;
             int r = nb.len ? tok_trie_add(tok->trie_norm, nb.p, nb.len, (int32_t)i) |
                              tok_strmap_put(&tok->added_map, nb.p, nb.len, (int32_t)i) : 0;
-            tok_buf_free(&nb);
+            mhla_buf_free(&nb);
             if (r) { tok_err(err, errlen, "out of memory"); goto done; }
         } else if (tok_trie_add(tok->trie_raw, a->content, a->len, (int32_t)i)) {
             tok_err(err, errlen, "out of memory");
@@ -311,7 +311,7 @@ int mhla_tok_encode(const mhla_tokenizer *tok, const char *text, size_t len, int
     *out_ids = NULL;
     *n_ids = 0;
     if (!text && len) { tok_err(err, errlen, "encode: NULL text"); return -1; }
-    tok_buf clean = {0}, norm = {0};
+    mhla_buf clean = {0}, norm = {0};
     tok_ids ids = {0};
     tok_strlist a = {0}, b = {0};
     tok_section *secs = NULL, *subs = NULL;
@@ -368,8 +368,8 @@ done:
     free(ids.v);
     free(secs);
     free(subs);
-    tok_buf_free(&clean);
-    tok_buf_free(&norm);
+    mhla_buf_free(&clean);
+    mhla_buf_free(&norm);
     tok_strlist_free(&a);
     tok_strlist_free(&b);
     return rc;
@@ -378,37 +378,37 @@ done:
 /* ---- decode ---- */
 
 /* The reference's clean_up_tokenization: " ." -> "." etc. */
-static int cleanup_spaces(const char *s, size_t n, tok_buf *out)
+static int cleanup_spaces(const char *s, size_t n, mhla_buf *out)
 {
     static const char *pat[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
     static const char *rep[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
-    tok_buf cur = {0}, nxt = {0};
-    if (tok_buf_put(&cur, s, n)) return -1;
+    mhla_buf cur = {0}, nxt = {0};
+    if (mhla_buf_put(&cur, s, n)) return -1;
     for (size_t p = 0; p < 10; p++) {
         size_t pl = strlen(pat[p]);
         nxt.len = 0;
-        if (tok_buf_reserve(&nxt, cur.len)) goto fail;
+        if (mhla_buf_reserve(&nxt, cur.len)) goto fail;
         for (size_t i = 0; i < cur.len;) {
             if (cur.len - i >= pl && memcmp(cur.p + i, pat[p], pl) == 0) {
-                if (tok_buf_put(&nxt, rep[p], strlen(rep[p]))) goto fail;
+                if (mhla_buf_put(&nxt, rep[p], strlen(rep[p]))) goto fail;
                 i += pl;
-            } else if (tok_buf_putc(&nxt, cur.p[i++])) goto fail;
+            } else if (mhla_buf_putc(&nxt, cur.p[i++])) goto fail;
         }
-        tok_buf t = cur; cur = nxt; nxt = t;
+        mhla_buf t = cur; cur = nxt; nxt = t;
     }
-    int rc = tok_buf_put(out, cur.p ? cur.p : "", cur.len);
-    tok_buf_free(&cur); tok_buf_free(&nxt);
+    int rc = mhla_buf_put(out, cur.p ? cur.p : "", cur.len);
+    mhla_buf_free(&cur); mhla_buf_free(&nxt);
     return rc;
 fail:
-    tok_buf_free(&cur); tok_buf_free(&nxt);
+    mhla_buf_free(&cur); mhla_buf_free(&nxt);
     return -1;
 }
 
 int tok_decode_internal(const mhla_tokenizer *tok, const int32_t *ids, size_t n, int skip_special, bool cleanup,
-                        tok_buf *out, char *err, size_t errlen)
+                        mhla_buf *out, char *err, size_t errlen)
 {
     tok_strlist toks = {0}, tmp = {0};
-    tok_buf joined = {0};
+    mhla_buf joined = {0};
     int rc = -1;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
@@ -422,21 +422,21 @@ int tok_decode_internal(const mhla_tokenizer *tok, const int32_t *ids, size_t n,
     if (tok->decoder) {
         if (tok_decoder_run(tok, tok->decoder, &toks, &tmp, err, errlen)) goto done;
         for (size_t i = 0; i < toks.n; i++)
-            if (tok_buf_put(&joined, tok_strlist_at(&toks, i), toks.len[i])) goto oom;
+            if (mhla_buf_put(&joined, tok_strlist_at(&toks, i), toks.len[i])) goto oom;
     } else {
         for (size_t i = 0; i < toks.n; i++)
-            if ((i && tok_buf_putc(&joined, ' ')) || tok_buf_put(&joined, tok_strlist_at(&toks, i), toks.len[i])) goto oom;
+            if ((i && mhla_buf_putc(&joined, ' ')) || mhla_buf_put(&joined, tok_strlist_at(&toks, i), toks.len[i])) goto oom;
     }
     if (tok->decoder && tok->bpe.eow_len) {
         /* the reference turns end-of-word suffixes into spaces after decoding */
-        tok_buf r = {0};
+        mhla_buf r = {0};
         for (size_t i = 0; i < joined.len;) {
             if (joined.len - i >= tok->bpe.eow_len && memcmp(joined.p + i, tok->bpe.eow_suffix, tok->bpe.eow_len) == 0) {
-                if (tok_buf_putc(&r, ' ')) { tok_buf_free(&r); goto oom; }
+                if (mhla_buf_putc(&r, ' ')) { mhla_buf_free(&r); goto oom; }
                 i += tok->bpe.eow_len;
-            } else if (tok_buf_putc(&r, joined.p[i++])) { tok_buf_free(&r); goto oom; }
+            } else if (mhla_buf_putc(&r, joined.p[i++])) { mhla_buf_free(&r); goto oom; }
         }
-        tok_buf_free(&joined);
+        mhla_buf_free(&joined);
         joined = r;
         if (skip_special) {
             size_t a, e;
@@ -447,7 +447,7 @@ int tok_decode_internal(const mhla_tokenizer *tok, const int32_t *ids, size_t n,
     }
     if (cleanup) {
         if (cleanup_spaces(joined.p ? joined.p : "", joined.len, out)) goto oom;
-    } else if (tok_buf_put(out, joined.p ? joined.p : "", joined.len)) goto oom;
+    } else if (mhla_buf_put(out, joined.p ? joined.p : "", joined.len)) goto oom;
     rc = 0;
     goto done;
 oom:
@@ -455,7 +455,7 @@ oom:
 done:
     tok_strlist_free(&toks);
     tok_strlist_free(&tmp);
-    tok_buf_free(&joined);
+    mhla_buf_free(&joined);
     return rc;
 }
 
@@ -465,11 +465,11 @@ int mhla_tok_decode(const mhla_tokenizer *tok, const int32_t *ids, size_t n_ids,
     if (err && errlen) err[0] = 0;
     *text = NULL;
     *len = 0;
-    tok_buf out = {0};
+    mhla_buf out = {0};
     if (tok_decode_internal(tok, ids, n_ids, skip_special, tok->cleanup_spaces, &out, err, errlen) ||
-        tok_buf_reserve(&out, 0)) {
+        mhla_buf_reserve(&out, 0)) {
         if (err && !err[0]) tok_err(err, errlen, "out of memory");
-        tok_buf_free(&out);
+        mhla_buf_free(&out);
         return -1;
     }
     *text = out.p;

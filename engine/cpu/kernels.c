@@ -62,18 +62,11 @@ static inline vec16 V_FMA(vec16 a, vec16 b, vec16 c)
         c.l[i] = fmaf(a.l[i], b.l[i], c.l[i]);
     return c;
 }
-static inline float bf16_value(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
 static inline vec16 V_LOAD_BF16_TAIL(const uint16_t *p, int n)
 {
     vec16 v = V_ZERO();
     for (int i = 0; i < n; i++)
-        v.l[i] = bf16_value(p[i]);
+        v.l[i] = mhla_f32_from_bf16(p[i]);
     return v;
 }
 static inline vec16 V_LOAD_BF16(const uint16_t *p) { return V_LOAD_BF16_TAIL(p, 16); }
@@ -279,14 +272,4 @@ void k_axpy(float s, const float *row, float *acc, int n)
     if (c < n)
         V_STORE_TAIL(acc + c, V_FMA(sv, V_LOAD_TAIL(row + c, n - c), V_LOAD_TAIL(acc + c, n - c)),
                      n - c);
-}
-
-uint16_t k_f32_to_bf16(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
-        return (uint16_t)((bits >> 16) | 0x40);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
 }

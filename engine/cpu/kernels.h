@@ -11,6 +11,8 @@
 #ifndef MHLA_CPU_KERNELS_H
 #define MHLA_CPU_KERNELS_H
 
+#include "base.h" /* bf16 <-> f32 */
+
 #include <stdint.h>
 
 /* A weight matrix [N, K], row-major, held as f32 or as bf16 (exactly one of
@@ -27,9 +29,6 @@ float k_dot(const float *a, const float *b, int n);
 /* y[t*ldy + j] = dot(x[t*K ..], w[j*K ..]) for t < T, j < N: an nn.Linear
  * with weight [N, K] applied to T rows, split over n_threads. */
 void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, int n_threads);
-
-/* f32 → bf16, rounding to nearest even (NaN stays NaN). */
-uint16_t k_f32_to_bf16(float f);
 
 /* out = x / sqrt(mean(x^2) + eps) * w */
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out);

@@ -3,7 +3,7 @@
  * weights on it (in bf16, f16 or f32), the state memory kvstate allocates
  * pages from, and tearing it all down.
  */
-#include "backend.h"
+#include "backend_state.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -415,8 +415,6 @@ extern "C" void mhla_cuda_free(mhla_cuda *g)
 }
 
 extern "C" const char *mhla_cuda_name(const mhla_cuda *g) { return g->name; }
-
-extern "C" size_t mhla_cuda_bytes(const mhla_cuda *g) { return g->bytes + g->buf_bytes; }
 
 extern "C" int mhla_cuda_copy_bandwidth(mhla_cuda *g, double *bytes_per_s, char *err)
 {

@@ -1,5 +1,5 @@
 /*
- * compat.h — the CUDA headers, or the CPU simulator (engine/cuda/sim) that
+ * compat.h — the CUDA headers, or the CPU simulator (tests/cudasim) that
  * runs the same kernels without a GPU. Kernels are launched with
  * MHLA_LAUNCH(kernel, grid, block, smem, stream)(args...) so both build.
  */
@@ -7,7 +7,7 @@
 #define MHLA_CUDA_COMPAT_H
 
 #ifdef MHLA_CUDA_SIM
-#include "sim/cudasim.h"
+#include "cudasim.h" /* tests/cudasim */
 #else
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

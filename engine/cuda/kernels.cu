@@ -10,7 +10,7 @@
  * starts, and o = q~ᵀP_i + m[i][i] Σ_{u≤r} (q~·k~_u) v_u — the same sums, in
  * the same order where the order is a plain loop.
  */
-#include "internal.cuh"
+#include "kernels.cuh"
 
 #include <cmath>
 

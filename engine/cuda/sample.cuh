@@ -5,7 +5,7 @@
 #ifndef MHLA_CUDA_SAMPLE_CUH
 #define MHLA_CUDA_SAMPLE_CUH
 
-#include "internal.cuh"
+#include "kernels.cuh"
 
 namespace mhla_gpu {
 

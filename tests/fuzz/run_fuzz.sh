@@ -11,11 +11,11 @@ if [ -z "$cc" ]; then
   exit 77
 fi
 rm -rf "$work" && mkdir -p "$work/corpus"
-# The engine and kvstate sources, without the CLI tools.
-srcs=$(ls "$src"/engine/*.c "$src"/engine/cpu/*.c "$src"/engine/cuda/none.c "$src"/kvstate/*.c 2>/dev/null)
+# The engine (CPU backend only: backend_registry.c without MHLA_BACKEND_CUDA) and kvstate.
+srcs=$(ls "$src"/base/*.c "$src"/engine/*.c "$src"/engine/cpu/*.c "$src"/kvstate/*.c 2>/dev/null)
 "$cc" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Wno-unknown-pragmas -march=native \
-  -ffp-contract=off -I"$src/engine" -I"$src/kvstate" $(pkg-config --cflags libcjson) \
+  -ffp-contract=off -I"$src/base/include" -I"$src/engine" -I"$src/engine/include" -I"$src/kvstate" -I"$src/kvstate/include" $(pkg-config --cflags libcjson) \
   "$src/tests/fuzz/fuzz_checkpoint.c" $srcs $(pkg-config --libs libcjson) -lm \
   -o "$work/fuzz_checkpoint"
 seed="$work/seed"

@@ -13,7 +13,7 @@
  *
  * usage: test_kvstate_churn [ROUNDS]
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -261,7 +261,8 @@ static void test_churn(const mhla_model *m, int bits, int pages, int rounds)
         mhla_engine_free(big);
     }
     if (bits)
-        mhla_engine_set_prefix_hash_bits(small, bits);
+        CHECK(mhla_engine_test_control(small, &err, MHLA_TESTCTRL_PREFIX_HASH_BITS, bits) == 0,
+              "test control: %s", err.msg);
     int32_t *t = malloc((size_t)CTX * sizeof *t);
     int refused = 0, hits = 0;
     for (int round = 0; round < rounds; round++) {

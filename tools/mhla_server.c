@@ -1,5 +1,5 @@
 /*
- * main.c — mhla-server entry point.
+ * mhla_server.c — the mhla-server program (the server library is server/).
  */
 #include "server.h"
 

@@ -1,18 +1,20 @@
 /*
- * cuda_backend.h — what the engine (C) asks of the CUDA backend (CUDA C++).
+ * mhla_cuda.h — the CUDA code's C interface: what the engine's CUDA backend
+ * (cuda_backend.c) asks of the CUDA C++ side.
  *
  * The engine keeps the bookkeeping (validation, kvstate's page tables,
  * prefix cache, admission) and hands the backend plain descriptors: device
  * pointers of each sequence's buffers and pages, tokens, positions. The
  * backend holds the weights on the GPU and runs whole steps there. Built
- * three ways: by nvcc (a GPU), by g++ against engine/cuda/sim (the same
- * kernels on the CPU, for tests without a GPU), or as none.c (no CUDA).
+ * two ways: by nvcc (a GPU), or by g++ against tests/cudasim (the same
+ * kernels on the CPU, for tests without a GPU); a build without CUDA has
+ * neither, and the engine no CUDA backend.
  *
  * Every function that can fail returns 0 or -1 with a one-line message in
  * err (MHLA_CUDA_ERR bytes).
  */
-#ifndef MHLA_CUDA_BACKEND_H
-#define MHLA_CUDA_BACKEND_H
+#ifndef MHLA_CUDA_API_H
+#define MHLA_CUDA_API_H
 
 #include "engine.h"
 
@@ -63,7 +65,6 @@ int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_options *op
                      mhla_cuda **out, char *err);
 void mhla_cuda_free(mhla_cuda *g);
 const char *mhla_cuda_name(const mhla_cuda *g);
-size_t mhla_cuda_bytes(const mhla_cuda *g);
 
 void mhla_cuda_stats(const mhla_cuda *g, uint64_t *steps, uint64_t *captures, uint64_t *replays);
 /* Device-to-device copy bandwidth, bytes read + written per second. */

@@ -1,12 +1,13 @@
 /*
- * internal.cuh — what the CUDA backend's files share: the backend's state,
- * the step descriptors the kernels read, the kernel launchers.
+ * kernels.cuh — what the CUDA backend's files share with its kernels
+ * (kernels.cu): element types, the step descriptors the kernels read, the
+ * kernel launchers.
  */
 #ifndef MHLA_CUDA_INTERNAL_CUH
 #define MHLA_CUDA_INTERNAL_CUH
 
 #include "compat.h"
-#include "cuda_backend.h"
+#include "mhla_cuda.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-/* cli_main.c — the mhla-cli executable (see cli.c). */
+/* mhla_cli.c — the mhla-cli program (client/cli.c). */
 #include "client.h"
 
 int main(int argc, char **argv)

@@ -12,6 +12,8 @@
 #ifndef MHLA_ENGINE_H
 #define MHLA_ENGINE_H
 
+#include "base.h" /* mhla_rng */
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -162,8 +164,6 @@ mhla_device mhla_engine_device(const mhla_engine *engine);
 const char *mhla_engine_device_name(const mhla_engine *engine);
 /* Why AUTO chose the CPU ("" when it did not), for the caller's log. */
 const char *mhla_engine_device_note(const mhla_engine *engine);
-/* Bytes of GPU memory the engine holds for weights and buffers (0 on the CPU). */
-size_t mhla_engine_device_bytes(const mhla_engine *engine);
 /* Bytes of weights a step reads on the engine's device (on a GPU, in its
  * weight dtype; without the embedding table unless the LM head is tied). */
 size_t mhla_engine_step_weight_bytes(const mhla_engine *engine);
@@ -257,19 +257,10 @@ typedef struct {
 } mhla_state_stats;
 
 void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);
-/* Test hook: truncate prefix keys to `bits` bits (0: full) to force
- * collisions; clears the prefix cache. */
-void mhla_engine_set_prefix_hash_bits(mhla_engine *engine, int bits);
 
 /* ---- sampling ------------------------------------------------------------- */
 
-typedef struct {
-    uint64_t state[4]; /* xoshiro256** */
-} mhla_rng;
-
-void mhla_rng_seed(mhla_rng *rng, uint64_t seed);
-/* Uniform in [0, 1). */
-double mhla_rng_uniform(mhla_rng *rng);
+/* The generator is base.h's mhla_rng (xoshiro256**). */
 
 /* temperature 0 is greedy (lowest id wins ties); otherwise softmax(logits/T). */
 int mhla_sample(const float *logits, int vocab_size, float temperature, mhla_rng *rng);
@@ -348,6 +339,22 @@ struct mhla_sample_slot {
  * id first). top must hold n_top entries. */
 int mhla_logprobs(const float *logits, int vocab_size, int32_t token, int n_top,
                   float *token_logprob, mhla_logprob *top, mhla_error *err);
+
+/* ---- for tests only ------------------------------------------------------- */
+
+/*
+ * One entry point for the hooks with which tests reach states that normal
+ * use reaches rarely (SQLite's sqlite3_test_control is the model). Not for
+ * production: an op may change or go. Returns 0, or -1 with a message for
+ * an unknown op.
+ */
+typedef enum {
+    /* (int bits): truncate prefix keys to bits bits (0: full) to force hash
+     * collisions; clears the prefix cache. */
+    MHLA_TESTCTRL_PREFIX_HASH_BITS = 1,
+} mhla_testctrl_op;
+
+int mhla_engine_test_control(mhla_engine *engine, mhla_error *err, int op, ...);
 
 #ifdef __cplusplus
 }

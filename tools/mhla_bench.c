@@ -1,4 +1,4 @@
-/* bench_main.c — the mhla-bench executable (see bench.c). */
+/* mhla_bench.c — the mhla-bench program (client/bench.c). */
 #include "client.h"
 
 int main(int argc, char **argv)

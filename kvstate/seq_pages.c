@@ -1,10 +1,10 @@
 /*
- * seq.c — one sequence's state: its page table, the buffers the engine's
+ * seq_pages.c — one sequence's state: its page table, the buffers the engine's
  * token mixer works in (P_i, the current block's raw rows), its token
  * history (the prefix cache's keys), its reservation; publishing closed
  * blocks and attaching cached ones.
  */
-#include "internal.h"
+#include "kvstate_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Internal structures shared by the tokenizer's source files. Not installed. */
+/* tokenizer_internal.h — structures shared by the tokenizer's source files. Not installed. */
 #ifndef MHLA_TOK_INTERNAL_H
 #define MHLA_TOK_INTERNAL_H
 
@@ -10,23 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
 #include "tokenizer.h"
 
-/* ---- errors and growable buffers (tok_buf.c) ---- */
+/* ---- errors, string lists and id arrays (tok_common.c) ---- */
 void tok_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-} tok_buf;
-int tok_buf_reserve(tok_buf *b, size_t extra);
-int tok_buf_put(tok_buf *b, const void *s, size_t n);
-static inline int tok_buf_putc(tok_buf *b, char c) { return tok_buf_put(b, &c, 1); }
-void tok_buf_free(tok_buf *b);
+/* The growable buffer is base's (mhla_buf_reserve, _put, _putc, _free). */
 
 /* A list of strings stored back to back in one buffer (pre-token lists, decoder chains). */
 typedef struct {
-    tok_buf data;
+    mhla_buf data;
     size_t *off, *len;
     size_t n, cap;
 } tok_strlist;
@@ -41,13 +35,9 @@ typedef struct {
 } tok_ids;
 int tok_ids_push(tok_ids *a, int32_t id);
 
-/* ---- UTF-8 helpers (tok_utf8.c) ---- */
-/* Decode one code point at s[0..n); returns bytes consumed (>=1); *cp = 0xFFFD when invalid. */
-size_t tok_utf8_next(const char *s, size_t n, int32_t *cp);
-size_t tok_utf8_put(char out[4], int32_t cp);
+/* ---- UTF-8 helpers (tok_utf8.c; decoding and encoding are base's mhla_utf8_next / _put) ---- */
 /* Replace invalid sequences by U+FFFD exactly as the WHATWG TextDecoder does. */
-int tok_utf8_sanitize(const char *s, size_t n, tok_buf *out);
-bool tok_utf8_valid(const char *s, size_t n);
+int tok_utf8_sanitize(const char *s, size_t n, mhla_buf *out);
 /* JavaScript's notion of white space (String.prototype.trim, \s without the u-flag
  * rewrite): the reference implementation uses it in several places. */
 bool tok_js_space(int32_t cp);
@@ -59,7 +49,7 @@ typedef struct {
     uint32_t *koff, *klen;
     int32_t *val;
     size_t cap, count;
-    tok_buf keys;
+    mhla_buf keys;
 } tok_strmap;
 uint64_t tok_hash_bytes(const char *s, size_t n);
 int tok_strmap_put(tok_strmap *m, const char *k, size_t n, int32_t v); /* overwrites */
@@ -94,7 +84,7 @@ int tok_regex_each(const tok_regex *re, const char *s, size_t n, tok_match_cb cb
 int tok_regex_js_split(const tok_regex *re, const char *s, size_t n, tok_strlist *out, char *err, size_t errlen);
 /* String.prototype.replaceAll(regex, literal content). */
 int tok_regex_replace(const tok_regex *re, const char *s, size_t n, const char *rep, size_t rn,
-                      tok_buf *out, char *err, size_t errlen);
+                      mhla_buf *out, char *err, size_t errlen);
 
 /* ---- normalizers (tok_normalizer.c) ---- */
 typedef enum { NORM_SEQUENCE, NORM_PREPEND, NORM_REPLACE, NORM_NFC, NORM_NFKC, NORM_NFD, NORM_NFKD,
@@ -109,7 +99,7 @@ typedef struct tok_normalizer {
 } tok_normalizer;
 typedef struct cJSON cJSON;
 int tok_normalizer_build(const cJSON *j, tok_normalizer **out, char *err, size_t errlen);
-int tok_normalizer_apply(const tok_normalizer *nz, const char *s, size_t n, tok_buf *out, char *err, size_t errlen);
+int tok_normalizer_apply(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out, char *err, size_t errlen);
 void tok_normalizer_free(tok_normalizer *nz);
 
 /* ---- pre-tokenizers (tok_pretokenizer.c) ---- */
@@ -219,5 +209,5 @@ struct mhla_tokenizer {
 };
 
 int tok_decode_internal(const mhla_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
-                        bool cleanup, tok_buf *out, char *err, size_t errlen);
+                        bool cleanup, mhla_buf *out, char *err, size_t errlen);
 #endif

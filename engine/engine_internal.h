@@ -1,12 +1,12 @@
 /*
- * internal.h — what the engine's own files share. Not part of the public API:
+ * engine_internal.h — what the engine's own files share. Not part of the public API:
  * other modules include engine.h only.
  */
 #ifndef MHLA_ENGINE_INTERNAL_H
 #define MHLA_ENGINE_INTERNAL_H
 
+#include "backend.h"
 #include "cpu/kernels.h"
-#include "cuda/cuda_backend.h"
 #include "engine.h"
 #include "kvstate.h"
 
@@ -112,19 +112,16 @@ struct mhla_model {
 struct mhla_seq {
     const mhla_model *model;
     kv_seq *kv;
-    mhla_cuda *dev; /* the GPU its state lives on; NULL: host memory */
+    const mhla_backend_ops *ops; /* restores its state: the CPU's, or its engine's backend's */
+    void *home; /* the backend whose device memory holds its state; NULL: host memory */
 };
 
-size_t mhla_page_floats(const mhla_config *cfg);
 /* The state geometry kvstate is given for a model. */
 kv_geometry mhla_state_geometry(const mhla_config *cfg);
-/* A fresh sequence whose pages come from pool (in dev's memory when dev). */
-int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_cuda *dev, mhla_seq **out,
-                       mhla_error *err);
-/* The engine's state pool, model and GPU backend (forward.c). */
-kv_pool *mhla_engine_state_pool(const mhla_engine *engine);
-const mhla_model *mhla_engine_model(const mhla_engine *engine);
-mhla_cuda *mhla_engine_cuda(const mhla_engine *engine);
+/* A fresh sequence whose pages come from pool, its state restored by ops
+ * (in home's memory when home is not NULL). */
+int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, const mhla_backend_ops *ops,
+                       void *home, mhla_seq **out, mhla_error *err);
 /* Makes sure pages for blocks [0, n_blocks) exist. */
 int mhla_seq_reserve_pages(mhla_seq *seq, int n_blocks, mhla_error *err);
 /* Recomputes P_i from the pages after the state was attached mid-block (a
@@ -150,17 +147,37 @@ double mhla_sampler_draw(mhla_sampler *s);
 /* Counts a chosen token for the penalties, as mhla_sampler_next does. */
 void mhla_sampler_record(mhla_sampler *s, int32_t tok);
 
-/* ---- device.c: the GPU backend's engine side ---- */
+/* ---- the engine (engine.c creates it, step.c runs its steps) ---- */
 
-/* For device AUTO or CUDA: the backend, or NULL with *note saying why the CPU
- * is used (AUTO only; CUDA without a usable GPU fails). */
-int mhla_device_open(const mhla_model *m, const mhla_engine_options *opt, mhla_cuda **out,
-                     char *note, size_t note_len, mhla_error *err);
-/* kvstate memory hooks that allocate on dev. */
-void mhla_device_memory(mhla_cuda *dev, kv_memory *mem);
-/* One validated step on the GPU (pages already reserved). */
-int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhla_error *err);
-int mhla_device_restore_prefix(mhla_seq *seq, mhla_error *err);
+struct mhla_engine {
+    const mhla_model *model;
+    const mhla_backend_ops *ops; /* the backend the steps run on */
+    void *backend;               /* its state */
+    void *home;                  /* backend when its state lives in device memory, else NULL */
+    kv_memory memory;            /* kvstate's hooks for that memory */
+    kv_pool *pool;               /* state memory of mhla_engine_seq_create's sequences */
+    char device_name[420];
+    char device_note[600];
+};
+
+/* ---- the CPU backend (cpu_backend.c; forward.c is its forward pass) ---- */
+
+typedef struct {
+    const mhla_model *model;
+    int n_threads;
+    int cap; /* token rows the scratch buffers hold */
+    float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
+    float *logit_rows, *logit_buf;
+    int *row_item; /* which batch item each token row belongs to */
+    float *sample_rows; /* logits of sampled positions no caller buffer holds */
+    int sample_cap;
+} mhla_cpu;
+
+/* Rows of final hidden states turned into logits per lm_head call. */
+#define MHLA_LOGIT_ROWS 64
+
+/* One validated step on the CPU (the backend's forward). */
+int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
 
 /* Runs the token mixer of one layer and one kv head over a run of n tokens of
  * one sequence, starting at its position (which it does not advance).

@@ -1,9 +1,9 @@
-/* Error messages and growable buffers used throughout the tokenizer. */
+/* Error messages, string lists and id arrays used throughout the tokenizer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "tokenizer_internal.h"
 
 void tok_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -12,36 +12,6 @@ void tok_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-int tok_buf_reserve(tok_buf *b, size_t extra)
-{
-    if (extra > SIZE_MAX / 2 - b->len) return -1;
-    size_t need = b->len + extra + 1; /* room for a terminating NUL */
-    if (need <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-int tok_buf_put(tok_buf *b, const void *s, size_t n)
-{
-    if (tok_buf_reserve(b, n)) return -1;
-    if (n) memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return 0;
-}
-
-void tok_buf_free(tok_buf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
 }
 
 int tok_strlist_push(tok_strlist *l, const char *s, size_t n)
@@ -60,12 +30,12 @@ int tok_strlist_push(tok_strlist *l, const char *s, size_t n)
     uintptr_t base = (uintptr_t)l->data.p, sp = (uintptr_t)s;
     if (base && sp >= base && sp < base + l->data.cap) {
         size_t so = (size_t)(sp - base);
-        if (tok_buf_reserve(&l->data, n)) return -1;
+        if (mhla_buf_reserve(&l->data, n)) return -1;
         s = l->data.p + so;
     }
     l->off[l->n] = l->data.len;
     l->len[l->n] = n;
-    if (tok_buf_put(&l->data, s, n)) return -1;
+    if (mhla_buf_put(&l->data, s, n)) return -1;
     l->n++;
     return 0;
 }
@@ -78,7 +48,7 @@ void tok_strlist_clear(tok_strlist *l)
 
 void tok_strlist_free(tok_strlist *l)
 {
-    tok_buf_free(&l->data);
+    mhla_buf_free(&l->data);
     free(l->off);
     free(l->len);
     memset(l, 0, sizeof *l);

@@ -1,9 +1,9 @@
 /*
- * seqstate.c — a sequence as the engine sees it: the model it belongs to and
+ * sequence.c — a sequence as the engine sees it: the model it belongs to and
  * its state in kvstate. Pages for the blocks a call will close are taken
  * before the call starts computing, so a forward pass never fails half-way.
  */
-#include "internal.h"
+#include "engine_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +22,8 @@ kv_geometry mhla_state_geometry(const mhla_config *c)
     return g;
 }
 
-size_t mhla_page_floats(const mhla_config *c)
-{
-    kv_geometry g = mhla_state_geometry(c);
-    return kv_page_floats(&g);
-}
-
-int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_cuda *dev, mhla_seq **out,
-                       mhla_error *err)
+int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, const mhla_backend_ops *ops,
+                       void *home, mhla_seq **out, mhla_error *err)
 {
     *out = NULL;
     mhla_seq *s = calloc(1, sizeof *s);
@@ -41,7 +35,8 @@ int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, mhla_cuda *dev, m
         return mhla_fail_kv(err, &ke);
     }
     s->model = model;
-    s->dev = dev;
+    s->ops = ops;
+    s->home = home;
     *out = s;
     return 0;
 }
@@ -54,7 +49,7 @@ int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err)
     *out = NULL;
     if (kv_pool_create(&o, &pool, &ke))
         return mhla_fail_kv(err, &ke);
-    int rc = mhla_seq_create_in(model, pool, NULL, out, err);
+    int rc = mhla_seq_create_in(model, pool, &mhla_cpu_backend, NULL, out, err);
     kv_pool_release(pool); /* the sequence holds it now */
     return rc;
 }
@@ -71,7 +66,8 @@ int mhla_seq_clone(const mhla_seq *src, mhla_seq **out, mhla_error *err)
         return mhla_fail_kv(err, &ke);
     }
     s->model = src->model;
-    s->dev = src->dev;
+    s->ops = src->ops;
+    s->home = src->home;
     *out = s;
     return 0;
 }
@@ -174,8 +170,5 @@ int mhla_seq_load(mhla_seq *s, const char *path, mhla_error *err)
 
 int mhla_seq_restore_prefix(mhla_seq *s, mhla_error *err)
 {
-    if (s->dev)
-        return mhla_device_restore_prefix(s, err);
-    mhla_mix_restore_prefix(s);
-    return 0;
+    return s->ops->restore_prefix(s->home, s, err);
 }

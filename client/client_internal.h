@@ -1,10 +1,11 @@
 /*
- * cl.h — private declarations shared by the files of client/ (not part of
+ * client_internal.h — private declarations shared by the files of client/ (not part of
  * the module's public API, which is client.h).
  */
 #ifndef MHLA_CL_H
 #define MHLA_CL_H
 
+#include "base.h"
 #include "client.h"
 
 #include <curl/curl.h>
@@ -23,23 +24,11 @@ void cl_vec_free(cl_vec *v);
 
 double cl_now(void); /* monotonic seconds */
 
-/* xoshiro256** — the bench's own generator, so runs repeat across libcs. */
-typedef struct {
-    uint64_t s[4];
-} cl_rng;
-void cl_rng_seed(cl_rng *r, uint64_t seed);
-double cl_rng_uniform(cl_rng *r); /* [0, 1) */
-double cl_rng_normal(cl_rng *r);  /* standard normal */
+/* The bench's generator is base's mhla_rng (runs repeat from a seed on any
+ * libc); growable strings are base's mhla_buf. */
 
-/* A growable string. */
-typedef struct {
-    char *s;
-    size_t len, cap;
-} cl_str;
-int cl_str_append(cl_str *b, const char *s, size_t n);
 /* s as a JSON string literal (malloc'd), or NULL when out of memory. */
 char *cl_json_string(const char *s);
-void cl_str_free(cl_str *b);
 
 /* ---- connection settings shared by both programs ---- */
 
@@ -70,7 +59,7 @@ typedef struct cl_req {
     long tokens_seen;                     /* counted from the stream */
     long usage_prompt, usage_completion;  /* from the usage chunk; -1 when absent */
     char error_msg[CL_ERR_LEN];           /* an error event's or body's message */
-    cl_str err_body;                      /* body of a non-200 response */
+    mhla_buf err_body;                      /* body of a non-200 response */
     cl_vec itl;                           /* seconds between tokens */
     /* for mhla-cli: each piece of text as it arrives */
     void (*on_text)(void *ctx, const char *text, size_t len);
@@ -124,7 +113,7 @@ typedef struct {
 } cl_prompts;
 
 int cl_parse_dist(const char *s, cl_dist *out);
-long cl_draw_len(const cl_len_spec *s, cl_rng *r);
+long cl_draw_len(const cl_len_spec *s, mhla_rng *r);
 int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts *out, char *err);
 int cl_prompts_synthesize(const cl_conn *c, const cl_len_spec *in, const cl_len_spec *out_len,
                           size_t count, uint64_t seed, cl_prompts *out, char *err);

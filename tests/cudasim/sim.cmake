@@ -1,4 +1,4 @@
-# engine/cuda/sim/sim.cmake - the CPU simulator of the CUDA runtime / cuBLAS
+# tests/cudasim/sim.cmake - the CPU simulator of the CUDA runtime / cuBLAS
 # subset (see README.md here).  include() it from a CMakeLists whose project
 # enables CXX; it defines:
 #   mhla_cudasim_runtime  static library; link it into anything built from
@@ -13,7 +13,7 @@ set_target_properties(mhla_cudasim_runtime PROPERTIES
   CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF POSITION_INDEPENDENT_CODE ON)
 target_compile_features(mhla_cudasim_runtime PUBLIC cxx_std_17)
 target_compile_options(mhla_cudasim_runtime PRIVATE -Wall -Wextra -Werror)
-target_include_directories(mhla_cudasim_runtime PUBLIC ${MHLA_CUDASIM_DIR} ${MHLA_CUDASIM_DIR}/..)
+target_include_directories(mhla_cudasim_runtime PUBLIC ${MHLA_CUDASIM_DIR})
 target_link_libraries(mhla_cudasim_runtime PUBLIC Threads::Threads)
 
 add_executable(test_cudasim ${MHLA_CUDASIM_DIR}/test_cudasim.cpp)

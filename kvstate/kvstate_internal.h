@@ -1,5 +1,5 @@
 /*
- * internal.h — what kvstate's own files share. Other modules include
+ * kvstate_internal.h — what kvstate's own files share. Other modules include
  * kvstate.h only.
  */
 #ifndef MHLA_KVSTATE_INTERNAL_H
@@ -112,7 +112,7 @@ void kv_resume_keep(kv_pool *p, const kv_seq *s);
  * ones the caller matched) and tokens that prefix `tokens`, or NULL. */
 kv_resume_entry *kv_resume_find(kv_pool *p, const int32_t *tokens, int limit, int n_blocks);
 
-/* ---- seq.c ---- */
+/* ---- seq_pages.c ---- */
 /* Computes the prefix keys of blocks [first, last) of s and, with index,
  * publishes their pages (which must be written) to the prefix cache. */
 void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index);

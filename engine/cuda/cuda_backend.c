@@ -1,54 +1,43 @@
 /*
- * device.c — the engine's side of the GPU backend: choosing the device,
- * describing the model and each step to engine/cuda in plain descriptors,
- * and giving kvstate the backend's memory for pages and buffers.
+ * cuda_backend.c — the CUDA backend as the engine's backend interface sees
+ * it (backend.h): describes the model and each step to the CUDA code
+ * (mhla_cuda.h) in plain descriptors, and gives kvstate the GPU's memory for
+ * pages and buffers. Built only where the build has the CUDA backend (nvcc,
+ * or the tests' simulator).
  */
-#include "internal.h"
+#include "engine_internal.h"
+#include "mhla_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int mhla_device_parse(const char *name, mhla_device *out, mhla_error *err)
-{
-    if (name && strcmp(name, "cpu") == 0)
-        *out = MHLA_DEVICE_CPU;
-    else if (name && strcmp(name, "auto") == 0)
-        *out = MHLA_DEVICE_AUTO;
-    else if (name && strcmp(name, "cuda") == 0)
-        *out = MHLA_DEVICE_CUDA;
-    else
-        return mhla_fail(err, "device '%.64s' is not auto, cpu or cuda", name ? name : "");
-    return 0;
-}
-
-int mhla_gpu_weights_parse(const char *name, mhla_gpu_weights *out, mhla_error *err)
-{
-    if (name && strcmp(name, "bf16") == 0)
-        *out = MHLA_GPU_WEIGHTS_BF16;
-    else if (name && strcmp(name, "f16") == 0)
-        *out = MHLA_GPU_WEIGHTS_F16;
-    else if (name && strcmp(name, "f32") == 0)
-        *out = MHLA_GPU_WEIGHTS_F32;
-    else
-        return mhla_fail(err, "GPU weights '%.64s' are not bf16, f16 or f32", name ? name : "");
-    return 0;
-}
-
 static mhla_cuda_hmat hmat(k_matrix m) { return (mhla_cuda_hmat){m.f32, m.bf16}; }
 
-int mhla_device_open(const mhla_model *m, const mhla_engine_options *opt, mhla_cuda **out,
-                     char *note, size_t note_len, mhla_error *err)
+/* The engine's side of the backend: the CUDA one and what the engine
+ * accounts with it. */
+typedef struct {
+    mhla_cuda *gpu;
+    const mhla_model *model;
+    size_t weight_elem; /* bytes per weight on the GPU */
+} cuda_ctx;
+
+static void cuda_free(void *ctx)
+{
+    cuda_ctx *g = ctx;
+    if (!g)
+        return;
+    mhla_cuda_free(g->gpu);
+    free(g);
+}
+
+static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, mhla_cuda **out,
+                    mhla_error *err)
 {
     *out = NULL;
-    note[0] = '\0';
     char why[MHLA_CUDA_ERR];
-    if (mhla_cuda_probe(opt->gpu_index, why)) {
-        if (opt->device == MHLA_DEVICE_CUDA)
-            return mhla_fail_as(err, MHLA_ERR_DEVICE, "device cuda: %s", why);
-        snprintf(note, note_len, "no GPU used: %s", why);
-        return 0;
-    }
+    if (mhla_cuda_probe(opt->gpu_index, why))
+        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", why);
     const mhla_config *c = &m->cfg;
     mhla_cuda_layer_src *ls = calloc((size_t)c->num_layers, sizeof *ls);
     if (!ls)
@@ -83,11 +72,28 @@ int mhla_device_open(const mhla_model *m, const mhla_engine_options *opt, mhla_c
     char cerr[MHLA_CUDA_ERR];
     int rc = mhla_cuda_create(&src, &co, out, cerr);
     free(ls);
-    if (rc) {
-        if (opt->device == MHLA_DEVICE_CUDA)
-            return mhla_fail_as(err, MHLA_ERR_DEVICE, "device cuda: %s", cerr);
-        snprintf(note, note_len, "no GPU used: %s", cerr);
+    if (rc)
+        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+    return 0;
+}
+
+static int cuda_create(const mhla_model *m, const mhla_engine_options *opt, void **ctx,
+                       mhla_error *err)
+{
+    *ctx = NULL;
+    mhla_engine_options defaults = {.device = MHLA_DEVICE_CUDA};
+    if (!opt)
+        opt = &defaults;
+    cuda_ctx *g = calloc(1, sizeof *g);
+    if (!g)
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+    g->model = m;
+    g->weight_elem = opt->gpu_weights == MHLA_GPU_WEIGHTS_F32 ? 4 : 2;
+    if (open_gpu(m, opt, &g->gpu, err)) {
+        cuda_free(g);
+        return -1;
     }
+    *ctx = g;
     return 0;
 }
 
@@ -96,9 +102,9 @@ static int device_copy(void *ctx, void *dst, const void *src, size_t bytes, kv_c
     return mhla_cuda_mem_copy(ctx, dst, src, bytes, (int)dir);
 }
 
-void mhla_device_memory(mhla_cuda *dev, kv_memory *mem)
+static void cuda_memory(void *ctx, kv_memory *mem)
 {
-    mem->ctx = dev;
+    mem->ctx = ((cuda_ctx *)ctx)->gpu;
     mem->alloc = mhla_cuda_mem_alloc;
     mem->release = mhla_cuda_mem_release;
     mem->copy = device_copy;
@@ -169,8 +175,9 @@ static void finish_sample(mhla_sample_slot *sl, const mhla_cuda_sample *q)
     }
 }
 
-int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhla_error *err)
+static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err)
 {
+    mhla_cuda *dev = ((cuda_ctx *)ctx)->gpu;
     int Lm = items[0].seq->model->cfg.num_blocks, n_pen = 0;
     for (int b = 0; b < n_items; b++)
         if (items[b].sample) {
@@ -217,7 +224,7 @@ int mhla_device_forward(mhla_cuda *dev, mhla_batch_item *items, int n_items, mhl
     return 0;
 }
 
-int mhla_device_restore_prefix(mhla_seq *s, mhla_error *err)
+static int cuda_restore_prefix(void *ctx, mhla_seq *s, mhla_error *err)
 {
     void **pages = malloc((size_t)s->model->cfg.num_blocks * sizeof *pages + 1);
     if (!pages)
@@ -225,9 +232,57 @@ int mhla_device_restore_prefix(mhla_seq *s, mhla_error *err)
     mhla_cuda_item it;
     describe_seq(s, pages, &it);
     char cerr[MHLA_CUDA_ERR];
-    int rc = mhla_cuda_restore_prefix(s->dev, &it, cerr);
+    int rc = mhla_cuda_restore_prefix(((cuda_ctx *)ctx)->gpu, &it, cerr);
     free(pages);
     if (rc)
         return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
+
+static void cuda_describe(const void *ctx, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", mhla_cuda_name(((const cuda_ctx *)ctx)->gpu));
+}
+
+/* On the GPU the weights are held in its weight dtype; the embedding table
+ * is read only where it is the LM head too. */
+static size_t cuda_step_weight_bytes(const void *ctx)
+{
+    const cuda_ctx *g = ctx;
+    const mhla_model *m = g->model;
+    const mhla_config *c = &m->cfg;
+    size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
+    size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
+    size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
+    size_t gate = m->layers[0].wg.f32 || m->layers[0].wg.bf16 ? od : 0;
+    size_t per_layer = (qd + kd + vd + gate) * D + D * od + 3 * I * D;
+    return ((size_t)c->num_layers * per_layer + V * D) * g->weight_elem;
+}
+
+static int cuda_memory_bandwidth(void *ctx, double *bytes_per_s, mhla_error *err)
+{
+    char cerr[MHLA_CUDA_ERR];
+    if (mhla_cuda_copy_bandwidth(((cuda_ctx *)ctx)->gpu, bytes_per_s, cerr))
+        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+    return 0;
+}
+
+static void cuda_stats(const void *ctx, mhla_device_stats *out)
+{
+    mhla_cuda_stats(((const cuda_ctx *)ctx)->gpu, &out->steps, &out->graph_captures,
+                    &out->graph_replays);
+}
+
+const mhla_backend_ops mhla_cuda_backend = {
+    .name = "cuda",
+    .device = MHLA_DEVICE_CUDA,
+    .create = cuda_create,
+    .free = cuda_free,
+    .forward = cuda_forward,
+    .restore_prefix = cuda_restore_prefix,
+    .memory = cuda_memory,
+    .describe = cuda_describe,
+    .step_weight_bytes = cuda_step_weight_bytes,
+    .memory_bandwidth = cuda_memory_bandwidth,
+    .stats = cuda_stats,
+};

@@ -1,0 +1,84 @@
+/*
+ * base.h — helpers every module shares, kept once: the sampling generator,
+ * f32 <-> bf16 conversion, UTF-8 decoding and a growable byte buffer. The
+ * bottom module: it includes no other module's header, and any module may
+ * include it.
+ */
+#ifndef MHLA_BASE_H
+#define MHLA_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- random numbers (rng.c) ------------------------------------------------ */
+
+/* xoshiro256**, seeded through splitmix64: the same numbers on any libc, so
+ * a seed repeats a run (a request's sampling, a benchmark's schedule). */
+typedef struct {
+    uint64_t state[4];
+} mhla_rng;
+
+void mhla_rng_seed(mhla_rng *rng, uint64_t seed);
+/* Uniform in [0, 1), 53 bits. */
+double mhla_rng_uniform(mhla_rng *rng);
+/* Standard normal (Box–Muller; two uniforms a call). */
+double mhla_rng_normal(mhla_rng *rng);
+
+/* ---- bf16 ------------------------------------------------------------------- */
+
+/* The engine's exactness rests on every path converting the same way: the
+ * CPU kernels, the model loader and kvstate's bf16 pages all use these. */
+
+/* bf16 → f32: exact (bf16 is f32's upper half). */
+static inline float mhla_f32_from_bf16(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* f32 → bf16, rounding to nearest even; a NaN stays a (quiet) NaN. */
+static inline uint16_t mhla_bf16_from_f32(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((bits >> 16) | 0x40);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
+}
+
+/* ---- UTF-8 (utf8.c) ---------------------------------------------------------- */
+
+/* Decodes one code point at s[0..n) (n >= 1) and returns the bytes consumed
+ * (>= 1). An invalid or truncated sequence gives *cp = 0xFFFD and consumes
+ * its maximal subpart, as the WHATWG decoder (JavaScript's TextDecoder) does. */
+size_t mhla_utf8_next(const char *s, size_t n, int32_t *cp);
+/* Encodes cp (a Unicode scalar value) into out; returns its length, 1 to 4. */
+size_t mhla_utf8_put(char out[4], int32_t cp);
+
+/* ---- growable buffer (buf.c) ---------------------------------------------------- */
+
+/* Bytes with a terminating NUL kept after them (p is a C string once
+ * anything was put). Zero-initialised is empty. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+} mhla_buf;
+
+/* Room for extra more bytes (and the NUL); -1 when out of memory. */
+int mhla_buf_reserve(mhla_buf *b, size_t extra);
+int mhla_buf_put(mhla_buf *b, const void *s, size_t n);
+static inline int mhla_buf_putc(mhla_buf *b, char c) { return mhla_buf_put(b, &c, 1); }
+void mhla_buf_free(mhla_buf *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,54 @@
+/*
+ * backend.h — what a device the engine runs on implements (private to the
+ * engine). The engine keeps the bookkeeping (validation, kvstate's page
+ * tables, the prefix cache, admission); a backend holds the weights in its
+ * form and runs whole steps. engine.c picks one at run time from the table
+ * of the backends this build has (backend_registry.c), as ggml does: a build
+ * without CUDA simply has no CUDA entry.
+ *
+ *   cpu   cpu_backend.c (forward.c is its forward pass): the reference
+ *   cuda  cuda/cuda_backend.c over the CUDA code in engine/cuda
+ */
+#ifndef MHLA_ENGINE_BACKEND_H
+#define MHLA_ENGINE_BACKEND_H
+
+#include "engine.h"
+#include "kvstate.h"
+
+#include <stddef.h>
+
+typedef struct {
+    const char *name; /* "cpu", "cuda": what --device calls it */
+    mhla_device device;
+    /* A backend for model with opt (NULL: defaults), in *ctx; -1 with the
+     * reason in err when the device is absent or unusable (device AUTO then
+     * falls back to the CPU). */
+    int (*create)(const mhla_model *model, const mhla_engine_options *opt, void **ctx,
+                  mhla_error *err);
+    void (*free)(void *ctx);
+    /* One validated step: every page a closing block needs is reserved, and
+     * the engine advances the sequences afterwards. */
+    int (*forward)(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
+    /* Recomputes P_i of a sequence whose state was attached mid-block (a
+     * resume or a snapshot); ctx is NULL for a sequence of no engine. */
+    int (*restore_prefix)(void *ctx, mhla_seq *seq, mhla_error *err);
+    /* kvstate's memory hooks for state in the device's memory; NULL: the
+     * state lives in host memory. */
+    void (*memory)(void *ctx, kv_memory *mem);
+    /* A one-line description for mhla_engine_device_name. */
+    void (*describe)(const void *ctx, char *buf, size_t len);
+    /* Bytes of weights one step reads (mhla_engine_step_weight_bytes). */
+    size_t (*step_weight_bytes)(const void *ctx);
+    /* The memory bandwidth a step can stream at (mhla_engine_memory_bandwidth). */
+    int (*memory_bandwidth)(void *ctx, double *bytes_per_s, mhla_error *err);
+    /* Counters (mhla_engine_device_stats); NULL: all 0. */
+    void (*stats)(const void *ctx, mhla_device_stats *out);
+} mhla_backend_ops;
+
+extern const mhla_backend_ops mhla_cpu_backend;
+extern const mhla_backend_ops mhla_cuda_backend; /* builds with CUDA only */
+
+/* The backends of this build, NULL-terminated (backend_registry.c). */
+extern const mhla_backend_ops *const mhla_backends[];
+
+#endif

@@ -1,6 +1,0 @@
-// The CUDA backend's sources, compiled as C++ against the CPU simulator
-// (cudasim.h) so the tests can run every kernel without a GPU.
-#include "../backend.cu"
-#include "../forward.cu"
-#include "../kernels.cu"
-#include "../sample.cu"
