@@ -100,6 +100,32 @@ void srv_log(mhla_log_level lvl, const char *event, struct cJSON *fields);
 void srv_logf(mhla_log_level lvl, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- memory.c: --state-memory auto ----------------------------------------- */
+
+#define SRV_STATE_MEMORY_AUTO (-1)
+
+typedef struct {
+    size_t limit;           /* bytes this process may use */
+    const char *limit_from; /* where the limit came from */
+    size_t cgroup_max;      /* memory.max when set, else 0 */
+    size_t weights, step_buffers, headroom;
+    size_t seq_buffer_bytes; /* one sequence's buffers outside the pages */
+    size_t sequences;        /* max_running of them */
+    int resume_slots;
+    size_t resume; /* resume entries at their largest */
+    size_t page_bytes, cap;
+    size_t pages; /* the state pool's budget */
+} srv_memory_plan;
+
+/* Reads the limit (before the weights are loaded). */
+void srv_memory_probe(srv_memory_plan *m);
+/* The state pool's budget for this model and these limits; -1 with err when
+ * not even one full-context sequence would fit. */
+int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_running,
+                           int max_batch_tokens, char *err, size_t errlen);
+/* The budget with its arithmetic, one log line. */
+void srv_memory_log(const srv_memory_plan *m);
+
 /* ---- metrics.c ------------------------------------------------------------- */
 
 enum { SRV_HIST_TTFT, SRV_HIST_ITL, SRV_HIST_E2E, SRV_HIST_COUNT };
@@ -109,7 +135,8 @@ void srv_metrics_status(int http_status);
 void srv_metrics_finish(const char *reason); /* stop, length, cancelled, error, timeout */
 void srv_metrics_tokens(long prompt, long generated);
 void srv_metrics_gauges(int running_reqs, int waiting_reqs, int running_seqs, size_t state_bytes);
-void srv_metrics_state(const mhla_state_stats *st); /* the engine's state pool */
+/* The engine's state pool; promised: pages the scheduler keeps for clones. */
+void srv_metrics_state(const mhla_state_stats *st, long promised);
 void srv_metrics_device(const mhla_device_stats *st); /* GPU engines only */
 void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);

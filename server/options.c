@@ -30,6 +30,7 @@ void mhla_server_options_default(mhla_server_options *o)
     o->timeout_s = 30;
     o->request_timeout_s = 600;
     o->shutdown_timeout_s = 30;
+    o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
 }
 
 void mhla_server_print_help(void *fp)
@@ -57,8 +58,11 @@ void mhla_server_print_help(void *fp)
             "  --timeout S              idle connection timeout in seconds (default %d)\n"
             "  --request-timeout S      per-request deadline in seconds, 0 = none (default %d)\n"
             "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
-            "  --state-memory MB        state pool with exact prefix cache; requests wait until\n"
-            "                           their worst-case pages fit (default 0: state per sequence)\n"
+            "  --state-memory auto|MB|0 state pool with exact prefix cache; requests wait until\n"
+            "                           their worst-case pages fit. auto (default): sized from\n"
+            "                           cgroup memory.max or MemAvailable, less weights, buffers\n"
+            "                           and headroom (logged at start); 0: unbounded state per\n"
+            "                           sequence, no prefix cache, no admission by memory\n"
             "  --weights f32|bf16       how weights are held in memory: bf16 halves the bytes\n"
             "                           each step reads, arithmetic stays f32 (default f32)\n"
             "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
@@ -140,6 +144,23 @@ static int set_log_level(const char *flag, const char *v, mhla_server_options *o
     return -1;
 }
 
+static int set_state_memory(const char *flag, const char *v, mhla_server_options *o, char *err,
+                            size_t errlen)
+{
+    long x;
+    if (strcmp(v, "auto") == 0) {
+        o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
+        return 0;
+    }
+    if (parse_int(flag, v, 0, 1 << 22, &x, err, errlen)) {
+        snprintf(err, errlen, "%s: '%.64s' is not auto or an integer in [0, %d] (MiB)", flag, v,
+                 1 << 22);
+        return -1;
+    }
+    o->state_memory_mb = (int)x;
+    return 0;
+}
+
 enum { FLAG_INT, FLAG_SIZE, FLAG_STR, FLAG_SWITCH, FLAG_FN };
 
 typedef struct {
@@ -165,7 +186,7 @@ static const flag_def flags[] = {
     {"--timeout", FLAG_INT, OPT(timeout_s), 1, 86400, NULL},
     {"--request-timeout", FLAG_INT, OPT(request_timeout_s), 0, 86400 * 7, NULL},
     {"--shutdown-timeout", FLAG_INT, OPT(shutdown_timeout_s), 0, 86400, NULL},
-    {"--state-memory", FLAG_INT, OPT(state_memory_mb), 0, 1 << 22, NULL},
+    {"--state-memory", FLAG_FN, 0, 0, 0, set_state_memory},
     {"--max-body-bytes", FLAG_SIZE, OPT(max_body_bytes), 64, 1L << 30, NULL},
     {"--gpu-index", FLAG_INT, OPT(gpu_index), 0, 64, NULL},
     {"--no-graphs", FLAG_SWITCH, OPT(gpu_no_graphs), 0, 0, NULL},

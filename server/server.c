@@ -38,6 +38,8 @@ typedef struct {
     const char *model_name;
     char namebuf[256];
     int port;
+    size_t state_bytes; /* the state pool's budget; 0: unbounded */
+    srv_memory_plan mem;
 } server;
 
 /* SIGTERM/SIGINT are taken with sigwait by this thread; every thread
@@ -59,15 +61,25 @@ static int block_signals(sigset_t *set, char *err, size_t errlen)
 static int load(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
     mhla_error e = {0};
+    if (o->state_memory_mb == SRV_STATE_MEMORY_AUTO)
+        srv_memory_probe(&sv->mem); /* before the weights take their share */
     mhla_model_options mo = {o->weights_bf16 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32};
     if (mhla_model_load_with(o->model_dir, &mo, &sv->model, &e)) {
         snprintf(err, errlen, "cannot load the model from '%s': %s", o->model_dir, e.msg);
         return -1;
     }
     sv->cfg = mhla_model_config(sv->model);
+    sv->state_bytes = (size_t)(o->state_memory_mb > 0 ? o->state_memory_mb : 0) << 20;
+    if (o->state_memory_mb == SRV_STATE_MEMORY_AUTO) {
+        if (srv_memory_plan_budget(&sv->mem, sv->model, o->max_running, o->max_batch_tokens, err,
+                                   errlen))
+            return -1;
+        srv_memory_log(&sv->mem);
+        sv->state_bytes = sv->mem.pages;
+    }
     mhla_engine_options eo = {.n_threads = o->threads,
-                              .state_bytes = (size_t)o->state_memory_mb << 20,
-                              .resume_slots = o->state_memory_mb ? 64 : 0,
+                              .state_bytes = sv->state_bytes,
+                              .resume_slots = sv->state_bytes ? 64 : 0,
                               .device = (mhla_device)o->device,
                               .gpu_index = o->gpu_index,
                               .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
@@ -94,7 +106,7 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                            .model = sv->model,
                            .codec = sv->codec,
                            .gen = &sv->gen,
-                           .state_pool = o->state_memory_mb > 0,
+                           .state_pool = sv->state_bytes > 0,
                            .max_batch_tokens = o->max_batch_tokens,
                            .max_running = o->max_running,
                            .max_queue = o->max_queue,
@@ -127,7 +139,7 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
         for (int i = 0; eos && i < sv->gen.n_eos; i++)
             cJSON_AddItemToArray(eos, cJSON_CreateNumber(sv->gen.eos[i]));
         cJSON_AddStringToObject(f, "eos_from", sv->gen.source);
-        cJSON_AddNumberToObject(f, "state_memory_mb", o->state_memory_mb);
+        cJSON_AddNumberToObject(f, "state_memory_mb", (double)(sv->state_bytes >> 20));
         cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
         cJSON_AddStringToObject(f, "device", mhla_engine_device_name(sv->engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);

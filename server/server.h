@@ -38,7 +38,8 @@ typedef struct {
     int timeout_s;            /* idle connection timeout */
     int request_timeout_s;    /* per-request deadline, 0 = none */
     int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
-    int state_memory_mb;      /* state pool with prefix cache (SPEC §4); 0: per-sequence state */
+    int state_memory_mb;      /* state pool with prefix cache (SPEC §4), MiB; 0: unbounded
+                                 per-sequence state; -1 (the default): auto */
     int weights_bf16;         /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
     int device;               /* mhla_device: cpu, auto or cuda */
     int gpu_weights;          /* mhla_gpu_weights */
