@@ -95,7 +95,7 @@ void srv_log_set_level(mhla_log_level lvl);
 int srv_log_enabled(mhla_log_level lvl);
 /* One JSON line on stderr: {"ts":..,"level":..,"event":event, fields...}.
  * fields (may be NULL) is a cJSON object; it is consumed. */
-struct cJSON;
+typedef struct cJSON cJSON;
 void srv_log(mhla_log_level lvl, const char *event, struct cJSON *fields);
 void srv_logf(mhla_log_level lvl, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -236,6 +236,9 @@ typedef struct {
 int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
                      srv_error *e);
 void srv_params_free(srv_params *p);
+/* A request body as one JSON value: nested at most 32 deep, no NUL in its
+ * strings, nothing but whitespace after it. NULL with e set otherwise. */
+cJSON *srv_json_parse_body(const char *body, size_t len, srv_error *e);
 /* JSON nesting depth check (strings and escapes honoured); 0 when within max. */
 int srv_json_depth_ok(const char *s, size_t len, int max_depth);
 
@@ -421,6 +424,26 @@ long srv_sse_read(srv_sse *s, char *buf, size_t max);
 /* Frees the writer; cancels the request when it had not finished. */
 void srv_sse_free(srv_sse *s);
 
+/* ---- conn_watch.c: the deadline for receiving a request ------------------- */
+
+typedef struct srv_watch srv_watch;
+typedef struct srv_watch_conn srv_watch_conn;
+
+enum { SRV_WATCH_RECEIVING, SRV_WATCH_IN_APP, SRV_WATCH_WRITING };
+
+int srv_watch_start(double read_timeout_s, double write_timeout_s, srv_watch **out, char *err,
+                    size_t errlen);
+void srv_watch_stop(srv_watch *w);
+/* A new connection (socket fd), receiving its first request from now on;
+ * NULL when out of memory (the connection then has no read deadline). */
+srv_watch_conn *srv_watch_add(srv_watch *w, int fd);
+/* The connection is closing; c is freed. */
+void srv_watch_remove(srv_watch *w, srv_watch_conn *c);
+/* The connection enters a phase (its deadline starts now): RECEIVING the
+ * next request (read timeout), IN_APP while the server works on the answer
+ * (none), WRITING what it handed libmicrohttpd (write timeout). */
+void srv_watch_phase(srv_watch *w, srv_watch_conn *c, int phase);
+
 /* ---- http.c ---------------------------------------------------------------- */
 
 typedef struct srv_http srv_http;
@@ -436,6 +459,10 @@ typedef struct {
 
 int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, char *err,
                    size_t errlen);
+/* Waits (at most max_s) until every completion's response is sent: after
+ * the scheduler ended the unfinished ones, their error events and [DONE]
+ * reach the clients before the sockets close. */
+void srv_http_flush(srv_http *h, double max_s);
 void srv_http_stop(srv_http *h);
 
 #endif

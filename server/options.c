@@ -28,6 +28,7 @@ void mhla_server_options_default(mhla_server_options *o)
     o->max_body_bytes = 1u << 20;
     o->max_connections = 512;
     o->timeout_s = 30;
+    o->read_timeout_s = 30;
     o->request_timeout_s = 600;
     o->shutdown_timeout_s = 30;
     o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
@@ -55,7 +56,12 @@ void mhla_server_print_help(void *fp)
             "                           the MHLA_API_KEY environment variable works too)\n"
             "  --max-body-bytes N       request body limit, 413 past it (default %zu)\n"
             "  --max-connections N      concurrent connections (default %d)\n"
-            "  --timeout S              idle connection timeout in seconds (default %d)\n"
+            "  --timeout S              idle connection timeout in seconds, also the write\n"
+            "                           deadline of a stream whose client stops reading (default %d)\n"
+            "  --read-timeout S         deadline for receiving a whole request, headers and body\n"
+            "                           (default %d)\n"
+            "  --max-connections-per-client N  connections one client address may hold\n"
+            "                           (default 0: all but max(4, max-connections/8))\n"
             "  --request-timeout S      per-request deadline in seconds, 0 = none (default %d)\n"
             "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
             "  --state-memory auto|MB|0 state pool with exact prefix cache; requests wait until\n"
@@ -73,8 +79,8 @@ void mhla_server_print_help(void *fp)
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --help                   this text\n",
             d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running,
-            d.max_queue, d.max_body_bytes, d.max_connections, d.timeout_s, d.request_timeout_s,
-            d.shutdown_timeout_s);
+            d.max_queue, d.max_body_bytes, d.max_connections, d.timeout_s, d.read_timeout_s,
+            d.request_timeout_s, d.shutdown_timeout_s);
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out, char *err,
@@ -184,6 +190,8 @@ static const flag_def flags[] = {
     {"--api-key", FLAG_STR, OPT(api_key), 0, 0, NULL},
     {"--max-connections", FLAG_INT, OPT(max_connections), 1, 65536, NULL},
     {"--timeout", FLAG_INT, OPT(timeout_s), 1, 86400, NULL},
+    {"--read-timeout", FLAG_INT, OPT(read_timeout_s), 1, 86400, NULL},
+    {"--max-connections-per-client", FLAG_INT, OPT(max_connections_per_client), 0, 65536, NULL},
     {"--request-timeout", FLAG_INT, OPT(request_timeout_s), 0, 86400 * 7, NULL},
     {"--shutdown-timeout", FLAG_INT, OPT(shutdown_timeout_s), 0, 86400, NULL},
     {"--state-memory", FLAG_FN, 0, 0, 0, set_state_memory},

@@ -188,6 +188,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     }
     /* the engine first: whatever still runs ends, so connection threads return */
     srv_sched_free(sv.sched);
+    srv_http_flush(sv.http, o->timeout_s); /* their error events and [DONE] go out */
     srv_http_stop(sv.http);
     srv_codec_free(sv.codec);
     mhla_engine_free(sv.engine);
