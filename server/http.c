@@ -131,10 +131,12 @@ static int conn_alive(void *arg)
         return 1;
     char c;
     ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0)
-        return 0; /* orderly shutdown by the peer */
+    /* n == 0 is the peer's FIN: a client that closed, or one that only shut
+     * down its sending side and still reads (half-close). The two look the
+     * same until something is written; the answer's first write tells (a
+     * closed client resets it, which ends the connection and the request). */
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return 0;
+        return 0; /* reset */
     return 1;
 }
 

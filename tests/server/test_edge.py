@@ -268,6 +268,34 @@ def run_edge(a, model, long_model):
         check(res.get("a") == 200 and st == 200 and chunks[-1] == "[DONE]" and
               stream_text(chunks)[2] == "length",
               "a stream queued behind a long request, past --timeout, is delivered in full")
+        # a half-closed client (sent its request, shut down its sending side) gets its
+        # answer, even after a wait in the queue
+        for stream in (True, False):
+            ta = threading.Thread(target=lambda: res.update(a=s.complete(
+                {"prompt": [1, 2, 3], "max_tokens": 400, "ignore_eos": True})[0]))
+            ta.start()
+            wait_metrics(s, lambda m: m["mhla_requests_running"] == 1, SLACK)
+            body = json.dumps({"prompt": [3, 4], "max_tokens": 5, "ignore_eos": True,
+                               "stream": stream}).encode()
+            sk = socket.create_connection(("127.0.0.1", s.port), timeout=SLACK)
+            sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                       b"Content-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            sk.shutdown(socket.SHUT_WR)
+            got = b""
+            try:
+                while True:
+                    b = sk.recv(65536)
+                    if not b:
+                        break
+                    got += b
+            except OSError:
+                pass
+            sk.close()
+            done = b"data: [DONE]" in got if stream else b'"finish_reason":"length"' in got
+            check(status_of(got) == 200 and done, "a half-closed client gets its whole %s answer"
+                  % ("streamed" if stream else "plain"))
+            ta.join(SLACK * 3)
     finally:
         s.stop()
 
