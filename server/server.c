@@ -57,6 +57,55 @@ static int block_signals(sigset_t *set, char *err, size_t errlen)
     return 0;
 }
 
+static int create_engine(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+{
+    mhla_error e = {0};
+    mhla_engine_options eo = {.n_threads = o->threads,
+                              .state_bytes = sv->state_bytes,
+                              .resume_slots = sv->state_bytes ? 64 : 0,
+                              .device = (mhla_device)o->device,
+                              .gpu_index = o->gpu_index,
+                              .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
+                              .gpu_no_graphs = o->gpu_no_graphs};
+    if (mhla_engine_create(sv->model, &eo, &sv->engine, &e)) {
+        snprintf(err, errlen, "cannot create the engine: %s", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The engine with the state pool --state-memory asks for. auto sizes the
+ * pool from host memory; a GPU engine keeps its pages in device memory,
+ * which the engine does not report yet, so there auto falls back to
+ * unbounded state (as --state-memory 0) and says so. */
+static int start_engine(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+{
+    int is_auto = o->state_memory_mb == SRV_STATE_MEMORY_AUTO;
+    sv->state_bytes = (size_t)(o->state_memory_mb > 0 ? o->state_memory_mb : 0) << 20;
+    if (is_auto) {
+        if (srv_memory_plan_budget(&sv->mem, sv->model, o->max_running, o->max_batch_tokens, err,
+                                   errlen))
+            return -1;
+        sv->state_bytes = sv->mem.pages;
+    }
+    if (create_engine(sv, o, err, errlen))
+        return -1;
+    if (!is_auto)
+        return 0;
+    if (mhla_engine_device(sv->engine) != MHLA_DEVICE_CUDA) {
+        srv_memory_log(&sv->mem);
+        return 0;
+    }
+    srv_logf(MHLA_LOG_WARN, "state_memory",
+             "--state-memory auto: the engine runs on a GPU, whose free memory is not known "
+             "here; the state is unbounded (give --state-memory MB for a pool with the prefix "
+             "cache)");
+    mhla_engine_free(sv->engine);
+    sv->engine = NULL;
+    sv->state_bytes = 0;
+    return create_engine(sv, o, err, errlen);
+}
+
 /* The model, the engine, the text codec and generation_config.json. */
 static int load(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
@@ -69,25 +118,8 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
         return -1;
     }
     sv->cfg = mhla_model_config(sv->model);
-    sv->state_bytes = (size_t)(o->state_memory_mb > 0 ? o->state_memory_mb : 0) << 20;
-    if (o->state_memory_mb == SRV_STATE_MEMORY_AUTO) {
-        if (srv_memory_plan_budget(&sv->mem, sv->model, o->max_running, o->max_batch_tokens, err,
-                                   errlen))
-            return -1;
-        srv_memory_log(&sv->mem);
-        sv->state_bytes = sv->mem.pages;
-    }
-    mhla_engine_options eo = {.n_threads = o->threads,
-                              .state_bytes = sv->state_bytes,
-                              .resume_slots = sv->state_bytes ? 64 : 0,
-                              .device = (mhla_device)o->device,
-                              .gpu_index = o->gpu_index,
-                              .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
-                              .gpu_no_graphs = o->gpu_no_graphs};
-    if (mhla_engine_create(sv->model, &eo, &sv->engine, &e)) {
-        snprintf(err, errlen, "cannot create the engine: %s", e.msg);
+    if (start_engine(sv, o, err, errlen))
         return -1;
-    }
     if (mhla_engine_device_note(sv->engine)[0])
         srv_logf(MHLA_LOG_INFO, "device", "%s: running on the CPU",
                  mhla_engine_device_note(sv->engine));
