@@ -528,8 +528,16 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
     return post ? handle_detokenize(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
 }
 
+/* Limits answered here in the OpenAI error shape. libmicrohttpd's memory per
+ * connection (CONNECTION_MEMORY) is set well above them, so that it only
+ * answers itself (a bare HTML page) for requests far past them. */
+#define MAX_URI_BYTES 8192
+#define MAX_HEADER_BYTES 32768
+#define CONNECTION_MEMORY (128 * 1024)
+
 typedef struct {
     int n_length, chunked;
+    size_t bytes; /* of the header fields */
 } framing;
 
 static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -538,6 +546,7 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
     (void)kind;
     (void)value;
     framing *f = cls;
+    f->bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
         f->n_length++;
     else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
@@ -548,10 +557,11 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
 /* RFC 9112 §6.3: a request framed both ways, or with Content-Length given
  * twice, is refused (and its connection closed): a proxy in front that
  * reads the framing differently would let a second request through. */
-static const char *bad_framing(struct MHD_Connection *conn)
+static const char *bad_framing(struct MHD_Connection *conn, size_t *header_bytes)
 {
     framing f = {0};
     MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    *header_bytes = f.bytes;
     if (f.chunked && f.n_length)
         return "a request must not have both Transfer-Encoding and Content-Length";
     if (f.n_length > 1)
@@ -570,12 +580,23 @@ static enum MHD_Result too_large(srv_http *h, struct MHD_Connection *conn, conn_
 
 /* The first call for a request (its headers are in): framing and size are
  * checked before any of the body is read. */
-static enum MHD_Result start_request(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+static enum MHD_Result start_request(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx,
+                                     const char *url)
 {
-    const char *bad = bad_framing(conn);
-    if (bad) {
-        ctx->close = 1;
+    size_t header_bytes;
+    const char *bad = bad_framing(conn, &header_bytes);
+    char msg[160];
+    ctx->close = bad || header_bytes > MAX_HEADER_BYTES || strlen(url) > MAX_URI_BYTES;
+    if (bad)
         return error_reply(conn, ctx, SRV_ERR_INVALID, NULL, bad);
+    if (strlen(url) > MAX_URI_BYTES) {
+        snprintf(msg, sizeof msg, "the request's URI is longer than %d bytes", MAX_URI_BYTES);
+        return error_reply(conn, ctx, SRV_ERR_URI_TOO_LONG, NULL, msg);
+    }
+    if (header_bytes > MAX_HEADER_BYTES) {
+        snprintf(msg, sizeof msg, "the request's header fields exceed %d bytes",
+                 MAX_HEADER_BYTES);
+        return error_reply(conn, ctx, SRV_ERR_HEADERS_TOO_LARGE, NULL, msg);
     }
     const char *cl =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -625,7 +646,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     conn_ctx *ctx = *con_cls;
     if (!ctx) {
         *con_cls = ctx = new_ctx(conn, url, method);
-        return ctx ? start_request(h, conn, ctx) : MHD_NO;
+        return ctx ? start_request(h, conn, ctx, url) : MHD_NO;
     }
     if (*upload_data_size) {
         if (!ctx->status) /* once answered (early 400, 413), what still arrives is dropped */
@@ -822,6 +843,7 @@ int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, ch
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client(c->opt),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     freeaddrinfo(ai);

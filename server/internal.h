@@ -201,6 +201,8 @@ typedef enum {
     SRV_ERR_MODEL_NOT_FOUND, /* 404 model_not_found */
     SRV_ERR_METHOD,          /* 405 method_not_allowed */
     SRV_ERR_TOO_LARGE,       /* 413 request_too_large */
+    SRV_ERR_URI_TOO_LONG,    /* 414 uri_too_long */
+    SRV_ERR_HEADERS_TOO_LARGE, /* 431 headers_too_large */
     SRV_ERR_QUEUE_FULL,      /* 429 queue_full */
     SRV_ERR_CLIENT_CLOSED,   /* 499 client_closed */
     SRV_ERR_INTERNAL,        /* 500: out of memory, the engine or the device failed */

@@ -362,6 +362,14 @@ def run_parse(a, model):
             check(status_of(resp) == 400 and error_shape(resp) and
                   b"connection: close" in resp.lower(),
                   "%s -> 400 in the OpenAI shape, connection closed (%r)" % (name, resp[:60]))
+        resp = raw_request(s.port, b"GET /v1/models/" + b"m" * 10000 +
+                           b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(status_of(resp) == 414 and error_shape(resp),
+              "a 10000-byte URI -> 414 in the OpenAI shape (%r)" % resp[:40])
+        resp = raw_request(s.port, b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 40000 +
+                           b"\r\n\r\n")
+        check(status_of(resp) == 431 and error_shape(resp),
+              "40 kB of header fields -> 431 in the OpenAI shape (%r)" % resp[:40])
         for name, body in [("trailing garbage after the JSON", '{"prompt": "a"} x'),
                            ("two JSON objects", '{"prompt": "a"}{"prompt": "b"}'),
                            ("NUL in the prompt", '{"prompt": "a\\u0000b", "max_tokens": 1}'),
