@@ -181,8 +181,9 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
 }
 
 /* Serves until SIGTERM/SIGINT, then refuses new requests and lets the
- * running ones finish until --shutdown-timeout (a second signal: at once). */
-static void serve_until_signal(server *sv, const mhla_server_options *o, sigset_t *set)
+ * running ones finish until --shutdown-timeout. Returns 1 when a second
+ * signal asked to stop at once. */
+static int serve_until_signal(server *sv, const mhla_server_options *o, sigset_t *set)
 {
     int sig = 0;
     while (sigwait(set, &sig) != 0) {
@@ -195,12 +196,13 @@ static void serve_until_signal(server *sv, const mhla_server_options *o, sigset_
         struct timespec ts = {0, 50 * 1000 * 1000};
         if (sigtimedwait(set, NULL, &ts) > 0) {
             srv_logf(MHLA_LOG_WARN, "shutdown", "second signal: stopping now");
-            break;
+            return 1;
         }
     }
     if (srv_sched_active(sv->sched) > 0)
         srv_logf(MHLA_LOG_WARN, "shutdown", "%d requests unfinished at the deadline",
                  srv_sched_active(sv->sched));
+    return 0;
 }
 
 int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
@@ -212,15 +214,16 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     if (block_signals(&set, err, errlen))
         return -1;
     double t0 = srv_now();
-    int rc = -1;
+    int rc = -1, forced = 0;
     if (load(&sv, o, err, errlen) == 0 && start(&sv, o, err, errlen) == 0) {
         log_listening(&sv, o, srv_now() - t0);
-        serve_until_signal(&sv, o, &set);
+        forced = serve_until_signal(&sv, o, &set);
         rc = 0;
     }
     /* the engine first: whatever still runs ends, so connection threads return */
     srv_sched_free(sv.sched);
-    srv_http_flush(sv.http, o->timeout_s); /* their error events and [DONE] go out */
+    if (!forced) /* their error events and [DONE] go out before the sockets close */
+        srv_http_flush(sv.http, o->timeout_s);
     srv_http_stop(sv.http);
     srv_codec_free(sv.codec);
     mhla_engine_free(sv.engine);
