@@ -3,8 +3,9 @@
 # --state-memory auto leaves for it (weights, step buffers, headroom,
 # sequence buffers). Starts mhla-server with its defaults (--state-memory
 # auto), runs a closed loop of mhla-bench streams with long outputs and
-# samples, once a second, the resident set and the pool's pages in use or
-# reserved. Prints the peaks and the budget's arithmetic from the log.
+# samples, once a second, the resident set and the pool's pages held (in use
+# or cached: page storage, once made, is kept). Prints the peaks and the
+# budget's arithmetic from the log.
 # usage: bench/load/pool_memory.sh [BUILD_DIR] [SECONDS] [MODEL_DIR] [CONCURRENCY]
 set -euo pipefail
 build=${1:-build} secs=${2:-60} model=${3:-models/brown-mhla} conc=${4:-32}
@@ -22,7 +23,7 @@ url="http://127.0.0.1:$port"
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$srv/status" 2>/dev/null || echo 0)
     m=$(curl -sf "$url/metrics" || true)
     used=$(echo "$m" | awk -F' ' '/^mhla_state_pages\{kind="used"\}/ {print $2}')
-    res=$(echo "$m" | awk -F' ' '/^mhla_state_pages\{kind="reserved"\}/ {print $2}')
+    res=$(echo "$m" | awk -F' ' '/^mhla_state_pages\{kind="cached"\}/ {print $2}')
     pb=$(echo "$m" | awk -F' ' '/^mhla_state_page_bytes/ {print $2}')
     echo "$rss ${used:-0} ${res:-0} ${pb:-0}"
     sleep 1
@@ -43,7 +44,7 @@ awk -v hwm="$hwm" '
   { rss = $1 * 1024; pool = ($2 + $3) * $4
     if (pool > maxpool) maxpool = pool
     if (rss - pool > maxother) maxother = rss - pool }
-  END { printf "peak RSS %.0f MiB (VmHWM); peak pool pages used + reserved %.0f MiB; " \
+  END { printf "peak RSS %.0f MiB (VmHWM); peak pool pages used + cached %.0f MiB; " \
                "peak RSS - pool pages %.0f MiB\n", hwm / 1024, maxpool / 1048576, \
                maxother / 1048576 }' "$out/samples.txt"
 fives=$(grep -c '"status":5' "$out/server.log" || true)
