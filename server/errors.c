@@ -22,6 +22,8 @@ static const struct {
     [SRV_ERR_MODEL_NOT_FOUND] = {404, "invalid_request_error", "model_not_found"},
     [SRV_ERR_METHOD] = {405, "invalid_request_error", "method_not_allowed"},
     [SRV_ERR_TOO_LARGE] = {413, "invalid_request_error", "request_too_large"},
+    [SRV_ERR_URI_TOO_LONG] = {414, "invalid_request_error", "uri_too_long"},
+    [SRV_ERR_HEADERS_TOO_LARGE] = {431, "invalid_request_error", "headers_too_large"},
     [SRV_ERR_QUEUE_FULL] = {429, "rate_limit_error", "queue_full"},
     [SRV_ERR_CLIENT_CLOSED] = {499, "invalid_request_error", "client_closed"},
     [SRV_ERR_INTERNAL] = {500, "server_error", NULL},

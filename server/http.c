@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -20,6 +21,8 @@ struct srv_http {
     srv_http_config c;
     struct MHD_Daemon *d;
     srv_limits lim;
+    srv_watch *watch;      /* the read deadline of every connection */
+    atomic_int in_flight;  /* completions whose response is not sent yet */
 };
 
 typedef struct {
@@ -33,6 +36,8 @@ typedef struct {
     int stream;
     srv_req *r; /* a reference, for the log line */
     struct MHD_Connection *conn;
+    srv_watch_conn *watch; /* the connection's read deadline */
+    int close;             /* answer with Connection: close */
 } conn_ctx;
 
 /* ---- responses ------------------------------------------------------------- */
@@ -70,6 +75,8 @@ static enum MHD_Result send_body(struct MHD_Connection *conn, conn_ctx *ctx, int
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (ctx->close)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (hdr)
         MHD_add_response_header(resp, hdr, hval);
     ctx->status = status;
@@ -124,10 +131,12 @@ static int conn_alive(void *arg)
         return 1;
     char c;
     ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0)
-        return 0; /* orderly shutdown by the peer */
+    /* n == 0 is the peer's FIN: a client that closed, or one that only shut
+     * down its sending side and still reads (half-close). The two look the
+     * same until something is written; the answer's first write tells (a
+     * closed client resets it, which ends the connection and the request). */
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return 0;
+        return 0; /* reset */
     return 1;
 }
 
@@ -185,18 +194,15 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn, conn_ctx *ctx
 
 static cJSON *parse_body(struct MHD_Connection *conn, conn_ctx *ctx, enum MHD_Result *rc)
 {
-    const char *where = NULL;
-    cJSON *root = NULL;
-    if (srv_json_depth_ok(ctx->body.data ? ctx->body.data : "", ctx->body.len, 32))
-        root = cJSON_ParseWithLengthOpts(ctx->body.data ? ctx->body.data : "", ctx->body.len,
-                                         &where, 0);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        *rc = error_reply(conn, ctx, SRV_ERR_INVALID, NULL,
-                          "the request body must be a JSON object");
-        return NULL;
-    }
-    return root;
+    srv_error e;
+    cJSON *root = srv_json_parse_body(ctx->body.data ? ctx->body.data : "", ctx->body.len, &e);
+    if (root && cJSON_IsObject(root))
+        return root;
+    if (root) /* valid JSON of another kind */
+        srv_error_set(&e, SRV_ERR_INVALID, NULL, "the request body must be a JSON object");
+    cJSON_Delete(root);
+    *rc = send_error(conn, ctx, &e);
+    return NULL;
 }
 
 static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
@@ -352,14 +358,32 @@ static srv_errcode echo_prompts(srv_http *h, srv_req *r, char *msg, size_t msgle
     return 0;
 }
 
+/* A stream's body: the SSE writer and the connection's deadlines. */
+typedef struct {
+    srv_sse *sse;
+    srv_watch *watch;
+    srv_watch_conn *wc;
+} stream_body;
+
+/* libmicrohttpd asks for more of a stream once it sent what it had: no
+ * deadline while the writer waits for tokens, the write deadline from the
+ * moment it hands the next events out. */
 static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
     (void)pos;
-    long n = srv_sse_read(cls, buf, max);
+    stream_body *b = cls;
+    srv_watch_phase(b->watch, b->wc, SRV_WATCH_IN_APP);
+    long n = srv_sse_read(b->sse, buf, max);
+    srv_watch_phase(b->watch, b->wc, SRV_WATCH_WRITING);
     return n < 0 ? (ssize_t)MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
 }
 
-static void sse_free(void *cls) { srv_sse_free(cls); }
+static void sse_free(void *cls)
+{
+    stream_body *b = cls;
+    srv_sse_free(b->sse);
+    free(b);
+}
 
 /* The answer for a request the scheduler did not take. */
 static enum MHD_Result refused(struct MHD_Connection *conn, conn_ctx *ctx, int sub)
@@ -380,15 +404,18 @@ static enum MHD_Result stream_reply(srv_http *h, struct MHD_Connection *conn, co
                                     srv_req *r)
 {
     srv_req_retain(r); /* the stream's own */
-    srv_sse *sse = NULL;
-    if (srv_sse_create(r, h->c.model_name, h->c.codec, conn_alive, conn, &sse)) {
+    stream_body *b = calloc(1, sizeof *b);
+    if (!b || srv_sse_create(r, h->c.model_name, h->c.codec, conn_alive, conn, &b->sse)) {
+        free(b);
         srv_req_abandon(r);
         return error_reply(conn, ctx, SRV_ERR_INTERNAL, NULL, "out of memory");
     }
+    b->watch = h->watch;
+    b->wc = ctx->watch;
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, sse, sse_free);
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, b, sse_free);
     if (!resp) {
-        srv_sse_free(sse);
+        sse_free(b);
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -441,9 +468,13 @@ static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *co
         return error_reply(conn, ctx, ec, ec == SRV_ERR_INVALID ? "prompt" : NULL, msg);
     }
     ctx->r = r; /* the reference the log line uses; released when the request ends */
+    atomic_fetch_add(&h->in_flight, 1);
     /* Generation may keep this connection quiet for longer than the idle
-     * timeout (queueing, long prefill); from here on the liveness checks and
-     * the request deadline look after it instead. */
+     * timeout (queueing, long prefill): libmicrohttpd's timeout is off until
+     * the answer is sent (on_completed turns it on again). Meanwhile the
+     * liveness checks, the request deadline and conn_watch's write deadline
+     * (what the server hands out must be taken within --timeout) look after
+     * the connection. */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)0);
     ctx->stream = r->p.stream;
     int sub = srv_sched_submit(h->c.sched, r);
@@ -461,7 +492,7 @@ static int authorized(srv_http *h, struct MHD_Connection *conn)
         return 1;
     const char *auth =
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
+    if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) /* the scheme is case-insensitive */
         return 0;
     return srv_ct_equal(auth + 7, key);
 }
@@ -497,6 +528,114 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
     return post ? handle_detokenize(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
 }
 
+/* Limits answered here in the OpenAI error shape. libmicrohttpd's memory per
+ * connection (CONNECTION_MEMORY) is set well above them, so that it only
+ * answers itself (a bare HTML page) for requests far past them. */
+#define MAX_URI_BYTES 8192
+#define MAX_HEADER_BYTES 32768
+#define CONNECTION_MEMORY (128 * 1024)
+
+typedef struct {
+    int n_length, chunked;
+    size_t bytes; /* of the header fields */
+} framing;
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    (void)value;
+    framing *f = cls;
+    f->bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        f->n_length++;
+    else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+        f->chunked = 1;
+    return MHD_YES;
+}
+
+/* RFC 9112 §6.3: a request framed both ways, or with Content-Length given
+ * twice, is refused (and its connection closed): a proxy in front that
+ * reads the framing differently would let a second request through. */
+static const char *bad_framing(struct MHD_Connection *conn, size_t *header_bytes)
+{
+    framing f = {0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_framing, &f);
+    *header_bytes = f.bytes;
+    if (f.chunked && f.n_length)
+        return "a request must not have both Transfer-Encoding and Content-Length";
+    if (f.n_length > 1)
+        return "a request must not have more than one Content-Length";
+    return NULL;
+}
+
+static enum MHD_Result too_large(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    char msg[160];
+    ctx->too_large = 1;
+    snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
+             h->c.opt->max_body_bytes);
+    return error_reply(conn, ctx, SRV_ERR_TOO_LARGE, NULL, msg);
+}
+
+/* The first call for a request (its headers are in): framing and size are
+ * checked before any of the body is read. */
+static enum MHD_Result start_request(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx,
+                                     const char *url)
+{
+    size_t header_bytes;
+    const char *bad = bad_framing(conn, &header_bytes);
+    char msg[160];
+    ctx->close = bad || header_bytes > MAX_HEADER_BYTES || strlen(url) > MAX_URI_BYTES;
+    if (bad)
+        return error_reply(conn, ctx, SRV_ERR_INVALID, NULL, bad);
+    if (strlen(url) > MAX_URI_BYTES) {
+        snprintf(msg, sizeof msg, "the request's URI is longer than %d bytes", MAX_URI_BYTES);
+        return error_reply(conn, ctx, SRV_ERR_URI_TOO_LONG, NULL, msg);
+    }
+    if (header_bytes > MAX_HEADER_BYTES) {
+        snprintf(msg, sizeof msg, "the request's header fields exceed %d bytes",
+                 MAX_HEADER_BYTES);
+        return error_reply(conn, ctx, SRV_ERR_HEADERS_TOO_LARGE, NULL, msg);
+    }
+    const char *cl =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!cl)
+        return MHD_YES;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(cl, &end, 10);
+    if (errno || end == cl || v > h->c.opt->max_body_bytes)
+        return too_large(h, conn, ctx);
+    return MHD_YES;
+}
+
+static conn_ctx *new_ctx(struct MHD_Connection *conn, const char *url, const char *method)
+{
+    conn_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    ctx->t0 = srv_now();
+    ctx->conn = conn;
+    const union MHD_ConnectionInfo *sc =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    ctx->watch = sc ? sc->socket_context : NULL;
+    snprintf(ctx->method, sizeof ctx->method, "%s", method);
+    snprintf(ctx->path, sizeof ctx->path, "%s", url);
+    return ctx;
+}
+
+/* A piece of the body; past --max-body-bytes the rest is dropped (413). */
+static void take_body(srv_http *h, conn_ctx *ctx, const char *data, size_t n)
+{
+    if (ctx->too_large)
+        return;
+    if (ctx->body.len + n > h->c.opt->max_body_bytes || srv_buf_append(&ctx->body, data, n)) {
+        ctx->too_large = 1;
+        srv_buf_free(&ctx->body);
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -506,55 +645,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     srv_http *h = cls;
     conn_ctx *ctx = *con_cls;
     if (!ctx) {
-        ctx = calloc(1, sizeof *ctx);
-        if (!ctx)
-            return MHD_NO;
-        ctx->t0 = srv_now();
-        ctx->conn = conn;
-        snprintf(ctx->method, sizeof ctx->method, "%s", method);
-        snprintf(ctx->path, sizeof ctx->path, "%s", url);
-        *con_cls = ctx;
-        const char *cl =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (errno || end == cl || v > h->c.opt->max_body_bytes) {
-                ctx->too_large = 1;
-                char msg[160];
-                snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
-                         h->c.opt->max_body_bytes);
-                return error_reply(conn, ctx, SRV_ERR_TOO_LARGE, NULL, msg);
-            }
-        }
-        return MHD_YES;
-    }
-    if (ctx->status) /* answered already (early 413): drop what still arrives */
-    {
-        *upload_data_size = 0;
-        return MHD_YES;
+        *con_cls = ctx = new_ctx(conn, url, method);
+        return ctx ? start_request(h, conn, ctx, url) : MHD_NO;
     }
     if (*upload_data_size) {
-        if (!ctx->too_large) {
-            if (ctx->body.len + *upload_data_size > h->c.opt->max_body_bytes) {
-                ctx->too_large = 1;
-                srv_buf_free(&ctx->body);
-            } else if (srv_buf_append(&ctx->body, upload_data, *upload_data_size)) {
-                ctx->too_large = 1;
-                srv_buf_free(&ctx->body);
-            }
-        }
+        if (!ctx->status) /* once answered (early 400, 413), what still arrives is dropped */
+            take_body(h, ctx, upload_data, *upload_data_size);
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (ctx->too_large) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes",
-                 h->c.opt->max_body_bytes);
-        return error_reply(conn, ctx, SRV_ERR_TOO_LARGE, NULL, msg);
-    }
-    return route(h, conn, ctx);
+    if (ctx->status)
+        return MHD_YES;
+    if (ctx->too_large)
+        return too_large(h, conn, ctx);
+    srv_watch_phase(h->watch, ctx->watch, SRV_WATCH_IN_APP); /* all of it is in */
+    enum MHD_Result rc = route(h, conn, ctx);
+    srv_watch_phase(h->watch, ctx->watch, SRV_WATCH_WRITING);
+    return rc;
 }
 
 static const char *termination_name(enum MHD_RequestTerminationCode toe)
@@ -628,19 +735,40 @@ static void log_request(struct MHD_Connection *conn, conn_ctx *ctx,
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
+    srv_http *h = cls;
     conn_ctx *ctx = *con_cls;
     if (!ctx)
         return;
     *con_cls = NULL;
     srv_metrics_status(ctx->status);
     log_request(conn, ctx, toe);
+    srv_watch_phase(h->watch, ctx->watch, SRV_WATCH_RECEIVING); /* the next request's */
+    if (ctx->r) {
+        atomic_fetch_sub(&h->in_flight, 1);
+        /* the completion turned the idle timeout off: on again for what follows */
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  (unsigned int)h->c.opt->timeout_s);
+    }
     if (ctx->r && ctx->stream)
         srv_req_release(ctx->r); /* the stream's writer cancels when it must */
     else if (ctx->r)
         srv_req_abandon(ctx->r); /* a client that left before the answer */
     srv_buf_free(&ctx->body);
     free(ctx);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    srv_http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        srv_watch_remove(h->watch, *socket_context);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *socket_context = ci ? srv_watch_add(h->watch, ci->connect_fd) : NULL;
 }
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
@@ -657,6 +785,18 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap)
 }
 
 /* ---- start / stop ---------------------------------------------------------- */
+
+/* Connections one client address may hold: what --max-connections-per-client
+ * says, else all but a reserve of an eighth (at least 4) of the slots, so
+ * that one client can never take the slots other clients and /health
+ * probes need. */
+static int per_client(const mhla_server_options *o)
+{
+    if (o->max_connections_per_client > 0)
+        return o->max_connections_per_client;
+    int reserve = o->max_connections / 8 > 4 ? o->max_connections / 8 : 4;
+    return o->max_connections > reserve ? o->max_connections - reserve : 1;
+}
 
 int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, char *err,
                    size_t errlen)
@@ -687,6 +827,12 @@ int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, ch
         free(h);
         return -1;
     }
+    if (srv_watch_start(c->opt->read_timeout_s, c->opt->timeout_s, &h->watch, err, errlen)) {
+        freeaddrinfo(ai);
+        free(h);
+        return -1;
+    }
+    atomic_init(&h->in_flight, 0);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
@@ -695,10 +841,14 @@ int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, ch
         flags, (uint16_t)c->opt->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
         ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->opt->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
+        on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client(c->opt),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
+        srv_watch_stop(h->watch);
         snprintf(err, errlen,
                  "cannot listen on %.100s:%d (address in use, or not an address of this host?)",
                  c->opt->host, c->opt->port);
@@ -711,11 +861,21 @@ int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, ch
     return 0;
 }
 
+void srv_http_flush(srv_http *h, double max_s)
+{
+    double deadline = srv_now() + max_s;
+    while (h && atomic_load(&h->in_flight) > 0 && srv_now() < deadline) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void srv_http_stop(srv_http *h)
 {
     if (!h)
         return;
     if (h->d)
         MHD_stop_daemon(h->d);
+    srv_watch_stop(h->watch);
     free(h);
 }

@@ -95,10 +95,36 @@ void srv_log_set_level(mhla_log_level lvl);
 int srv_log_enabled(mhla_log_level lvl);
 /* One JSON line on stderr: {"ts":..,"level":..,"event":event, fields...}.
  * fields (may be NULL) is a cJSON object; it is consumed. */
-struct cJSON;
+typedef struct cJSON cJSON;
 void srv_log(mhla_log_level lvl, const char *event, struct cJSON *fields);
 void srv_logf(mhla_log_level lvl, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ---- memory.c: --state-memory auto ----------------------------------------- */
+
+#define SRV_STATE_MEMORY_AUTO (-1)
+
+typedef struct {
+    size_t limit;           /* bytes this process may use */
+    const char *limit_from; /* where the limit came from */
+    size_t cgroup_max;      /* memory.max when set, else 0 */
+    size_t weights, step_buffers, headroom;
+    size_t seq_buffer_bytes; /* one sequence's buffers outside the pages */
+    size_t sequences;        /* max_running of them */
+    int resume_slots;
+    size_t resume; /* resume entries at their largest */
+    size_t page_bytes, cap;
+    size_t pages; /* the state pool's budget */
+} srv_memory_plan;
+
+/* Reads the limit (before the weights are loaded). */
+void srv_memory_probe(srv_memory_plan *m);
+/* The state pool's budget for this model and these limits; -1 with err when
+ * not even one full-context sequence would fit. */
+int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_running,
+                           int max_batch_tokens, char *err, size_t errlen);
+/* The budget with its arithmetic, one log line. */
+void srv_memory_log(const srv_memory_plan *m);
 
 /* ---- metrics.c ------------------------------------------------------------- */
 
@@ -109,7 +135,8 @@ void srv_metrics_status(int http_status);
 void srv_metrics_finish(const char *reason); /* stop, length, cancelled, error, timeout */
 void srv_metrics_tokens(long prompt, long generated);
 void srv_metrics_gauges(int running_reqs, int waiting_reqs, int running_seqs, size_t state_bytes);
-void srv_metrics_state(const mhla_state_stats *st); /* the engine's state pool */
+/* The engine's state pool; promised: pages the scheduler keeps for clones. */
+void srv_metrics_state(const mhla_state_stats *st, long promised);
 void srv_metrics_device(const mhla_device_stats *st); /* GPU engines only */
 void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);
@@ -174,6 +201,8 @@ typedef enum {
     SRV_ERR_MODEL_NOT_FOUND, /* 404 model_not_found */
     SRV_ERR_METHOD,          /* 405 method_not_allowed */
     SRV_ERR_TOO_LARGE,       /* 413 request_too_large */
+    SRV_ERR_URI_TOO_LONG,    /* 414 uri_too_long */
+    SRV_ERR_HEADERS_TOO_LARGE, /* 431 headers_too_large */
     SRV_ERR_QUEUE_FULL,      /* 429 queue_full */
     SRV_ERR_CLIENT_CLOSED,   /* 499 client_closed */
     SRV_ERR_INTERNAL,        /* 500: out of memory, the engine or the device failed */
@@ -209,6 +238,9 @@ typedef struct {
 int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
                      srv_error *e);
 void srv_params_free(srv_params *p);
+/* A request body as one JSON value: nested at most 32 deep, no NUL in its
+ * strings, nothing but whitespace after it. NULL with e set otherwise. */
+cJSON *srv_json_parse_body(const char *body, size_t len, srv_error *e);
 /* JSON nesting depth check (strings and escapes honoured); 0 when within max. */
 int srv_json_depth_ok(const char *s, size_t len, int max_depth);
 
@@ -394,6 +426,26 @@ long srv_sse_read(srv_sse *s, char *buf, size_t max);
 /* Frees the writer; cancels the request when it had not finished. */
 void srv_sse_free(srv_sse *s);
 
+/* ---- conn_watch.c: the deadline for receiving a request ------------------- */
+
+typedef struct srv_watch srv_watch;
+typedef struct srv_watch_conn srv_watch_conn;
+
+enum { SRV_WATCH_RECEIVING, SRV_WATCH_IN_APP, SRV_WATCH_WRITING };
+
+int srv_watch_start(double read_timeout_s, double write_timeout_s, srv_watch **out, char *err,
+                    size_t errlen);
+void srv_watch_stop(srv_watch *w);
+/* A new connection (socket fd), receiving its first request from now on;
+ * NULL when out of memory (the connection then has no read deadline). */
+srv_watch_conn *srv_watch_add(srv_watch *w, int fd);
+/* The connection is closing; c is freed. */
+void srv_watch_remove(srv_watch *w, srv_watch_conn *c);
+/* The connection enters a phase (its deadline starts now): RECEIVING the
+ * next request (read timeout), IN_APP while the server works on the answer
+ * (none), WRITING what it handed libmicrohttpd (write timeout). */
+void srv_watch_phase(srv_watch *w, srv_watch_conn *c, int phase);
+
 /* ---- http.c ---------------------------------------------------------------- */
 
 typedef struct srv_http srv_http;
@@ -409,6 +461,10 @@ typedef struct {
 
 int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, char *err,
                    size_t errlen);
+/* Waits (at most max_s) until every completion's response is sent: after
+ * the scheduler ended the unfinished ones, their error events and [DONE]
+ * reach the clients before the sockets close. */
+void srv_http_flush(srv_http *h, double max_s);
 void srv_http_stop(srv_http *h);
 
 #endif

@@ -29,6 +29,7 @@ static struct {
     int running, waiting, running_seqs;
     size_t state_bytes;
     int have_pool;
+    long promised; /* pages the scheduler keeps for clones */
     mhla_state_stats pool;
     int have_device;
     mhla_device_stats dev;
@@ -79,11 +80,12 @@ void srv_metrics_gauges(int running, int waiting, int running_seqs, size_t state
     pthread_mutex_unlock(&M.mu);
 }
 
-void srv_metrics_state(const mhla_state_stats *st)
+void srv_metrics_state(const mhla_state_stats *st, long promised)
 {
     pthread_mutex_lock(&M.mu);
     M.have_pool = 1;
     M.pool = *st;
+    M.promised = promised;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -200,12 +202,29 @@ static int render_device(srv_buf *b)
     return rc;
 }
 
+/* The share of the state budget that running requests hold or have been
+ * promised (pages in use, reserved, kept for clones); cached pages are
+ * evictable and do not count. 0 without a bounded pool. */
+static int render_usage(srv_buf *b)
+{
+    const mhla_state_stats *p = &M.pool;
+    double ratio = 0;
+    if (M.have_pool && p->pages_total > 0)
+        ratio = (double)(p->pages_used + p->pages_reserved + M.promised) / (double)p->pages_total;
+    return srv_buf_appendf(b,
+                           "# HELP mhla_state_memory_usage_ratio Share of the state memory budget "
+                           "held or promised by running requests (0 when unbounded).\n"
+                           "# TYPE mhla_state_memory_usage_ratio gauge\n"
+                           "mhla_state_memory_usage_ratio %.6f\n",
+                           ratio > 1 ? 1 : ratio);
+}
+
 /* the state pool with its prefix cache; M.mu held. */
 static int render_pool(srv_buf *b)
 {
-    int rc = 0;
+    int rc = render_usage(b);
     if (!M.have_pool)
-        return 0;
+        return rc;
     const mhla_state_stats *p = &M.pool;
     rc |= srv_buf_appendf(
         b,

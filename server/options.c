@@ -28,8 +28,10 @@ void mhla_server_options_default(mhla_server_options *o)
     o->max_body_bytes = 1u << 20;
     o->max_connections = 512;
     o->timeout_s = 30;
+    o->read_timeout_s = 30;
     o->request_timeout_s = 600;
     o->shutdown_timeout_s = 30;
+    o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
 }
 
 void mhla_server_print_help(void *fp)
@@ -54,11 +56,19 @@ void mhla_server_print_help(void *fp)
             "                           the MHLA_API_KEY environment variable works too)\n"
             "  --max-body-bytes N       request body limit, 413 past it (default %zu)\n"
             "  --max-connections N      concurrent connections (default %d)\n"
-            "  --timeout S              idle connection timeout in seconds (default %d)\n"
+            "  --timeout S              idle connection timeout in seconds, also the write\n"
+            "                           deadline of a stream whose client stops reading (default %d)\n"
+            "  --read-timeout S         deadline for receiving a whole request, headers and body\n"
+            "                           (default %d)\n"
+            "  --max-connections-per-client N  connections one client address may hold\n"
+            "                           (default 0: all but max(4, max-connections/8))\n"
             "  --request-timeout S      per-request deadline in seconds, 0 = none (default %d)\n"
             "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
-            "  --state-memory MB        state pool with exact prefix cache; requests wait until\n"
-            "                           their worst-case pages fit (default 0: state per sequence)\n"
+            "  --state-memory auto|MB|0 state pool with exact prefix cache; requests wait until\n"
+            "                           their worst-case pages fit. auto (default): sized from\n"
+            "                           cgroup memory.max or MemAvailable, less weights, buffers\n"
+            "                           and headroom (logged at start); 0: unbounded state per\n"
+            "                           sequence, no prefix cache, no admission by memory\n"
             "  --weights f32|bf16       how weights are held in memory: bf16 halves the bytes\n"
             "                           each step reads, arithmetic stays f32 (default f32)\n"
             "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
@@ -69,8 +79,8 @@ void mhla_server_print_help(void *fp)
             "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
             "  --help                   this text\n",
             d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running,
-            d.max_queue, d.max_body_bytes, d.max_connections, d.timeout_s, d.request_timeout_s,
-            d.shutdown_timeout_s);
+            d.max_queue, d.max_body_bytes, d.max_connections, d.timeout_s, d.read_timeout_s,
+            d.request_timeout_s, d.shutdown_timeout_s);
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out, char *err,
@@ -140,6 +150,23 @@ static int set_log_level(const char *flag, const char *v, mhla_server_options *o
     return -1;
 }
 
+static int set_state_memory(const char *flag, const char *v, mhla_server_options *o, char *err,
+                            size_t errlen)
+{
+    long x;
+    if (strcmp(v, "auto") == 0) {
+        o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
+        return 0;
+    }
+    if (parse_int(flag, v, 0, 1 << 22, &x, err, errlen)) {
+        snprintf(err, errlen, "%s: '%.64s' is not auto or an integer in [0, %d] (MiB)", flag, v,
+                 1 << 22);
+        return -1;
+    }
+    o->state_memory_mb = (int)x;
+    return 0;
+}
+
 enum { FLAG_INT, FLAG_SIZE, FLAG_STR, FLAG_SWITCH, FLAG_FN };
 
 typedef struct {
@@ -163,9 +190,11 @@ static const flag_def flags[] = {
     {"--api-key", FLAG_STR, OPT(api_key), 0, 0, NULL},
     {"--max-connections", FLAG_INT, OPT(max_connections), 1, 65536, NULL},
     {"--timeout", FLAG_INT, OPT(timeout_s), 1, 86400, NULL},
+    {"--read-timeout", FLAG_INT, OPT(read_timeout_s), 1, 86400, NULL},
+    {"--max-connections-per-client", FLAG_INT, OPT(max_connections_per_client), 0, 65536, NULL},
     {"--request-timeout", FLAG_INT, OPT(request_timeout_s), 0, 86400 * 7, NULL},
     {"--shutdown-timeout", FLAG_INT, OPT(shutdown_timeout_s), 0, 86400, NULL},
-    {"--state-memory", FLAG_INT, OPT(state_memory_mb), 0, 1 << 22, NULL},
+    {"--state-memory", FLAG_FN, 0, 0, 0, set_state_memory},
     {"--max-body-bytes", FLAG_SIZE, OPT(max_body_bytes), 64, 1L << 30, NULL},
     {"--gpu-index", FLAG_INT, OPT(gpu_index), 0, 64, NULL},
     {"--no-graphs", FLAG_SWITCH, OPT(gpu_no_graphs), 0, 0, NULL},

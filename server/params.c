@@ -47,6 +47,55 @@ int srv_json_depth_ok(const char *s, size_t len, int max_depth)
     return 1;
 }
 
+/* 1 when a JSON string in s holds an escaped NUL (\u0000): C strings would
+ * end there and silently drop the rest. */
+static int has_nul_escape(const char *s, size_t len)
+{
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!in_str) {
+            in_str = s[i] == '"';
+            continue;
+        }
+        if (s[i] == '"')
+            in_str = 0;
+        else if (s[i] == '\\' && i + 5 < len && s[i + 1] == 'u' &&
+                 strncmp(s + i + 2, "0000", 4) == 0)
+            return 1;
+        else if (s[i] == '\\')
+            i++;
+    }
+    return 0;
+}
+
+cJSON *srv_json_parse_body(const char *body, size_t len, srv_error *e)
+{
+    if (!srv_json_depth_ok(body, len, 32)) {
+        BAD(NULL, "the request body nests JSON deeper than 32 levels");
+        return NULL;
+    }
+    if (memchr(body, 0, len) || has_nul_escape(body, len)) {
+        BAD(NULL, "strings in the request body must not contain NUL (\\u0000)");
+        return NULL;
+    }
+    const char *where = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &where, 0);
+    if (!root) {
+        long off = where && where >= body && where <= body + len ? (long)(where - body) : -1;
+        BAD(NULL, "the request body is not valid JSON (error near byte %ld)", off);
+        return NULL;
+    }
+    while (where && where < body + len && strchr(" \t\r\n", *where))
+        where++;
+    if (where && where < body + len) {
+        cJSON_Delete(root);
+        BAD(NULL, "the request body holds more than one JSON value (trailing data at byte %ld)",
+            (long)(where - body));
+        return NULL;
+    }
+    return root;
+}
+
 static cJSON *field(const cJSON *root, const char *name)
 {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
@@ -233,9 +282,11 @@ static int parse_logit_bias(const cJSON *root, const srv_limits *lim, srv_params
     const cJSON *it;
     cJSON_ArrayForEach(it, lb)
     {
+        /* digits only: " 5" and "+5" are not token ids */
+        size_t nd = strspn(it->string, "0123456789");
         char *end;
-        long id = strtol(it->string, &end, 10);
-        if (end == it->string || *end || id < 0 || id >= lim->vocab_size)
+        long id = nd > 0 && nd <= 9 && !it->string[nd] ? strtol(it->string, &end, 10) : -1;
+        if (id < 0 || id >= lim->vocab_size)
             return BAD("logit_bias", "'logit_bias' key '%.32s' is not a token id in [0, %d)",
                        it->string, lim->vocab_size);
         if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100))
@@ -386,17 +437,9 @@ int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_pa
     p->logprobs = -1;
     p->sampling = lim->gen->defaults; /* generation_config.json's, else OpenAI's */
     p->sampling.logit_bias = NULL;
-    if (!srv_json_depth_ok(body, len, 32)) {
-        BAD(NULL, "the request body nests JSON deeper than 32 levels");
+    cJSON *root = srv_json_parse_body(body, len, e);
+    if (!root)
         return -1;
-    }
-    const char *where = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &where, 0);
-    if (!root) {
-        long off = where && where >= body && where <= body + len ? (long)(where - body) : -1;
-        BAD(NULL, "the request body is not valid JSON (error near byte %ld)", off);
-        return -1;
-    }
     int rc = parse(root, lim, p, e);
     cJSON_Delete(root);
     if (rc)

@@ -190,7 +190,8 @@ static int admit_group(srv_sched *s, srv_req *r, int g, long *matched, mhla_erro
         return -1;
     if (!s->c.state_pool)
         return 0;
-    int pos = mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, e);
+    /* echo + logprobs needs the logits of every prompt position: no cache */
+    int pos = gr->prompt_lp ? 0 : mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, e);
     if (pos < 0 || mhla_seq_reserve(gr->seq, (long)pr->n + r->p.max_tokens, e))
         return -1;
     gr->pos = pos;
@@ -199,7 +200,8 @@ static int admit_group(srv_sched *s, srv_req *r, int g, long *matched, mhla_erro
                   mhla_state_pages_needed(s->c.model, (long)pr->n + r->p.max_tokens);
     mhla_state_stats st;
     mhla_engine_state_stats(s->c.engine, &st);
-    if (clones > 0 && st.pages_available >= 0 && st.pages_available - s->promised < clones) {
+    /* the reservation above must not have taken pages promised to others */
+    if (st.pages_available >= 0 && st.pages_available - s->promised < clones) {
         snprintf(e->msg, sizeof e->msg,
                  "state memory full: %d choices need %ld more pages, %ld available", r->p.n,
                  clones, st.pages_available - s->promised);
@@ -354,7 +356,7 @@ static void update_gauges(srv_sched *s)
     if (s->c.state_pool) {
         mhla_state_stats st;
         mhla_engine_state_stats(s->c.engine, &st);
-        srv_metrics_state(&st);
+        srv_metrics_state(&st, s->promised);
     }
     if (mhla_engine_device(s->c.engine) == MHLA_DEVICE_CUDA) {
         mhla_device_stats ds;
@@ -765,7 +767,7 @@ int srv_sched_create(const srv_sched_config *c, srv_sched **out, char *err, size
         mhla_state_stats st;
         mhla_engine_state_stats(c->engine, &st);
         s->pages_total = st.pages_total;
-        srv_metrics_state(&st);
+        srv_metrics_state(&st, 0);
     }
     atomic_init(&s->n_active, 0);
     if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->cv, NULL)) {

@@ -38,6 +38,8 @@ typedef struct {
     const char *model_name;
     char namebuf[256];
     int port;
+    size_t state_bytes; /* the state pool's budget; 0: unbounded */
+    srv_memory_plan mem;
 } server;
 
 /* SIGTERM/SIGINT are taken with sigwait by this thread; every thread
@@ -55,19 +57,12 @@ static int block_signals(sigset_t *set, char *err, size_t errlen)
     return 0;
 }
 
-/* The model, the engine, the text codec and generation_config.json. */
-static int load(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+static int create_engine(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
     mhla_error e = {0};
-    mhla_model_options mo = {o->weights_bf16 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32};
-    if (mhla_model_load_with(o->model_dir, &mo, &sv->model, &e)) {
-        snprintf(err, errlen, "cannot load the model from '%s': %s", o->model_dir, e.msg);
-        return -1;
-    }
-    sv->cfg = mhla_model_config(sv->model);
     mhla_engine_options eo = {.n_threads = o->threads,
-                              .state_bytes = (size_t)o->state_memory_mb << 20,
-                              .resume_slots = o->state_memory_mb ? 64 : 0,
+                              .state_bytes = sv->state_bytes,
+                              .resume_slots = sv->state_bytes ? 64 : 0,
                               .device = (mhla_device)o->device,
                               .gpu_index = o->gpu_index,
                               .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
@@ -76,6 +71,55 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
         snprintf(err, errlen, "cannot create the engine: %s", e.msg);
         return -1;
     }
+    return 0;
+}
+
+/* The engine with the state pool --state-memory asks for. auto sizes the
+ * pool from host memory; a GPU engine keeps its pages in device memory,
+ * which the engine does not report yet, so there auto falls back to
+ * unbounded state (as --state-memory 0) and says so. */
+static int start_engine(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+{
+    int is_auto = o->state_memory_mb == SRV_STATE_MEMORY_AUTO;
+    sv->state_bytes = (size_t)(o->state_memory_mb > 0 ? o->state_memory_mb : 0) << 20;
+    if (is_auto) {
+        if (srv_memory_plan_budget(&sv->mem, sv->model, o->max_running, o->max_batch_tokens, err,
+                                   errlen))
+            return -1;
+        sv->state_bytes = sv->mem.pages;
+    }
+    if (create_engine(sv, o, err, errlen))
+        return -1;
+    if (!is_auto)
+        return 0;
+    if (mhla_engine_device(sv->engine) != MHLA_DEVICE_CUDA) {
+        srv_memory_log(&sv->mem);
+        return 0;
+    }
+    srv_logf(MHLA_LOG_WARN, "state_memory",
+             "--state-memory auto: the engine runs on a GPU, whose free memory is not known "
+             "here; the state is unbounded (give --state-memory MB for a pool with the prefix "
+             "cache)");
+    mhla_engine_free(sv->engine);
+    sv->engine = NULL;
+    sv->state_bytes = 0;
+    return create_engine(sv, o, err, errlen);
+}
+
+/* The model, the engine, the text codec and generation_config.json. */
+static int load(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+{
+    mhla_error e = {0};
+    if (o->state_memory_mb == SRV_STATE_MEMORY_AUTO)
+        srv_memory_probe(&sv->mem); /* before the weights take their share */
+    mhla_model_options mo = {o->weights_bf16 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32};
+    if (mhla_model_load_with(o->model_dir, &mo, &sv->model, &e)) {
+        snprintf(err, errlen, "cannot load the model from '%s': %s", o->model_dir, e.msg);
+        return -1;
+    }
+    sv->cfg = mhla_model_config(sv->model);
+    if (start_engine(sv, o, err, errlen))
+        return -1;
     if (mhla_engine_device_note(sv->engine)[0])
         srv_logf(MHLA_LOG_INFO, "device", "%s: running on the CPU",
                  mhla_engine_device_note(sv->engine));
@@ -94,7 +138,7 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                            .model = sv->model,
                            .codec = sv->codec,
                            .gen = &sv->gen,
-                           .state_pool = o->state_memory_mb > 0,
+                           .state_pool = sv->state_bytes > 0,
                            .max_batch_tokens = o->max_batch_tokens,
                            .max_running = o->max_running,
                            .max_queue = o->max_queue,
@@ -127,7 +171,7 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
         for (int i = 0; eos && i < sv->gen.n_eos; i++)
             cJSON_AddItemToArray(eos, cJSON_CreateNumber(sv->gen.eos[i]));
         cJSON_AddStringToObject(f, "eos_from", sv->gen.source);
-        cJSON_AddNumberToObject(f, "state_memory_mb", o->state_memory_mb);
+        cJSON_AddNumberToObject(f, "state_memory_mb", (double)(sv->state_bytes >> 20));
         cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
         cJSON_AddStringToObject(f, "device", mhla_engine_device_name(sv->engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
@@ -137,8 +181,9 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
 }
 
 /* Serves until SIGTERM/SIGINT, then refuses new requests and lets the
- * running ones finish until --shutdown-timeout (a second signal: at once). */
-static void serve_until_signal(server *sv, const mhla_server_options *o, sigset_t *set)
+ * running ones finish until --shutdown-timeout. Returns 1 when a second
+ * signal asked to stop at once. */
+static int serve_until_signal(server *sv, const mhla_server_options *o, sigset_t *set)
 {
     int sig = 0;
     while (sigwait(set, &sig) != 0) {
@@ -151,12 +196,13 @@ static void serve_until_signal(server *sv, const mhla_server_options *o, sigset_
         struct timespec ts = {0, 50 * 1000 * 1000};
         if (sigtimedwait(set, NULL, &ts) > 0) {
             srv_logf(MHLA_LOG_WARN, "shutdown", "second signal: stopping now");
-            break;
+            return 1;
         }
     }
     if (srv_sched_active(sv->sched) > 0)
         srv_logf(MHLA_LOG_WARN, "shutdown", "%d requests unfinished at the deadline",
                  srv_sched_active(sv->sched));
+    return 0;
 }
 
 int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
@@ -168,14 +214,16 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     if (block_signals(&set, err, errlen))
         return -1;
     double t0 = srv_now();
-    int rc = -1;
+    int rc = -1, forced = 0;
     if (load(&sv, o, err, errlen) == 0 && start(&sv, o, err, errlen) == 0) {
         log_listening(&sv, o, srv_now() - t0);
-        serve_until_signal(&sv, o, &set);
+        forced = serve_until_signal(&sv, o, &set);
         rc = 0;
     }
     /* the engine first: whatever still runs ends, so connection threads return */
     srv_sched_free(sv.sched);
+    if (!forced) /* their error events and [DONE] go out before the sockets close */
+        srv_http_flush(sv.http, o->timeout_s);
     srv_http_stop(sv.http);
     srv_codec_free(sv.codec);
     mhla_engine_free(sv.engine);

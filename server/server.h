@@ -35,10 +35,13 @@ typedef struct {
     mhla_log_level log_level;
     size_t max_body_bytes;    /* request body limit (413 past it) */
     int max_connections;      /* concurrent HTTP connections */
-    int timeout_s;            /* idle connection timeout */
+    int timeout_s;            /* idle connection timeout (also a stream's write deadline) */
+    int read_timeout_s;       /* deadline for a whole request's headers and body */
+    int max_connections_per_client; /* per client address; 0: all but a reserve */
     int request_timeout_s;    /* per-request deadline, 0 = none */
     int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
-    int state_memory_mb;      /* state pool, prefix cache (kvstate/README.md); 0: none */
+    int state_memory_mb;      /* state pool with prefix cache (kvstate/README.md), MiB; 0: unbounded
+                                 per-sequence state; -1 (the default): auto */
     int weights_bf16;         /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
     int device;               /* mhla_device: cpu, auto or cuda */
     int gpu_weights;          /* mhla_gpu_weights */

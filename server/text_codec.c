@@ -23,7 +23,40 @@ struct srv_codec_stream {
     const srv_codec *c;
     mhla_tok_stream *ts;
     srv_bytes_stream *bs;
+    srv_buf fixed; /* a piece with its NUL bytes replaced */
 };
+
+/* A byte-level vocabulary holds a token for the byte 0: decoded text would
+ * end there wherever it becomes a C string (JSON bodies, echo, offsets), so
+ * it becomes U+FFFD, as bytes that are not UTF-8 do. Returns 0, -1 when out
+ * of memory. */
+static int replace_nul(const char *text, size_t len, srv_buf *out)
+{
+    out->len = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char *nul = memchr(text + i, 0, len - i);
+        size_t n = nul ? (size_t)(nul - (text + i)) : len - i;
+        if (srv_buf_append(out, text + i, n) || (nul && srv_buf_append(out, "\xEF\xBF\xBD", 3)))
+            return -1;
+        i += n;
+    }
+    return srv_buf_append(out, "", 0);
+}
+
+/* The piece as handed out: pointing into s->fixed when it held a NUL. */
+static int piece_out(srv_codec_stream *s, const char **piece, size_t *len, char *err,
+                     size_t errlen)
+{
+    if (!*len || !memchr(*piece, 0, *len))
+        return 0;
+    if (replace_nul(*piece, *len, &s->fixed)) {
+        snprintf(err, errlen, "out of memory decoding a token");
+        return -1;
+    }
+    *piece = s->fixed.data;
+    *len = s->fixed.len;
+    return 0;
+}
 
 static int file_exists(const char *path)
 {
@@ -150,7 +183,18 @@ int srv_codec_decode(const srv_codec *c, const int32_t *ids, int n, int skip_spe
     }
     int rc = mhla_tok_decode(c->tok, k, (size_t)m, skip_special, text, len, err, errlen);
     free(k);
-    return rc;
+    if (rc || !*len || !memchr(*text, 0, *len))
+        return rc;
+    srv_buf b = {0};
+    if (replace_nul(*text, *len, &b)) {
+        srv_buf_free(&b);
+        snprintf(err, errlen, "out of memory decoding %d ids", n);
+        return -1;
+    }
+    free(*text);
+    *text = b.data;
+    *len = b.len;
+    return 0;
 }
 
 int srv_codec_stream_new(const srv_codec *c, srv_codec_stream **out, char *err, size_t errlen)
@@ -187,7 +231,9 @@ int srv_codec_stream_push(srv_codec_stream *s, int32_t id, const char **piece, s
         *len = 0;
         return 0;
     }
-    return mhla_tok_stream_push(s->ts, id, piece, len, err, errlen);
+    if (mhla_tok_stream_push(s->ts, id, piece, len, err, errlen))
+        return -1;
+    return piece_out(s, piece, len, err, errlen);
 }
 
 int srv_codec_stream_finish(srv_codec_stream *s, const char **piece, size_t *len, char *err,
@@ -197,7 +243,9 @@ int srv_codec_stream_finish(srv_codec_stream *s, const char **piece, size_t *len
         srv_bytes_stream_finish(s->bs, piece, len);
         return 0;
     }
-    return mhla_tok_stream_finish(s->ts, piece, len, err, errlen);
+    if (mhla_tok_stream_finish(s->ts, piece, len, err, errlen))
+        return -1;
+    return piece_out(s, piece, len, err, errlen);
 }
 
 void srv_codec_stream_free(srv_codec_stream *s)
@@ -206,6 +254,7 @@ void srv_codec_stream_free(srv_codec_stream *s)
         return;
     mhla_tok_stream_free(s->ts);
     srv_bytes_stream_free(s->bs);
+    srv_buf_free(&s->fixed);
     free(s);
 }
 
