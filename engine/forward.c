@@ -23,6 +23,7 @@
 struct mhla_engine {
     const mhla_model *model;
     int n_threads;
+    tp_pool *workers; /* the CPU threads of a step, the caller's included */
     int cap; /* token rows the scratch buffers hold */
     float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
     float *logit_rows, *logit_buf;
@@ -35,7 +36,24 @@ struct mhla_engine {
     size_t gpu_weight_elem; /* bytes per weight on the GPU */
     char device_name[420];
     char device_note[600];
+    char cpu_note[1200]; /* the kernels' instruction-set path and the thread count, and why */
 };
+
+/* The kernels' instruction-set path (process-wide) and the engine's threads. */
+static int cpu_setup(mhla_engine *e, const mhla_engine_options *opt, mhla_error *err)
+{
+    char msg[400], why[800];
+    if (k_isa_select(opt ? opt->cpu_isa : NULL, msg, sizeof msg))
+        return mhla_fail(err, "%s", msg);
+    int dflt = tp_default_threads(why, sizeof why);
+    e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : dflt;
+    if (opt && opt->n_threads > 0)
+        snprintf(why, sizeof why, "%d threads: requested", e->n_threads);
+    snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s", k_isa_reason(), why);
+    if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
+        return mhla_fail(err, "%s", msg);
+    return 0;
+}
 
 int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, mhla_engine **out,
                        mhla_error *err)
@@ -45,9 +63,10 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     if (!e)
         return mhla_fail(err, "out of memory");
     e->model = model;
-    e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (e->n_threads < 1)
-        e->n_threads = 1;
+    if (cpu_setup(e, opt, err)) {
+        mhla_engine_free(e);
+        return -1;
+    }
     const mhla_config *c = &model->cfg;
     kv_pool_options po = {
         .geo = mhla_state_geometry(c),
@@ -78,7 +97,8 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     if (e->cuda)
         snprintf(e->device_name, sizeof e->device_name, "%s", mhla_cuda_name(e->cuda));
     else
-        snprintf(e->device_name, sizeof e->device_name, "cpu (%d threads)", e->n_threads);
+        snprintf(e->device_name, sizeof e->device_name, "cpu (%d threads, %s)", e->n_threads,
+                 k_isa_name());
     if (kv_pool_create(&po, &e->pool, &ke)) {
         mhla_engine_free(e);
         return mhla_fail(err, "%s", ke.msg);
@@ -112,6 +132,7 @@ void mhla_engine_free(mhla_engine *e)
      * must all be gone before the backend goes */
     kv_pool_release(e->pool);
     mhla_cuda_free(e->cuda);
+    tp_free(e->workers);
     free(e);
 }
 
@@ -189,7 +210,7 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
     return 0;
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
+static float silu(float x) { return x / (1.0f + k_expf(-x)); }
 
 static void feature_map(mhla_feature_map fm, float *x, int n)
 {
@@ -197,7 +218,7 @@ static void feature_map(mhla_feature_map fm, float *x, int n)
         if (fm == MHLA_FEATURE_RELU)
             x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         else if (fm == MHLA_FEATURE_ELU)
-            x[i] = (x[i] > 0.0f ? x[i] : expm1f(x[i])) + 1.0f;
+            x[i] = (x[i] > 0.0f ? x[i] : k_expm1f(x[i])) + 1.0f;
     }
 }
 
@@ -213,15 +234,24 @@ static void rope(const mhla_model *m, int pos, float *x, int dk)
     }
 }
 
-/* φ, rotary and (for q) the scale, for every head of every token row. */
-static void prepare_qk(mhla_engine *e, const mhla_batch_item *items, const int *row_start,
-                       int T)
+typedef struct {
+    mhla_engine *e;
+    const mhla_batch_item *items;
+    const int *row_start;
+    const mhla_layer *ly;
+    int layer;
+} step_job;
+
+static void prepare_qk_row(void *ctx, int t)
 {
+    const step_job *sj = ctx;
+    mhla_engine *e = sj->e;
+    const mhla_batch_item *items = sj->items;
+    const int *row_start = sj->row_start;
     const mhla_model *m = e->model;
     const mhla_config *c = &m->cfg;
     int dk = c->head_k_dim, H = c->num_heads, Hkv = c->num_kv_heads;
-#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 8)
-    for (int t = 0; t < T; t++) {
+    {
         int b = e->row_item[t];
         int pos = mhla_seq_pos(items[b].seq) + (t - row_start[b]);
         for (int j = 0; j < H; j++) {
@@ -239,16 +269,26 @@ static void prepare_qk(mhla_engine *e, const mhla_batch_item *items, const int *
     }
 }
 
-/* Runs the token mixer: one work unit per (sequence, kv head). */
-static void token_mixer(mhla_engine *e, int layer, mhla_batch_item *items, int n_items,
-                        const int *row_start)
+/* φ, rotary and (for q) the scale, for every head of every token row. */
+static void prepare_qk(mhla_engine *e, const mhla_batch_item *items, const int *row_start,
+                       int T)
 {
+    step_job sj = {.e = e, .items = items, .row_start = row_start};
+    tp_run(T > 8 ? e->workers : NULL, T, prepare_qk_row, &sj);
+}
+
+static void token_mixer_unit(void *ctx, int u)
+{
+    const step_job *sj = ctx;
+    mhla_engine *e = sj->e;
+    const mhla_batch_item *items = sj->items;
+    const int *row_start = sj->row_start;
+    int layer = sj->layer;
     const mhla_config *c = &e->model->cfg;
-    int Hkv = c->num_kv_heads, units = n_items * Hkv;
+    int Hkv = c->num_kv_heads;
     size_t qs = (size_t)c->num_heads * c->head_k_dim, ks = (size_t)Hkv * c->head_k_dim;
     size_t vs = (size_t)Hkv * c->head_v_dim, os = (size_t)c->num_heads * c->head_v_dim;
-#pragma omp parallel for num_threads(e->n_threads) schedule(dynamic, 1) if (units > 1)
-    for (int u = 0; u < units; u++) {
+    {
         int b = u / Hkv, g = u % Hkv;
         size_t r0 = (size_t)row_start[b];
         mhla_mixer_io io = {
@@ -262,13 +302,22 @@ static void token_mixer(mhla_engine *e, int layer, mhla_batch_item *items, int n
     }
 }
 
-/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate. */
-static void output_norm(mhla_engine *e, const mhla_layer *ly, int T)
+/* Runs the token mixer: one work unit per (sequence, kv head). */
+static void token_mixer(mhla_engine *e, int layer, mhla_batch_item *items, int n_items,
+                        const int *row_start)
 {
+    step_job sj = {.e = e, .items = items, .row_start = row_start, .layer = layer};
+    tp_run(e->workers, n_items * e->model->cfg.num_kv_heads, token_mixer_unit, &sj);
+}
+
+static void output_norm_row(void *ctx, int t)
+{
+    const step_job *sj = ctx;
+    mhla_engine *e = sj->e;
+    const mhla_layer *ly = sj->ly;
     const mhla_config *c = &e->model->cfg;
     int H = c->num_heads, dv = c->head_v_dim;
-#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 8)
-    for (int t = 0; t < T; t++)
+    {
         for (int j = 0; j < H; j++) {
             float *o = e->att + ((size_t)t * H + j) * dv;
             k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
@@ -278,15 +327,33 @@ static void output_norm(mhla_engine *e, const mhla_layer *ly, int T)
                     o[i] *= silu(g[i]);
             }
         }
+    }
+}
+
+/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate. */
+static void output_norm(mhla_engine *e, const mhla_layer *ly, int T)
+{
+    step_job sj = {.e = e, .ly = ly};
+    tp_run(T > 8 ? e->workers : NULL, T, output_norm_row, &sj);
+}
+
+typedef struct {
+    const mhla_config *c;
+    const float *x, *w;
+    float *out;
+} rmsnorm_job;
+
+static void rmsnorm_row(void *ctx, int t)
+{
+    const rmsnorm_job *j = ctx;
+    int D = j->c->hidden_size;
+    k_rmsnorm(j->x + (size_t)t * D, j->w, D, j->c->norm_eps, j->out + (size_t)t * D);
 }
 
 static void rmsnorm_rows(mhla_engine *e, const float *x, const float *w, float *out, int T)
 {
-    const mhla_config *c = &e->model->cfg;
-    int D = c->hidden_size;
-#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 16)
-    for (int t = 0; t < T; t++)
-        k_rmsnorm(x + (size_t)t * D, w, D, c->norm_eps, out + (size_t)t * D);
+    rmsnorm_job j = {&e->model->cfg, x, w, out};
+    tp_run(T > 16 ? e->workers : NULL, T, rmsnorm_row, &j);
 }
 
 static void add_rows(float *x, const float *y, size_t n)
@@ -300,7 +367,8 @@ static void layer_forward(mhla_engine *e, int l, mhla_batch_item *items, int n_i
 {
     const mhla_config *c = &e->model->cfg;
     const mhla_layer *ly = &e->model->layers[l];
-    int D = c->hidden_size, I = c->intermediate_size, nt = e->n_threads;
+    int D = c->hidden_size, I = c->intermediate_size;
+    tp_pool *nt = e->workers;
     int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
     int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
 
@@ -330,7 +398,7 @@ static void flush_logits(mhla_engine *e, float **dst, int n)
 {
     const mhla_model *m = e->model;
     int V = m->cfg.vocab_size;
-    k_linear(e->logit_rows, n, m->cfg.hidden_size, m->lm_head, V, e->logit_buf, V, e->n_threads);
+    k_linear(e->logit_rows, n, m->cfg.hidden_size, m->lm_head, V, e->logit_buf, V, e->workers);
     for (int r = 0; r < n; r++)
         memcpy(dst[r], e->logit_buf + (size_t)r * V, (size_t)V * sizeof(float));
 }
@@ -465,6 +533,12 @@ mhla_device mhla_engine_device(const mhla_engine *e)
 }
 const char *mhla_engine_device_name(const mhla_engine *e) { return e->device_name; }
 const char *mhla_engine_device_note(const mhla_engine *e) { return e->device_note; }
+const char *mhla_engine_cpu_isa(const mhla_engine *e)
+{
+    (void)e;
+    return k_isa_name();
+}
+const char *mhla_engine_cpu_note(const mhla_engine *e) { return e->cpu_note; }
 size_t mhla_engine_device_bytes(const mhla_engine *e)
 {
     return e->cuda ? mhla_cuda_bytes(e->cuda) : 0;
@@ -488,6 +562,23 @@ size_t mhla_engine_step_weight_bytes(const mhla_engine *e)
     return ((size_t)c->num_layers * per_layer + V * D) * e->gpu_weight_elem;
 }
 
+typedef struct {
+    const float *a;
+    size_t part;
+    volatile float sink;
+} read_job;
+
+static void read_part(void *ctx, int t)
+{
+    read_job *j = ctx;
+    const float *p = j->a + (size_t)t * j->part;
+    float acc[16] = {0};
+    for (size_t i = 0; i + 16 <= j->part; i += 16)
+        for (int l = 0; l < 16; l++)
+            acc[l] += p[i + l];
+    j->sink += acc[0] + acc[15];
+}
+
 int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error *err)
 {
     if (e->cuda) {
@@ -506,26 +597,17 @@ int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error
         a[i] = (float)(i & 7);
     int nt = e->n_threads;
     size_t part = n / (size_t)nt;
-    volatile float sink = 0;
+    read_job rj = {a, part, 0};
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            const float *p = a + (size_t)t * part;
-            float acc[16] = {0};
-            for (size_t i = 0; i + 16 <= part; i += 16)
-                for (int l = 0; l < 16; l++)
-                    acc[l] += p[i + l];
-            sink += acc[0] + acc[15];
-        }
+        tp_run(e->workers, nt, read_part, &rj);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
         double bw = s > 0 ? (double)(part * (size_t)nt) * sizeof(float) / s : 0;
         best = bw > best ? bw : best;
     }
-    (void)sink;
     free(a);
     *bytes_per_s = best;
     return 0;

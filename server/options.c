@@ -45,7 +45,11 @@ void mhla_server_print_help(void *fp)
             "  --port N                 TCP port, 0 picks a free one (default %d)\n"
             "  --model DIR              checkpoint directory (default %s)\n"
             "  --model-name NAME        model id clients send (default: DIR's last component)\n"
-            "  --threads N              engine threads, 0 = all CPUs (default %d)\n"
+            "  --threads N              engine threads, 0 = the CPUs this process may use:\n"
+            "                           affinity mask and cgroup CPU quota (default %d)\n"
+            "  --cpu-isa P              CPU kernel path: auto, avx512, avx2, neon or portable\n"
+            "                           (default: MHLA_CPU_ISA, else the best the CPU runs;\n"
+            "                           every path gives the same bits)\n"
             "  --max-batch-tokens N     tokens per engine step, decode + prefill chunks (default %d)\n"
             "  --max-running N          sequences decoding at once (default %d)\n"
             "  --max-queue N            waiting requests before 429 (default %d)\n"
@@ -135,6 +139,7 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
         STRFLAG("--model", model_dir)
         STRFLAG("--model-name", model_name)
         INTFLAG("--threads", 0, 1024, threads)
+        STRFLAG("--cpu-isa", cpu_isa)
         INTFLAG("--max-batch-tokens", 1, 1 << 20, max_batch_tokens)
         INTFLAG("--max-running", 1, 4096, max_running)
         INTFLAG("--max-queue", 0, 1 << 20, max_queue)

@@ -61,6 +61,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     }
     const mhla_config *cfg = mhla_model_config(model);
     mhla_engine_options eo = {.n_threads = o->threads,
+                              .cpu_isa = o->cpu_isa,
                               .state_bytes = (size_t)o->state_memory_mb << 20,
                               .resume_slots = o->state_memory_mb ? 64 : 0,
                               .device = (mhla_device)o->device,
@@ -71,6 +72,8 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create the engine: %s", e.msg);
         goto done;
     }
+    srv_logf(MHLA_LOG_INFO, "cpu", "%s", mhla_engine_cpu_note(engine));
+    srv_metrics_cpu_isa(mhla_engine_cpu_isa(engine));
     if (mhla_engine_device_note(engine)[0])
         srv_logf(MHLA_LOG_INFO, "device", "%s: running on the CPU",
                  mhla_engine_device_note(engine));
@@ -113,6 +116,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
         cJSON_AddNumberToObject(f, "state_memory_mb", o->state_memory_mb);
         cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
         cJSON_AddStringToObject(f, "device", mhla_engine_device_name(engine));
+        cJSON_AddStringToObject(f, "cpu_isa", mhla_engine_cpu_isa(engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
         cJSON_AddNumberToObject(f, "load_s", (double)(long long)((srv_now() - t0) * 1000) / 1000);
     }
