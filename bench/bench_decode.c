@@ -19,6 +19,7 @@
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
  *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
+ *                    [--cpu-isa auto|avx512|avx2|neon|portable]
  *
  * --state-memory gives the engine a page pool of that size (pages are then
  * allocated once and reused, as in the server with --state-memory).
@@ -112,7 +113,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] "
                         "[--threads N] [--weights f32|bf16] [--device cpu|cuda|auto] "
                         "[--gpu-weights bf16|f16|f32] [--state f32|bf16] [--state-memory MB] "
-                        "[--no-graphs 1]\n");
+                        "[--no-graphs 1] [--cpu-isa auto|avx512|avx2|neon|portable]\n");
         return 2;
     }
     const char *batches = "1,16";
@@ -141,6 +142,8 @@ int main(int argc, char **argv)
             o.state_bytes = (size_t)atol(argv[i + 1]) << 20;
         else if (strcmp(argv[i], "--no-graphs") == 0)
             o.gpu_no_graphs = atoi(argv[i + 1]) != 0;
+        else if (strcmp(argv[i], "--cpu-isa") == 0)
+            o.cpu_isa = argv[i + 1];
         else {
             fprintf(stderr, "bench_decode: unknown option '%s'\n", argv[i]);
             return 2;
@@ -162,6 +165,7 @@ int main(int argc, char **argv)
     double sbytes = lh * ((double)c->head_k_dim * c->head_v_dim * 4 +
                           c->chunk_size / 2.0 * (c->head_k_dim + c->head_v_dim) * 4);
     printf("device: %s%s%s\n", mhla_engine_device_name(e), note[0] ? "; " : "", note);
+    printf("cpu: %s\n", mhla_engine_cpu_note(e));
     printf("bandwidth %.1f GB/s (%s); a step reads %.1f MB of weights and %.2f MB of state per "
            "sequence\n",
            bw / 1e9,

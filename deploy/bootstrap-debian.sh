@@ -16,6 +16,18 @@ command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 # its dependencies), but the first of those tests is about the torch model itself.
 pkgs+=(python3-torch)
 
+# MHLA_CROSS=1: the aarch64 cross toolchain, qemu-user and the arm64 libraries the
+# engine needs, for the NEON kernels' test under qemu (engine.isa_aarch64_qemu).
+cross=()
+if [ "${MHLA_CROSS:-0}" = 1 ]; then
+  pkgs+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user)
+  cross=(libcjson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64)
+  dpkg --print-foreign-architectures | grep -qx arm64 || {
+    [ "$(id -u)" -eq 0 ] && dpkg --add-architecture arm64 || sudo dpkg --add-architecture arm64
+  }
+  pkgs+=("${cross[@]}")
+fi
+
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -4,6 +4,7 @@
  * weights a step streams and the memory bandwidth it can stream them at.
  * Its state lives in host memory, so it has no memory hooks.
  */
+#include "cpu/kernels.h"
 #include "engine_internal.h"
 
 #include <stdio.h>
@@ -22,7 +23,24 @@ static void cpu_free(void *ctx)
         free(bufs[i]);
     free(e->row_item);
     free(e->sample_rows);
+    tp_free(e->workers);
     free(e);
+}
+
+/* The kernels' instruction-set path (process-wide) and the backend's threads. */
+static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *err)
+{
+    char msg[400], why[800];
+    if (k_isa_select(opt ? opt->cpu_isa : NULL, msg, sizeof msg))
+        return mhla_fail(err, "%s", msg);
+    int dflt = tp_default_threads(why, sizeof why);
+    e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : dflt;
+    if (opt && opt->n_threads > 0)
+        snprintf(why, sizeof why, "%d threads: requested", e->n_threads);
+    snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s", k_isa_reason(), why);
+    if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
+    return 0;
 }
 
 static int cpu_create(const mhla_model *model, const mhla_engine_options *opt, void **ctx,
@@ -33,9 +51,10 @@ static int cpu_create(const mhla_model *model, const mhla_engine_options *opt, v
     if (!e)
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->model = model;
-    e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (e->n_threads < 1)
-        e->n_threads = 1;
+    if (cpu_setup(e, opt, err)) {
+        cpu_free(e);
+        return -1;
+    }
     const mhla_config *c = &model->cfg;
     e->logit_rows = malloc((size_t)MHLA_LOGIT_ROWS * c->hidden_size * sizeof(float));
     e->logit_buf = malloc((size_t)MHLA_LOGIT_ROWS * c->vocab_size * sizeof(float));
@@ -58,7 +77,7 @@ static int cpu_restore_prefix(void *ctx, mhla_seq *seq, mhla_error *err)
 static void cpu_describe(const void *ctx, char *buf, size_t len)
 {
     const mhla_cpu *e = ctx;
-    snprintf(buf, len, "cpu (%d threads)", e->n_threads);
+    snprintf(buf, len, "cpu (%d threads, %s)", e->n_threads, k_isa_name());
 }
 
 static size_t cpu_step_weight_bytes(const void *ctx)
@@ -70,8 +89,25 @@ static size_t cpu_step_weight_bytes(const void *ctx)
     return m->lm_head.f32 == m->embeddings ? n : n - V * D * 4;
 }
 
+typedef struct {
+    const float *a;
+    size_t part;
+    volatile float sink;
+} read_job;
+
+static void read_part(void *ctx, int t)
+{
+    read_job *j = ctx;
+    const float *p = j->a + (size_t)t * j->part;
+    float acc[16] = {0};
+    for (size_t i = 0; i + 16 <= j->part; i += 16)
+        for (int l = 0; l < 16; l++)
+            acc[l] += p[i + l];
+    j->sink += acc[0] + acc[15];
+}
+
 /* The CPU streams weights, it does not copy them: read 256 MiB with the
- * engine's threads, as its sweeps over the weights do. */
+ * backend's threads, as its sweeps over the weights do. */
 static int cpu_memory_bandwidth(void *ctx, double *bytes_per_s, mhla_error *err)
 {
     const mhla_cpu *e = ctx;
@@ -83,26 +119,17 @@ static int cpu_memory_bandwidth(void *ctx, double *bytes_per_s, mhla_error *err)
         a[i] = (float)(i & 7);
     int nt = e->n_threads;
     size_t part = n / (size_t)nt;
-    volatile float sink = 0;
+    read_job rj = {a, part, 0};
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-        for (int t = 0; t < nt; t++) {
-            const float *p = a + (size_t)t * part;
-            float acc[16] = {0};
-            for (size_t i = 0; i + 16 <= part; i += 16)
-                for (int l = 0; l < 16; l++)
-                    acc[l] += p[i + l];
-            sink += acc[0] + acc[15];
-        }
+        tp_run(e->workers, nt, read_part, &rj);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
         double bw = s > 0 ? (double)(part * (size_t)nt) * sizeof(float) / s : 0;
         best = bw > best ? bw : best;
     }
-    (void)sink;
     free(a);
     *bytes_per_s = best;
     return 0;

@@ -134,6 +134,17 @@ mhla_device mhla_engine_device(const mhla_engine *e) { return e->ops->device; }
 const char *mhla_engine_device_name(const mhla_engine *e) { return e->device_name; }
 const char *mhla_engine_device_note(const mhla_engine *e) { return e->device_note; }
 
+const char *mhla_engine_cpu_isa(const mhla_engine *e)
+{
+    (void)e; /* the kernels' path is chosen once per process */
+    return k_isa_name();
+}
+
+const char *mhla_engine_cpu_note(const mhla_engine *e)
+{
+    return e->ops == &mhla_cpu_backend ? ((const mhla_cpu *)e->backend)->cpu_note : "";
+}
+
 size_t mhla_engine_step_weight_bytes(const mhla_engine *e)
 {
     return e->ops->step_weight_bytes(e->backend);

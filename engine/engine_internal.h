@@ -165,7 +165,9 @@ struct mhla_engine {
 typedef struct {
     const mhla_model *model;
     int n_threads;
-    int cap; /* token rows the scratch buffers hold */
+    tp_pool *workers;    /* the CPU threads of a step, the caller's included */
+    char cpu_note[1200]; /* the kernels' instruction-set path and the thread count, and why */
+    int cap;             /* token rows the scratch buffers hold */
     float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
     float *logit_rows, *logit_buf;
     int *row_item; /* which batch item each token row belongs to */

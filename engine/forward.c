@@ -61,7 +61,7 @@ static int ensure_sample_rows(mhla_cpu *e, const mhla_batch_item *items, int n_i
     return 0;
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
+static float silu(float x) { return x / (1.0f + k_expf(-x)); }
 
 static void feature_map(mhla_feature_map fm, float *x, int n)
 {
@@ -69,7 +69,7 @@ static void feature_map(mhla_feature_map fm, float *x, int n)
         if (fm == MHLA_FEATURE_RELU)
             x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         else if (fm == MHLA_FEATURE_ELU)
-            x[i] = (x[i] > 0.0f ? x[i] : expm1f(x[i])) + 1.0f;
+            x[i] = (x[i] > 0.0f ? x[i] : k_expm1f(x[i])) + 1.0f;
     }
 }
 
@@ -85,15 +85,24 @@ static void rope(const mhla_model *m, int pos, float *x, int dk)
     }
 }
 
-/* φ, rotary and (for q) the scale, for every head of every token row. */
-static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row_start,
-                       int T)
+typedef struct {
+    mhla_cpu *e;
+    const mhla_batch_item *items;
+    const int *row_start;
+    const mhla_layer *ly;
+    int layer;
+} step_job;
+
+static void prepare_qk_row(void *ctx, int t)
 {
+    const step_job *sj = ctx;
+    mhla_cpu *e = sj->e;
+    const mhla_batch_item *items = sj->items;
+    const int *row_start = sj->row_start;
     const mhla_model *m = e->model;
     const mhla_config *c = &m->cfg;
     int dk = c->head_k_dim, H = c->num_heads, Hkv = c->num_kv_heads;
-#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 8)
-    for (int t = 0; t < T; t++) {
+    {
         int b = e->row_item[t];
         int pos = mhla_seq_pos(items[b].seq) + (t - row_start[b]);
         for (int j = 0; j < H; j++) {
@@ -111,16 +120,26 @@ static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row
     }
 }
 
-/* Runs the token mixer: one work unit per (sequence, kv head). */
-static void token_mixer(mhla_cpu *e, int layer, mhla_batch_item *items, int n_items,
-                        const int *row_start)
+/* φ, rotary and (for q) the scale, for every head of every token row. */
+static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row_start,
+                       int T)
 {
+    step_job sj = {.e = e, .items = items, .row_start = row_start};
+    tp_run(T > 8 ? e->workers : NULL, T, prepare_qk_row, &sj);
+}
+
+static void token_mixer_unit(void *ctx, int u)
+{
+    const step_job *sj = ctx;
+    mhla_cpu *e = sj->e;
+    const mhla_batch_item *items = sj->items;
+    const int *row_start = sj->row_start;
+    int layer = sj->layer;
     const mhla_config *c = &e->model->cfg;
-    int Hkv = c->num_kv_heads, units = n_items * Hkv;
+    int Hkv = c->num_kv_heads;
     size_t qs = (size_t)c->num_heads * c->head_k_dim, ks = (size_t)Hkv * c->head_k_dim;
     size_t vs = (size_t)Hkv * c->head_v_dim, os = (size_t)c->num_heads * c->head_v_dim;
-#pragma omp parallel for num_threads(e->n_threads) schedule(dynamic, 1) if (units > 1)
-    for (int u = 0; u < units; u++) {
+    {
         int b = u / Hkv, g = u % Hkv;
         size_t r0 = (size_t)row_start[b];
         mhla_mixer_io io = {
@@ -134,13 +153,22 @@ static void token_mixer(mhla_cpu *e, int layer, mhla_batch_item *items, int n_it
     }
 }
 
-/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate. */
-static void output_norm(mhla_cpu *e, const mhla_layer *ly, int T)
+/* Runs the token mixer: one work unit per (sequence, kv head). */
+static void token_mixer(mhla_cpu *e, int layer, mhla_batch_item *items, int n_items,
+                        const int *row_start)
 {
+    step_job sj = {.e = e, .items = items, .row_start = row_start, .layer = layer};
+    tp_run(e->workers, n_items * e->model->cfg.num_kv_heads, token_mixer_unit, &sj);
+}
+
+static void output_norm_row(void *ctx, int t)
+{
+    const step_job *sj = ctx;
+    mhla_cpu *e = sj->e;
+    const mhla_layer *ly = sj->ly;
     const mhla_config *c = &e->model->cfg;
     int H = c->num_heads, dv = c->head_v_dim;
-#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 8)
-    for (int t = 0; t < T; t++)
+    {
         for (int j = 0; j < H; j++) {
             float *o = e->att + ((size_t)t * H + j) * dv;
             k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
@@ -150,15 +178,33 @@ static void output_norm(mhla_cpu *e, const mhla_layer *ly, int T)
                     o[i] *= silu(g[i]);
             }
         }
+    }
+}
+
+/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate. */
+static void output_norm(mhla_cpu *e, const mhla_layer *ly, int T)
+{
+    step_job sj = {.e = e, .ly = ly};
+    tp_run(T > 8 ? e->workers : NULL, T, output_norm_row, &sj);
+}
+
+typedef struct {
+    const mhla_config *c;
+    const float *x, *w;
+    float *out;
+} rmsnorm_job;
+
+static void rmsnorm_row(void *ctx, int t)
+{
+    const rmsnorm_job *j = ctx;
+    int D = j->c->hidden_size;
+    k_rmsnorm(j->x + (size_t)t * D, j->w, D, j->c->norm_eps, j->out + (size_t)t * D);
 }
 
 static void rmsnorm_rows(mhla_cpu *e, const float *x, const float *w, float *out, int T)
 {
-    const mhla_config *c = &e->model->cfg;
-    int D = c->hidden_size;
-#pragma omp parallel for num_threads(e->n_threads) schedule(static) if (T > 16)
-    for (int t = 0; t < T; t++)
-        k_rmsnorm(x + (size_t)t * D, w, D, c->norm_eps, out + (size_t)t * D);
+    rmsnorm_job j = {&e->model->cfg, x, w, out};
+    tp_run(T > 16 ? e->workers : NULL, T, rmsnorm_row, &j);
 }
 
 static void add_rows(float *x, const float *y, size_t n)
@@ -172,7 +218,8 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
 {
     const mhla_config *c = &e->model->cfg;
     const mhla_layer *ly = &e->model->layers[l];
-    int D = c->hidden_size, I = c->intermediate_size, nt = e->n_threads;
+    int D = c->hidden_size, I = c->intermediate_size;
+    tp_pool *nt = e->workers;
     int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
     int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
 
@@ -202,7 +249,7 @@ static void flush_logits(mhla_cpu *e, float **dst, int n)
 {
     const mhla_model *m = e->model;
     int V = m->cfg.vocab_size;
-    k_linear(e->logit_rows, n, m->cfg.hidden_size, m->lm_head, V, e->logit_buf, V, e->n_threads);
+    k_linear(e->logit_rows, n, m->cfg.hidden_size, m->lm_head, V, e->logit_buf, V, e->workers);
     for (int r = 0; r < n; r++)
         memcpy(dst[r], e->logit_buf + (size_t)r * V, (size_t)V * sizeof(float));
 }

@@ -140,6 +140,7 @@ void srv_metrics_state(const mhla_state_stats *st, long promised);
 void srv_metrics_device(const mhla_device_stats *st); /* GPU engines only */
 void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);
+void srv_metrics_cpu_isa(const char *path); /* the CPU kernels' instruction-set path */
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */
 char *srv_metrics_render(void);
 

@@ -4,6 +4,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ static struct {
     mhla_device_stats dev;
     hist h[SRV_HIST_COUNT];
     double start;
+    char cpu_isa[16];
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void srv_metrics_init(void)
@@ -135,6 +137,13 @@ static int render_hist(srv_buf *b, const char *name, const char *help, const his
     return rc;
 }
 
+void srv_metrics_cpu_isa(const char *path)
+{
+    pthread_mutex_lock(&M.mu);
+    snprintf(M.cpu_isa, sizeof M.cpu_isa, "%s", path);
+    pthread_mutex_unlock(&M.mu);
+}
+
 /* HTTP statuses, finish reasons; M.mu held. */
 static int render_counters(srv_buf *b)
 {
@@ -181,6 +190,11 @@ static int render_gauges(srv_buf *b)
         "# TYPE mhla_process_start_time_seconds gauge\nmhla_process_start_time_seconds %.3f\n",
         M.running, M.waiting, M.running_seqs, M.state_bytes, M.prompt_tokens, M.generated_tokens,
         M.steps, M.step_items, M.step_tokens, M.start);
+    if (M.cpu_isa[0])
+        rc |= srv_buf_appendf(b,
+                              "# HELP mhla_cpu_isa_info The CPU kernels' instruction-set path.\n"
+                              "# TYPE mhla_cpu_isa_info gauge\nmhla_cpu_isa_info{path=\"%s\"} 1\n",
+                              M.cpu_isa);
     return rc;
 }
 

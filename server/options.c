@@ -48,7 +48,11 @@ void mhla_server_print_help(void *fp)
             "  --port N                 TCP port, 0 picks a free one (default %d)\n"
             "  --model DIR              checkpoint directory (default %s)\n"
             "  --model-name NAME        model id clients send (default: DIR's last component)\n"
-            "  --threads N              engine threads, 0 = all CPUs (default %d)\n"
+            "  --threads N              engine threads, 0 = the CPUs this process may use:\n"
+            "                           affinity mask and cgroup CPU quota (default %d)\n"
+            "  --cpu-isa P              CPU kernel path: auto, avx512, avx2, neon or portable\n"
+            "                           (default: MHLA_CPU_ISA, else the best the CPU runs;\n"
+            "                           every path gives the same bits)\n"
             "  --max-batch-tokens N     tokens per engine step, decode + prefill chunks (default %d)\n"
             "  --max-running N          sequences decoding at once (default %d)\n"
             "  --max-queue N            waiting requests before 429 (default %d)\n"
@@ -184,6 +188,7 @@ static const flag_def flags[] = {
     {"--model", FLAG_STR, OPT(model_dir), 0, 0, NULL},
     {"--model-name", FLAG_STR, OPT(model_name), 0, 0, NULL},
     {"--threads", FLAG_INT, OPT(threads), 0, 1024, NULL},
+    {"--cpu-isa", FLAG_STR, OPT(cpu_isa), 0, 0, NULL},
     {"--max-batch-tokens", FLAG_INT, OPT(max_batch_tokens), 1, 1 << 20, NULL},
     {"--max-running", FLAG_INT, OPT(max_running), 1, 4096, NULL},
     {"--max-queue", FLAG_INT, OPT(max_queue), 0, 1 << 20, NULL},

@@ -61,6 +61,7 @@ static int create_engine(server *sv, const mhla_server_options *o, char *err, si
 {
     mhla_error e = {0};
     mhla_engine_options eo = {.n_threads = o->threads,
+                              .cpu_isa = o->cpu_isa,
                               .state_bytes = sv->state_bytes,
                               .resume_slots = sv->state_bytes ? 64 : 0,
                               .device = (mhla_device)o->device,
@@ -120,6 +121,9 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     sv->cfg = mhla_model_config(sv->model);
     if (start_engine(sv, o, err, errlen))
         return -1;
+    if (mhla_engine_cpu_note(sv->engine)[0])
+        srv_logf(MHLA_LOG_INFO, "cpu", "%s", mhla_engine_cpu_note(sv->engine));
+    srv_metrics_cpu_isa(mhla_engine_cpu_isa(sv->engine));
     if (mhla_engine_device_note(sv->engine)[0])
         srv_logf(MHLA_LOG_INFO, "device", "%s: running on the CPU",
                  mhla_engine_device_note(sv->engine));
@@ -174,6 +178,7 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
         cJSON_AddNumberToObject(f, "state_memory_mb", (double)(sv->state_bytes >> 20));
         cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
         cJSON_AddStringToObject(f, "device", mhla_engine_device_name(sv->engine));
+        cJSON_AddStringToObject(f, "cpu_isa", mhla_engine_cpu_isa(sv->engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
         cJSON_AddNumberToObject(f, "load_s", (double)(long long)(load_s * 1000) / 1000);
     }

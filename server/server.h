@@ -27,7 +27,8 @@ typedef struct {
     int port;               /* 0 picks a free port (logged at start) */
     const char *model_dir;  /* checkpoint directory */
     const char *model_name; /* id served by /v1/models (default: the dir's basename) */
-    int threads;            /* engine worker threads, 0 = all CPUs */
+    int threads;            /* engine worker threads, 0 = the CPUs the process may use */
+    const char *cpu_isa;    /* CPU kernel path (NULL: MHLA_CPU_ISA, else the best the CPU runs) */
     int max_batch_tokens;   /* tokens per engine step (decode + prefill chunks) */
     int max_running;        /* sequences decoding at once */
     int max_queue;          /* waiting requests before 429 */

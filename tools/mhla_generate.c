@@ -32,7 +32,11 @@ static const char *USAGE =
     "  --seed S               sampling seed (default 0)\n"
     "  --ignore-eos           keep generating after the end-of-sequence token\n"
     "  --print-ids            print the generated ids on one line of stdout\n"
-    "  --threads N            worker threads (default: all CPUs)\n"
+    "  --threads N            worker threads (default: the CPUs this process may use)\n"
+    "  --cpu-isa P            CPU kernel path: auto (default: MHLA_CPU_ISA, else the\n"
+    "                         best this CPU runs), avx512, avx2, neon or portable; all\n"
+    "                         give the same bits. A path the CPU cannot run is an error\n"
+    "  --list-cpu-isas        print the kernel paths this CPU runs, best first, and exit\n"
     "  --weights f32|bf16     how weights are held in memory (default f32; bf16 halves\n"
     "                         the bytes per step, arithmetic stays f32)\n"
     "  --device D             auto (a GPU when one is usable, else the CPU), cpu (default)\n"
@@ -49,7 +53,7 @@ static const char *USAGE =
 
 typedef struct {
     const char *model, *prompt_text, *prompt_ids, *prompt_file, *feed, *logits_out, *weights,
-        *perplexity;
+        *perplexity, *cpu_isa;
     long split_seed, max_tokens, seed, threads, gpu_index;
     double temperature;
     int print_ids, ignore_eos, no_graphs;
@@ -83,6 +87,7 @@ static mhla_engine_options engine_options(const options *o)
 {
     mhla_engine_options eo = {
         .n_threads = (int)o->threads,
+        .cpu_isa = o->cpu_isa,
         .device = o->device,
         .gpu_index = (int)o->gpu_index,
         .gpu_weights = o->gpu_weights,
@@ -112,6 +117,7 @@ static int open_engine(const options *o, const mhla_model *model, mhla_engine **
     const char *note = mhla_engine_device_note(*eng);
     fprintf(stderr, "mhla-generate: device %s%s%s\n", mhla_engine_device_name(*eng),
             note[0] ? "; " : "", note);
+    fprintf(stderr, "mhla-generate: cpu %s\n", mhla_engine_cpu_note(*eng));
     return 0;
 }
 
@@ -139,6 +145,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->no_graphs = 1;
             continue;
         }
+        if (strcmp(a, "--list-cpu-isas") == 0) {
+            printf("%s\n", mhla_cpu_isa_runnable());
+            exit(0);
+        }
         if (i + 1 >= argc)
             return fail("%s needs a value (see --help)", a);
         const char *v = argv[++i];
@@ -156,6 +166,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->logits_out = v;
         else if (strcmp(a, "--perplexity") == 0)
             o->perplexity = v;
+        else if (strcmp(a, "--cpu-isa") == 0)
+            o->cpu_isa = v;
         else if (strcmp(a, "--device") == 0) {
             mhla_error e;
             if (mhla_device_parse(v, &o->device, &e))

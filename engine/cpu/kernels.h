@@ -6,13 +6,18 @@
  * i+8, i+4, i+2, i+1). Every kernel that computes a dot product — alone or
  * inside a register tile — uses that order, so a value never depends on the
  * tile it fell in, on the batch around it, or on the thread that ran it.
- * The AVX-512 path and the portable path give the same bits.
+ *
+ * The kernels exist once per instruction-set path (AVX-512, AVX2 + FMA,
+ * NEON, portable C; see isa.h), picked at start from what the CPU reports.
+ * Every path gives the same bits.
  */
 #ifndef MHLA_CPU_KERNELS_H
 #define MHLA_CPU_KERNELS_H
 
 #include "base.h" /* bf16 <-> f32 */
+#include "threadpool.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A weight matrix [N, K], row-major, held as f32 or as bf16 (exactly one of
@@ -27,13 +32,30 @@ typedef struct {
 float k_dot(const float *a, const float *b, int n);
 
 /* y[t*ldy + j] = dot(x[t*K ..], w[j*K ..]) for t < T, j < N: an nn.Linear
- * with weight [N, K] applied to T rows, split over n_threads. */
-void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, int n_threads);
+ * with weight [N, K] applied to T rows, its columns split over the pool. */
+void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, tp_pool *pool);
+
+/* e^x and e^x - 1, to within an ulp, the same bits on every CPU (libm's
+ * expf / expm1f differ between x86-64 and aarch64 in the last bit). */
+float k_expf(float x);
+float k_expm1f(float x);
+
 
 /* out = x / sqrt(mean(x^2) + eps) * w */
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out);
 
 /* acc[c] = fma(s, row[c], acc[c]) for c < n */
 void k_axpy(float s, const float *row, float *acc, int n);
+
+/* The instruction-set path, process-wide. name: "avx512", "avx2", "neon",
+ * "portable" or "auto"; NULL or "" takes MHLA_CPU_ISA from the environment,
+ * and without it the best path the CPU runs. -1 with the cause in err for a
+ * path this CPU or this binary cannot run. */
+int k_isa_select(const char *name, char *err, size_t errlen);
+/* The path the kernels run ("avx512", ...), and why it was chosen. */
+const char *k_isa_name(void);
+const char *k_isa_reason(void);
+/* The paths this CPU and binary can run, best first, space-separated. */
+const char *k_isa_runnable(void);
 
 #endif

@@ -138,7 +138,12 @@ int mhla_device_parse(const char *name, mhla_device *out, mhla_error *err);
 int mhla_gpu_weights_parse(const char *name, mhla_gpu_weights *out, mhla_error *err);
 
 typedef struct {
-    int n_threads; /* 0: all online CPUs */
+    int n_threads; /* 0: the CPUs this process may use (affinity mask, cgroup quota) */
+    /* The CPU kernels' instruction-set path: "avx512", "avx2", "neon",
+     * "portable" or "auto"; NULL or "": the MHLA_CPU_ISA environment
+     * variable, else the best the CPU runs. A path the CPU cannot run is an
+     * error. The choice is process-wide; all paths give the same bits. */
+    const char *cpu_isa;
     mhla_device device;           /* default CPU */
     int gpu_index;                /* which CUDA device (default 0) */
     mhla_gpu_weights gpu_weights; /* default bf16 */
@@ -164,6 +169,12 @@ mhla_device mhla_engine_device(const mhla_engine *engine);
 const char *mhla_engine_device_name(const mhla_engine *engine);
 /* Why AUTO chose the CPU ("" when it did not), for the caller's log. */
 const char *mhla_engine_device_note(const mhla_engine *engine);
+/* The CPU kernels' instruction-set path ("avx512", "avx2", "neon", "portable"). */
+const char *mhla_engine_cpu_isa(const mhla_engine *engine);
+/* Why that path and that many threads, for the caller's log ("" on a GPU engine). */
+const char *mhla_engine_cpu_note(const mhla_engine *engine);
+/* The CPU kernel paths this CPU and binary run, best first, space-separated. */
+const char *mhla_cpu_isa_runnable(void);
 /* Bytes of weights a step reads on the engine's device (on a GPU, in its
  * weight dtype; without the embedding table unless the LM head is tied). */
 size_t mhla_engine_step_weight_bytes(const mhla_engine *engine);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# contention.sh — CPU engine throughput with competing busy processes on the
+# machine: the default thread count against --threads 1, under the same
+# competition, for 0, 1 and 2 busy loops (`while :; do :; done`) per core.
+#
+# usage: bench/contention.sh [BUILD_DIR] [MODEL_DIR] [ROUNDS] [PROMPT_TOKENS] [NEW_TOKENS]
+#   defaults: build, models/brown-mhla (the demo model: short steps, where
+#   waiting for a descheduled thread costs the most), 3 rounds, 128, 256.
+#
+# Each round runs mhla-generate with the default threads and with --threads 1
+# back to back (greedy, the same prompt ids); the median of the rounds is
+# printed for prefill and decode tokens/s, and default / --threads 1. The
+# busy loops are started before and killed after each competition level.
+set -euo pipefail
+build=${1:-build}
+model=${2:-models/brown-mhla}
+rounds=${3:-3}
+plen=${4:-128}
+gen=${5:-256}
+exe=$build/bin/mhla-generate
+[ -x "$exe" ] || { echo "contention: $exe not found (build mhla-generate first)" >&2; exit 2; }
+cores=$(nproc)
+ids=$(seq 1 "$plen" | awk '{printf "%s%d", (NR > 1 ? "," : ""), ($1 * 7919) % 1000}')
+
+busy=()
+stop_busy() {
+  for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${busy[@]}"; do wait "$p" 2>/dev/null || true; done
+  busy=()
+}
+trap stop_busy EXIT
+
+# prints "prefill_tok_s decode_tok_s" of one run
+one_run() {
+  local err
+  err=$("$exe" --model "$model" --prompt-ids "$ids" --max-tokens "$gen" --ignore-eos \
+        --print-ids "$@" 2>&1 >/dev/null)
+  local p d
+  p=$(sed -n 's/.*prompt [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tokens\/s.*/\1/p' <<<"$err")
+  d=$(sed -n 's/.*generated [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tokens\/s.*/\1/p' <<<"$err")
+  [ -n "$p" ] && [ -n "$d" ] || { echo "contention: mhla-generate failed: $err" >&2; exit 1; }
+  echo "$p $d"
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $cores CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
+"$exe" --model "$model" --prompt-ids 1 --max-tokens 0 2>&1 | grep -E "device|cpu " | sed 's/^/  /'
+echo "model $model, prompt $plen tokens, $gen generated; median of $rounds rounds"
+printf '%-22s | %10s %10s %7s | %10s %10s %7s\n' "busy loops" "prefill" "prefill" "" \
+  "decode" "decode" ""
+printf '%-22s | %10s %10s %7s | %10s %10s %7s\n' "" "default" "threads 1" "ratio" "default" \
+  "threads 1" "ratio"
+for per_core in 0 1 2; do
+  n=$((per_core * cores))
+  for ((i = 0; i < n; i++)); do
+    (while :; do :; done) &
+    busy+=($!)
+  done
+  sleep 1
+  dp=() dd=() sp=() sd=()
+  for ((r = 0; r < rounds; r++)); do
+    read -r a b < <(one_run)
+    dp+=("$a") dd+=("$b")
+    read -r a b < <(one_run --threads 1)
+    sp+=("$a") sd+=("$b")
+  done
+  stop_busy
+  mdp=$(printf '%s\n' "${dp[@]}" | median) mdd=$(printf '%s\n' "${dd[@]}" | median)
+  msp=$(printf '%s\n' "${sp[@]}" | median) msd=$(printf '%s\n' "${sd[@]}" | median)
+  printf '%-22s | %10.1f %10.1f %7.2f | %10.1f %10.1f %7.2f\n' "$n ($per_core per core)" \
+    "$mdp" "$msp" "$(awk -v a="$mdp" -v b="$msp" 'BEGIN {print a / b}')" \
+    "$mdd" "$msd" "$(awk -v a="$mdd" -v b="$msd" 'BEGIN {print a / b}')"
+done

@@ -1,0 +1,36 @@
+/*
+ * isa.h — the kernels one instruction-set path provides, and the paths this
+ * binary holds. Each path is its own translation unit compiled with its own
+ * target flags (engine/CMakeLists.txt); kernels.c picks one at start and
+ * calls it through this table. Every path computes the same lanes in the
+ * same order with the same roundings (kernels.h), so they give the same bits.
+ */
+#ifndef MHLA_CPU_ISA_H
+#define MHLA_CPU_ISA_H
+
+#include <stdint.h>
+
+typedef struct {
+    const char *name;
+    float (*dot)(const float *a, const float *b, int n);
+    void (*axpy)(float s, const float *row, float *acc, int n);
+    /* y[t*ldy + j] for t < T, j0 <= j < j1 against the rows of w [N, K] */
+    void (*linear_f32)(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
+                       int ldy);
+    void (*linear_bf16)(const float *x, int T, int K, const uint16_t *w, int j0, int j1, float *y,
+                        int ldy);
+} k_ops;
+
+/* The chosen path's table (the best the CPU runs until k_isa_select). */
+const k_ops *k_isa_ops(void);
+
+extern const k_ops k_ops_portable;
+#if defined(__x86_64__)
+extern const k_ops k_ops_avx2;
+extern const k_ops k_ops_avx512;
+#endif
+#if defined(__aarch64__)
+extern const k_ops k_ops_neon;
+#endif
+
+#endif

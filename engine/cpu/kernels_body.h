@@ -1,0 +1,144 @@
+/*
+ * kernels_body.h — the kernels, written once over a 16-lane vector type.
+ *
+ * Included by each isa_*.c after it defines, for its instruction set:
+ *   vec16, V_ZERO, V_LOAD, V_LOAD_TAIL, V_FMA, V_SET1, V_LOAD_BF16,
+ *   V_LOAD_BF16_TAIL, V_STORE, V_STORE_TAIL, v_reduce (lane i with i+8,
+ *   i+4, i+2, i+1), KB_TILE_T x KB_TILE_J (the register tile: rows of x by
+ *   rows of w) and KB_OPS / KB_NAME (the table it exports).
+ * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
+ * applied to them everywhere, so the paths agree to the bit.
+ */
+#include "isa.h"
+
+#include <stddef.h>
+
+static float kb_dot(const float *a, const float *b, int n)
+{
+    vec16 acc = V_ZERO();
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = V_FMA(V_LOAD(a + i), V_LOAD(b + i), acc);
+    if (i < n)
+        acc = V_FMA(V_LOAD_TAIL(a + i, n - i), V_LOAD_TAIL(b + i, n - i), acc);
+    return v_reduce(acc);
+}
+
+static void kb_axpy(float s, const float *row, float *acc, int n)
+{
+    vec16 sv = V_SET1(s);
+    int c = 0;
+    for (; c + 16 <= n; c += 16)
+        V_STORE(acc + c, V_FMA(sv, V_LOAD(row + c), V_LOAD(acc + c)));
+    if (c < n)
+        V_STORE_TAIL(acc + c, V_FMA(sv, V_LOAD_TAIL(row + c, n - c), V_LOAD_TAIL(acc + c, n - c)),
+                     n - c);
+}
+
+/* A weight row pointer; `bf16` is a compile-time constant at every call
+ * site, so each kernel is specialised for one storage type. */
+typedef struct {
+    const float *f;
+    const uint16_t *h;
+} kb_wrow;
+
+static inline __attribute__((always_inline)) vec16 kb_wload(kb_wrow w, size_t i, int bf16)
+{
+    return bf16 ? V_LOAD_BF16(w.h + i) : V_LOAD(w.f + i);
+}
+static inline __attribute__((always_inline)) vec16 kb_wload_tail(kb_wrow w, size_t i, int n,
+                                                                  int bf16)
+{
+    return bf16 ? V_LOAD_BF16_TAIL(w.h + i, n) : V_LOAD_TAIL(w.f + i, n);
+}
+
+/* M rows of x against M_J rows of w: M * M_J dot products, each in the
+ * canonical order. M and MJ are constants at every call site. */
+static inline __attribute__((always_inline)) void kb_tile(const float *x, int K, kb_wrow w,
+                                                           float *y, int ldy, int bf16, int M,
+                                                           int MJ)
+{
+    vec16 acc[KB_TILE_T][KB_TILE_J];
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < MJ; j++)
+            acc[t][j] = V_ZERO();
+    int i = 0;
+    for (; i + 16 <= K; i += 16) {
+        vec16 xv[KB_TILE_T], wv[KB_TILE_J];
+        for (int t = 0; t < M; t++)
+            xv[t] = V_LOAD(x + (size_t)t * K + i);
+        for (int j = 0; j < MJ; j++)
+            wv[j] = kb_wload(w, (size_t)j * K + i, bf16);
+        for (int t = 0; t < M; t++)
+            for (int j = 0; j < MJ; j++)
+                acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+    }
+    if (i < K) {
+        int r = K - i;
+        vec16 xv[KB_TILE_T], wv[KB_TILE_J];
+        for (int t = 0; t < M; t++)
+            xv[t] = V_LOAD_TAIL(x + (size_t)t * K + i, r);
+        for (int j = 0; j < MJ; j++)
+            wv[j] = kb_wload_tail(w, (size_t)j * K + i, r, bf16);
+        for (int t = 0; t < M; t++)
+            for (int j = 0; j < MJ; j++)
+                acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+    }
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < MJ; j++)
+            y[(size_t)t * ldy + j] = v_reduce(acc[t][j]);
+}
+
+static inline kb_wrow kb_row(const float *wf, const uint16_t *wh, size_t j, int K)
+{
+    kb_wrow r = {wf ? wf + j * K : NULL, wh ? wh + j * K : NULL};
+    return r;
+}
+
+/* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
+ * rows of w over it, so w is streamed from memory once per block. */
+#define KB_TOKEN_BLOCK 32
+
+static inline __attribute__((always_inline)) void
+kb_linear(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
+          float *y, int ldy, int bf16)
+{
+    for (int t0 = 0; t0 < T; t0 += KB_TOKEN_BLOCK) {
+        int t1 = t0 + KB_TOKEN_BLOCK < T ? t0 + KB_TOKEN_BLOCK : T;
+        int j = j0;
+        for (; j + KB_TILE_J <= j1; j += KB_TILE_J) {
+            kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
+            int t = t0;
+            for (; t + KB_TILE_T <= t1; t += KB_TILE_T)
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
+                        KB_TILE_J);
+            for (; t < t1; t++)
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, 1,
+                        KB_TILE_J);
+        }
+        for (; j < j1; j++)
+            for (int t = t0; t < t1; t++)
+                kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K),
+                        y + (size_t)t * ldy + j, ldy, bf16, 1, 1);
+    }
+}
+
+static void kb_linear_f32(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
+                          int ldy)
+{
+    kb_linear(x, T, K, w, NULL, j0, j1, y, ldy, 0);
+}
+
+static void kb_linear_bf16(const float *x, int T, int K, const uint16_t *w, int j0, int j1,
+                           float *y, int ldy)
+{
+    kb_linear(x, T, K, NULL, w, j0, j1, y, ldy, 1);
+}
+
+const k_ops KB_OPS = {
+    .name = KB_NAME,
+    .dot = kb_dot,
+    .axpy = kb_axpy,
+    .linear_f32 = kb_linear_f32,
+    .linear_bf16 = kb_linear_bf16,
+};

@@ -1,0 +1,36 @@
+/*
+ * threadpool.h — the engine's worker threads.
+ *
+ * A job is a fixed list of tasks [0, n_tasks): the caller decides how the
+ * work is cut, the same way on every run, and each task's arithmetic does
+ * not depend on which thread runs it — so results are the same bits for
+ * any number of threads. The caller's thread works on the job too; tasks
+ * are handed out one at a time to whichever thread is running, so a worker
+ * that the OS has descheduled (a busy machine, a CPU quota) delays at most
+ * the one task it holds. Idle workers spin briefly, then sleep on a futex.
+ */
+#ifndef MHLA_CPU_THREADPOOL_H
+#define MHLA_CPU_THREADPOOL_H
+
+#include <stddef.h>
+
+typedef struct tp_pool tp_pool;
+typedef void (*tp_task_fn)(void *ctx, int task);
+
+/* A pool of n_threads threads in all, the caller's included (n_threads - 1
+ * workers are started). -1 with a message in err on failure. */
+int tp_create(int n_threads, tp_pool **out, char *err, size_t errlen);
+void tp_free(tp_pool *pool);
+int tp_threads(const tp_pool *pool);
+
+/* Runs fn(ctx, task) for every task in [0, n_tasks) and returns when all
+ * are done. One job at a time per pool (the engine's forward thread). A
+ * NULL pool, one thread or one task runs everything on the caller. */
+void tp_run(tp_pool *pool, int n_tasks, tp_task_fn fn, void *ctx);
+
+/* The number of CPUs this process may use: the CPUs of its affinity mask,
+ * capped by the cgroup v2 cpu.max quota of its cgroup and the cgroups above
+ * it (rounded up). `why` gets how the number was found. */
+int tp_default_threads(char *why, size_t len);
+
+#endif
