@@ -63,19 +63,49 @@ static cJSON *ids_array(const int32_t *ids, int from, int to)
     return a;
 }
 
+/* cJSON's strings end at a NUL: text holding one (byte-level token 0, say)
+ * becomes a raw JSON string, each piece escaped by cJSON, NUL as \u0000. */
+static cJSON *string_nul(const char *text, size_t len)
+{
+    srv_buf raw = {0};
+    int rc = srv_buf_append(&raw, "\"", 1);
+    for (size_t at = 0; !rc && at <= len;) {
+        const char *nul = memchr(text + at, 0, len - at);
+        size_t n = nul ? (size_t)(nul - (text + at)) : len - at;
+        char *piece = malloc(n + 1);
+        if (piece) {
+            memcpy(piece, text + at, n);
+            piece[n] = 0;
+        }
+        cJSON *s = piece ? cJSON_CreateString(piece) : NULL;
+        char *quoted = s ? cJSON_PrintUnformatted(s) : NULL;
+        rc = !quoted || srv_buf_append(&raw, quoted + 1, strlen(quoted) - 2) ||
+             (nul && srv_buf_append(&raw, "\\u0000", 6));
+        free(quoted);
+        cJSON_Delete(s);
+        free(piece);
+        at += n + 1;
+    }
+    cJSON *item = !rc && srv_buf_append(&raw, "\"", 1) == 0 ? cJSON_CreateRaw(raw.data) : NULL;
+    srv_buf_free(&raw);
+    return item;
+}
+
 /* A string item from len bytes (which may hold NUL). */
 static cJSON *string_n(const char *text, size_t len)
 {
+    if (len && memchr(text, 0, len))
+        return string_nul(text, len);
     char *t = malloc(len + 1);
     if (!t)
         return NULL;
-    memcpy(t, text, len);
+    if (len) /* text may be NULL when empty */
+        memcpy(t, text, len);
     t[len] = 0;
     cJSON *s = cJSON_CreateString(t);
     free(t);
     return s;
 }
-
 
 /* ---- logprobs: the legacy shape {tokens, token_logprobs, top_logprobs,
  * text_offset}. A token's string is its text alone (special tokens
@@ -137,7 +167,7 @@ static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, const srv_l
         if (i < K && tid == id)
             chosen_in = 1;
         cJSON *ts = token_string(codec, tid);
-        if (ts && ts->valuestring && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
+        if (cJSON_IsString(ts) && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
             cJSON_AddNumberToObject(d, ts->valuestring, v);
         cJSON_Delete(ts);
     }
