@@ -83,10 +83,11 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
         mhla_engine_free(e);
         return mhla_fail(err, "%s", ke.msg);
     }
-    if (po.budget_bytes > 0 && po.budget_bytes < kv_pool_page_bytes(e->pool)) {
+    size_t page_bytes = kv_pool_page_bytes(e->pool); /* read before e is freed */
+    if (po.budget_bytes > 0 && po.budget_bytes < page_bytes) {
         mhla_engine_free(e);
         return mhla_fail(err, "state memory of %zu bytes holds no page of %zu bytes",
-                         po.budget_bytes, kv_pool_page_bytes(e->pool));
+                         po.budget_bytes, page_bytes);
     }
     e->logit_rows = malloc((size_t)LOGIT_ROWS * c->hidden_size * sizeof(float));
     e->logit_buf = malloc((size_t)LOGIT_ROWS * c->vocab_size * sizeof(float));
