@@ -116,13 +116,14 @@ typedef struct {
     cJSON *tokens, *lps, *tops, *offsets;
 } lp_arrays;
 
-static cJSON *token_string(const srv_codec *codec, int32_t id)
+/* as_key: for a top_logprobs key, which cJSON ends at a NUL */
+static cJSON *token_string(const srv_codec *codec, int32_t id, int as_key)
 {
     char *t = NULL, msg[128];
     size_t len = 0;
     if (srv_codec_decode(codec, &id, 1, 0, &t, &len, msg, sizeof msg))
         return cJSON_CreateString("");
-    cJSON *s = string_n(t, len);
+    cJSON *s = as_key ? cJSON_CreateString(t) : string_n(t, len);
     free(t);
     return s;
 }
@@ -147,7 +148,7 @@ static cJSON *lp_new(lp_arrays *a)
 static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, const srv_lp *lp, int no_lp,
                    const mhla_logprob *top, int K)
 {
-    cJSON_AddItemToArray(a->tokens, token_string(codec, id));
+    cJSON_AddItemToArray(a->tokens, token_string(codec, id, 0));
     cJSON_AddItemToArray(a->offsets, cJSON_CreateNumber((double)lp->text_offset));
     if (no_lp) {
         cJSON_AddItemToArray(a->lps, cJSON_CreateNull());
@@ -166,8 +167,8 @@ static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, const srv_l
             break;
         if (i < K && tid == id)
             chosen_in = 1;
-        cJSON *ts = token_string(codec, tid);
-        if (cJSON_IsString(ts) && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
+        cJSON *ts = token_string(codec, tid, 1);
+        if (ts && ts->valuestring && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
             cJSON_AddNumberToObject(d, ts->valuestring, v);
         cJSON_Delete(ts);
     }
