@@ -2,8 +2,16 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 MODEL ?=
+# `make test` also builds the C code under AddressSanitizer + UndefinedBehaviorSanitizer
+# (jemalloc off) in SANITIZE_BUILD and runs these tests there: the C tests and the
+# server's integration test, against the sanitized binaries. SANITIZE=0 skips it.
+SANITIZE ?= 1
+SANITIZE_BUILD ?= build-asan
+SANITIZE_TESTS ?= ^(engine[.](batch_independence[.].*|weight_dtype|context_limit|bad_checkpoints)|kvstate[.](churn|prefix_exact[.].*)|server_(sampler|integration)|client_unit|tokenizer_(unit|agree_.*))$$
+SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 MHLA_TEST_TIME_FACTOR=2
 
-.PHONY: deps build test run clean
+.PHONY: deps build test test-sanitize run clean
 
 deps:
 	bash deploy/bootstrap-debian.sh
@@ -14,9 +22,19 @@ build: deps
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+ifneq ($(SANITIZE),0)
+	$(MAKE) test-sanitize
+endif
+
+test-sanitize:
+	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMHLA_SANITIZE=ON \
+	      -DMHLA_CUDA=OFF
+	cmake --build $(SANITIZE_BUILD) -j$(JOBS) --target sanitize-tests
+	$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS) \
+	      -R '$(SANITIZE_TESTS)'
 
 run: build
 	$(BUILD)/bin/mhla-server $(if $(MODEL),--model $(MODEL),)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD)

@@ -39,19 +39,49 @@ static cJSON *ids_array(const int32_t *ids, int from, int to)
     return a;
 }
 
+/* cJSON's strings end at a NUL: text holding one (byte-level token 0, say)
+ * becomes a raw JSON string, each piece escaped by cJSON, NUL as \u0000. */
+static cJSON *string_nul(const char *text, size_t len)
+{
+    srv_buf raw = {0};
+    int rc = srv_buf_append(&raw, "\"", 1);
+    for (size_t at = 0; !rc && at <= len;) {
+        const char *nul = memchr(text + at, 0, len - at);
+        size_t n = nul ? (size_t)(nul - (text + at)) : len - at;
+        char *piece = malloc(n + 1);
+        if (piece) {
+            memcpy(piece, text + at, n);
+            piece[n] = 0;
+        }
+        cJSON *s = piece ? cJSON_CreateString(piece) : NULL;
+        char *quoted = s ? cJSON_PrintUnformatted(s) : NULL;
+        rc = !quoted || srv_buf_append(&raw, quoted + 1, strlen(quoted) - 2) ||
+             (nul && srv_buf_append(&raw, "\\u0000", 6));
+        free(quoted);
+        cJSON_Delete(s);
+        free(piece);
+        at += n + 1;
+    }
+    cJSON *item = !rc && srv_buf_append(&raw, "\"", 1) == 0 ? cJSON_CreateRaw(raw.data) : NULL;
+    srv_buf_free(&raw);
+    return item;
+}
+
 /* A string item from len bytes (which may hold NUL). */
 static cJSON *string_n(const char *text, size_t len)
 {
+    if (len && memchr(text, 0, len))
+        return string_nul(text, len);
     char *t = malloc(len + 1);
     if (!t)
         return NULL;
-    memcpy(t, text, len);
+    if (len) /* text may be NULL when empty */
+        memcpy(t, text, len);
     t[len] = 0;
     cJSON *s = cJSON_CreateString(t);
     free(t);
     return s;
 }
-
 
 /* ---- logprobs: the legacy shape {tokens, token_logprobs, top_logprobs,
  * text_offset}. A token's string is its text alone (special tokens
@@ -62,13 +92,14 @@ typedef struct {
     cJSON *tokens, *lps, *tops, *offsets;
 } lp_arrays;
 
-static cJSON *token_string(const srv_codec *codec, int32_t id)
+/* as_key: for a top_logprobs key, which cJSON ends at a NUL */
+static cJSON *token_string(const srv_codec *codec, int32_t id, int as_key)
 {
     char *t = NULL, msg[128];
     size_t len = 0;
     if (srv_codec_decode(codec, &id, 1, 0, &t, &len, msg, sizeof msg))
         return cJSON_CreateString("");
-    cJSON *s = string_n(t, len);
+    cJSON *s = as_key ? cJSON_CreateString(t) : string_n(t, len);
     free(t);
     return s;
 }
@@ -93,7 +124,7 @@ static cJSON *lp_new(lp_arrays *a)
 static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, const srv_lp *lp, int no_lp,
                    const mhla_logprob *top, int K)
 {
-    cJSON_AddItemToArray(a->tokens, token_string(codec, id));
+    cJSON_AddItemToArray(a->tokens, token_string(codec, id, 0));
     cJSON_AddItemToArray(a->offsets, cJSON_CreateNumber((double)lp->text_offset));
     if (no_lp) {
         cJSON_AddItemToArray(a->lps, cJSON_CreateNull());
@@ -112,7 +143,7 @@ static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, const srv_l
             break;
         if (i < K && tid == id)
             chosen_in = 1;
-        cJSON *ts = token_string(codec, tid);
+        cJSON *ts = token_string(codec, tid, 1);
         if (ts && ts->valuestring && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
             cJSON_AddNumberToObject(d, ts->valuestring, v);
         cJSON_Delete(ts);

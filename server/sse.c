@@ -60,15 +60,16 @@ static int produce(srv_sse *s)
     for (int i = 0; i < r->n_choices && !rc; i++) {
         srv_choice *c = &r->choices[i];
         size_t new_text = c->text.len - c->text_sent;
+        const char *text = c->text.data ? c->text.data + c->text_sent : ""; /* none yet: NULL */
         int finished = c->state == SRV_CH_DONE && !r->failed;
         if (finished && !c->finish_sent) {
             rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i,
-                                               c->text.data + c->text_sent, new_text, c->ids_sent,
+                                               text, new_text, c->ids_sent,
                                                c->n_ids, c->finish_reason));
             c->finish_sent = 1;
         } else if (new_text > 0) {
             rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i,
-                                               c->text.data + c->text_sent, new_text, c->ids_sent,
+                                               text, new_text, c->ids_sent,
                                                c->n_ids, NULL));
         } else {
             if (!c->finish_sent)

@@ -28,6 +28,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import gen_checkpoint  # noqa: E402
+import pace  # noqa: E402
 
 FAILURES = []
 PROCS = []
@@ -44,10 +45,34 @@ def check(cond, what):
 
 EXTRA_FLAGS = []  # --server-args: e.g. --device cuda, for the CUDA backend's run of this test
 TIME_SCALE = [1.0]  # --time-scale: waits grow by this factor (a slow simulated device)
+# Every wait is sized by the pace of its model on this machine, measured before each
+# server starts: mhla-generate's seconds per token (model load included), x tokens x a
+# factor (tests/tools/pace.py). The floors are the limits the test had on an idle machine.
+PACE = pace.Pace()
+CALIB_TOKENS = 48
+
+
+def calibrate(bin_dir, model):
+    if model not in PACE.per_unit:
+        PACE.measure(model, CALIB_TOKENS,
+                     lambda: generate_ids(bin_dir, model, [1, 2, 3], CALIB_TOKENS))
+
+
+def body_tokens(body):
+    """Tokens a completion body asks for: prompt + max_tokens x n, per prompt."""
+    if not isinstance(body, dict):
+        return 16
+    pr = body.get("prompt", "")
+    prompts = pr if isinstance(pr, list) and pr and isinstance(pr[0], (list, str)) else [pr]
+    n = body.get("n", 1) if isinstance(body.get("n", 1), int) else 1
+    mt = body.get("max_tokens", 16) if isinstance(body.get("max_tokens", 16), int) else 16
+    plen = sum(len(p) if isinstance(p, (list, str)) else 1 for p in prompts)
+    return plen + len(prompts) * max(n, 1) * max(min(mt, 4096), 16)
 
 
 class Server:
     def __init__(self, binary, model, work, name, *flags):
+        calibrate(os.path.dirname(binary), model)
         self.log_path = os.path.join(work, name + ".log")
         self.log = open(self.log_path, "wb")
         # the CPU unless --server-args names a device: results are compared with
@@ -58,7 +83,9 @@ class Server:
                                      stdout=subprocess.DEVNULL, stderr=self.log)
         PROCS.append(self.proc)
         self.port = None
-        deadline = time.time() + 20
+        self.model = model
+        # starting loads the model, as the calibration run did
+        deadline = time.time() + PACE.limit(model, CALIB_TOKENS, 20)
         while time.time() < deadline and self.port is None:
             if self.proc.poll() is not None:
                 raise RuntimeError("server exited early: " + open(self.log_path).read())
@@ -69,8 +96,12 @@ class Server:
         if self.port is None:
             raise RuntimeError("server did not start: " + open(self.log_path).read())
 
-    def request(self, method, path, body=None, headers=None, timeout=30):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout * TIME_SCALE[0])
+    def request(self, method, path, body=None, headers=None, timeout=None):
+        if timeout is None:  # the tokens the request asks for, at this model's pace
+            timeout = PACE.limit(self.model, body_tokens(body), 30)
+        else:
+            timeout *= TIME_SCALE[0]
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
         h = {"Content-Type": "application/json"}
@@ -113,10 +144,10 @@ class Server:
             out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
         return out
 
-    def stop(self, timeout=15):
+    def stop(self, timeout=None):
         self.proc.send_signal(signal.SIGTERM)
         try:
-            rc = self.proc.wait(timeout)
+            rc = self.proc.wait(timeout or PACE.limit(self.model, CALIB_TOKENS, 15))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             rc = None
@@ -149,7 +180,7 @@ def generate_ids(bin_dir, model, prompt, n):
     out = subprocess.run([os.path.join(bin_dir, "mhla-generate"), "--model", model,
                           "--prompt-ids", ",".join(map(str, prompt)), "--max-tokens", str(n),
                           "--print-ids", "--ignore-eos"], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=PACE.limit(model, len(prompt) + n, 60))
     assert out.returncode == 0, out.stderr
     return [int(x) for x in out.stdout.split()]
 
@@ -165,6 +196,7 @@ def main():
     ap.add_argument("--time-scale", type=float, default=1.0, help="multiply the waits by this")
     a = ap.parse_args()
     TIME_SCALE[0] = a.time_scale
+    PACE.scale = a.time_scale
     EXTRA_FLAGS.extend(a.server_args.split())
     parts = a.parts.split(",")
     shutil.rmtree(a.work, ignore_errors=True)
@@ -206,9 +238,12 @@ def main():
     big = os.path.join(a.work, "big")
     gen_checkpoint.main(["--out", big, "--vocab", "256", "--hidden", "512", "--layers", "4",
                          "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "2"])
+    # the drain at SIGTERM must leave time for a 480-token stream to finish
+    calibrate(a.bin, big)
+    drain_s = PACE.limit(big, body_tokens({"prompt": "drain", "max_tokens": 480}), 20)
     s2 = Server(binary, big, a.work, "small", "--threads", "1", "--max-running", "2",
                 "--max-queue", "1", "--api-key", "sekrit", "--model-name", "demo",
-                "--shutdown-timeout", "20")
+                "--shutdown-timeout", "%d" % (drain_s + 1))
     try:
         run_small(s2)
     finally:
@@ -271,8 +306,9 @@ def run_pool(s, a, model):
     tb.start()
     waited = wait_metrics(s, lambda m: m["mhla_requests_waiting"] == 1 and
                           m["mhla_requests_running"] == 1, 10)
-    ta.join(60 * TIME_SCALE[0])
-    tb.join(60 * TIME_SCALE[0])
+    # b starts when a ends: both run one after the other
+    ta.join(PACE.limit(s.model, body_tokens(big) + body_tokens(small), 60))
+    tb.join(PACE.limit(s.model, body_tokens(small), 60))
     check(waited and res.get("a") == 200 and res.get("b", [0])[0] == 200,
           "pool: a request whose pages do not fit waits, then runs (waited %s, statuses %s %s)"
           % (waited, res.get("a"), res.get("b", [None])[0]))
@@ -531,8 +567,9 @@ def run_main(s, a, model):
     th = [threading.Thread(target=worker, args=(k,)) for k in range(len(reqs))]
     for t in th:
         t.start()
+    all_tokens = sum(body_tokens(r) for r in reqs)
     for t in th:
-        t.join(60)
+        t.join(PACE.limit(s.model, all_tokens, 60))
     same = all(busy[k] == [(c["text"], c["token_ids"]) for c in alone[k]["choices"]]
                for k in range(len(reqs)))
     check(same, "16 concurrent requests (mixed lengths, sampling, n, stream) equal each alone")
@@ -597,7 +634,9 @@ def run_main(s, a, model):
     # a client that stalls after part of its headers is dropped; others go on
     sk = socket.create_connection(("127.0.0.1", s.port))
     sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
-    sk.settimeout(6)
+    # the server's --timeout 2, plus the other request's work (4 s on an idle machine)
+    stall_limit = 2 + PACE.limit(s.model, body_tokens({"prompt": "still here"}), 4)
+    sk.settimeout(stall_limit)
     t1 = time.time()
     st, _, _ = s.complete({"prompt": "still here", "max_tokens": 2})
     check(st == 200, "server keeps serving while a client stalls")
@@ -605,7 +644,8 @@ def run_main(s, a, model):
         closed = sk.recv(100) == b""
     except (socket.timeout, ConnectionResetError):
         closed = False
-    check(closed and time.time() - t1 < 6, "stalled client is disconnected by the idle timeout")
+    check(closed and time.time() - t1 < stall_limit,
+          "stalled client is disconnected by the idle timeout")
     sk.close()
 
     # metrics: one known request moves every counter and histogram by what it did
@@ -653,8 +693,9 @@ def run_main(s, a, model):
                                                               m.get("mhla_gpu_graph_replays_total")))
 
 
-def wait_metrics(s, pred, timeout=10):
-    deadline = time.time() + timeout * TIME_SCALE[0]
+def wait_metrics(s, pred, timeout=10, tokens=CALIB_TOKENS):
+    """Polls /metrics until pred holds; a change that takes about `tokens` engine steps."""
+    deadline = time.time() + PACE.limit(s.model, tokens, timeout)
     while time.time() < deadline:
         if pred(s.metrics()):
             return True
@@ -689,16 +730,11 @@ def run_small(s):
                                                                   "max_tokens": 30, "seed": 5}, auth)))
     th.start()
     sk.close()
-    th.join(30)
-    ok = False
-    for _ in range(100):
-        m = s.metrics()
-        if (m['mhla_requests_finished_total{reason="cancelled"}'] >
-                before['mhla_requests_finished_total{reason="cancelled"}'] and
-                m["mhla_sequences_running"] == 0 and m["mhla_state_bytes"] == 0):
-            ok = True
-            break
-        time.sleep(0.05)
+    th.join(PACE.limit(s.model, body_tokens({"prompt": "other", "max_tokens": 30}), 30))
+    ok = wait_metrics(s, lambda m: (m['mhla_requests_finished_total{reason="cancelled"}'] >
+                                    before['mhla_requests_finished_total{reason="cancelled"}'] and
+                                    m["mhla_sequences_running"] == 0 and
+                                    m["mhla_state_bytes"] == 0), 5)
     check(ok, "disconnect mid-stream: /metrics shows it cancelled and its state released")
     check(other.get("r") and other["r"][0] == 200 and stream_text(other["r"][1])[2] == "length",
           "the other stream carries on to the end")
@@ -718,8 +754,8 @@ def run_small(s):
     st, h, body = s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, auth)
     check(st == 429 and h.get("Retry-After") and json.loads(body)["error"]["code"] == "queue_full",
           "queue full -> 429 with Retry-After")
-    for t in th:
-        t.join(60)
+    for t in th:  # two at a time, then the third: as if one after the other
+        t.join(PACE.limit(s.model, 3 * body_tokens(long_req), 60))
     check(results == [200, 200, 200], "queued requests complete")
 
     # SIGTERM while a stream runs: it finishes, new work is refused, exit 0
@@ -729,17 +765,23 @@ def run_small(s):
     th.start()
     wait_metrics(s, lambda m: m["mhla_requests_running"] == 1)
     s.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.1)
-    st, _, _ = s.request("GET", "/health")
+    # the signal is handled between two engine steps at most
+    deadline = time.time() + PACE.limit(s.model, 2, 0.1)
+    while True:
+        st, _, _ = s.request("GET", "/health")
+        if st == 503 or time.time() > deadline:
+            break
+        time.sleep(0.02)
     check(st == 503, "/health 503 while draining")
     st, h, _ = s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, auth)
     check(st == 503 and h.get("Retry-After"), "new completions refused with 503 while draining")
-    th.join(30)
+    drain = {"prompt": "drain", "max_tokens": 480}
+    th.join(PACE.limit(s.model, body_tokens(drain), 30))
     r = res.get("r")
     check(r and r[0] == 200 and r[1][-1] == "[DONE]" and stream_text(r[1])[2] == "length",
           "SIGTERM: the running stream finishes")
     try:
-        rc = s.proc.wait(20)
+        rc = s.proc.wait(PACE.limit(s.model, body_tokens(drain), 20))
     except subprocess.TimeoutExpired:
         rc = None
     check(rc == 0, "SIGTERM: the draining server exits 0 (rc=%s)" % rc)

@@ -1,0 +1,305 @@
+#!/usr/bin/python3
+"""Soak test of mhla-server (run through bench/soak.sh).
+
+Starts the server with its default flags (plus --server-args), then for MINUTES
+drives it with
+  - mhla-bench: a closed loop of mixed streaming requests (input 32..224
+    tokens, output about 96 +- 48), the same figures as a normal bench run;
+  - cancellers: streams that the client drops at a random point (often before
+    the first token, often mid-stream);
+  - slow readers: streams read a few dozen bytes at a time through a small
+    receive buffer, to the end;
+and every 30 s appends one JSON line to the results file: the server's RSS,
+its /metrics counters and gauges, the HTTP status counts (server side and ours)
+and what the side clients did. The file is written and flushed as it goes, so
+an interrupted soak keeps what it saw.
+
+At the end the load stops and the soak fails (exit 1) on
+  - any 5xx status (the server's own count, or one a client saw);
+  - any mhla-bench request that failed (status, transport, error event, cut stream);
+  - RSS growth past --rss-slope MiB/min (least squares over the samples after
+    the warm-up: the first third of the run, at least 60 s);
+  - gauges that do not return to 0 when idle (requests running/waiting,
+    sequences running, state bytes, state pages used/reserved) within 60 s;
+  - a server that does not exit 0 on SIGTERM.
+The last line of the results file is the verdict with its reasons.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+GAUGES = ("mhla_requests_running", "mhla_requests_waiting", "mhla_sequences_running",
+          "mhla_state_bytes", 'mhla_state_pages{kind="used"}', 'mhla_state_pages{kind="reserved"}')
+
+
+def parse_metrics(text):
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$', line)
+        if m and "_bucket" not in m.group(1):
+            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+class Soak:
+    def __init__(self, a):
+        self.a = a
+        self.out = open(a.out, "a", buffering=1)
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.side = {"cancelled": 0, "slow_done": 0, "slow_cut": 0, "errors": 0}
+        self.side_status = {}
+        self.t0 = time.time()
+
+    def write(self, obj):
+        self.out.write(json.dumps(obj) + "\n")
+        self.out.flush()
+        os.fsync(self.out.fileno())
+
+    # ---- the server --------------------------------------------------------------
+    def start_server(self):
+        a = self.a
+        self.log_path = a.out + ".server.log"
+        self.log = open(self.log_path, "wb")
+        cmd = [os.path.join(a.bin, "mhla-server"), "--host", "127.0.0.1", "--port", "0"]
+        if a.model:
+            cmd += ["--model", a.model]
+        cmd += a.server_args.split()
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.port = None
+        while self.port is None:  # loading a large checkpoint takes what it takes
+            if self.proc.poll() is not None:
+                sys.exit("soak: the server exited at start:\n" + open(self.log_path).read())
+            for line in open(self.log_path, errors="replace"):
+                if '"event":"listening"' in line:
+                    self.port = json.loads(line)["port"]
+                    self.listening = line.strip()
+            time.sleep(0.2)
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def metrics(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        data = r.read().decode()
+        c.close()
+        return parse_metrics(data)
+
+    def rss_mib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+        return float("nan")
+
+    # ---- side clients --------------------------------------------------------------
+    def count(self, key, status=None):
+        with self.lock:
+            if key:
+                self.side[key] += 1
+            if status is not None:
+                self.side_status[str(status)] = self.side_status.get(str(status), 0) + 1
+
+    def open_stream(self, max_tokens, rcvbuf=None):
+        sk = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sk.settimeout(120)
+        sk.connect(("127.0.0.1", self.port))
+        words = " ".join(random.choice(("the", "jury", "said", "county", "of", "a", "and"))
+                         for _ in range(random.randint(5, 120)))
+        body = json.dumps({"prompt": words, "max_tokens": max_tokens, "stream": True,
+                           "ignore_eos": True, "temperature": 0.8}).encode()
+        sk.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: soak\r\nContent-Type: "
+                   b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        return sk
+
+    def read_status(self, sk, got):
+        while b"\r\n" not in got:
+            d = sk.recv(4096)
+            if not d:
+                return None, got
+            got += d
+        m = re.match(rb"HTTP/1\.[01] (\d{3})", got)
+        return (int(m.group(1)) if m else None), got
+
+    def canceller(self, rnd):
+        while not self.stop.is_set():
+            try:
+                sk = self.open_stream(rnd.randint(50, 400))
+                events = rnd.choice((0, 0, 1, 2, 5, 20))
+                got = b""
+                if events:
+                    st, got = self.read_status(sk, got)
+                    self.count(None, st)
+                    while got.count(b"data: ") < events:
+                        d = sk.recv(4096)
+                        if not d:
+                            break
+                        got += d
+                sk.close()  # gone mid-request: the server must cancel it and free its state
+                self.count("cancelled")
+            except OSError:
+                self.count("errors")
+            self.stop.wait(rnd.uniform(0.05, 1.0))
+
+    def slow_reader(self, rnd):
+        while not self.stop.is_set():
+            try:
+                sk = self.open_stream(rnd.randint(16, 64), rcvbuf=2048)
+                st, got = self.read_status(sk, b"")
+                self.count(None, st)
+                while not got.endswith(b"data: [DONE]\r\n\r\n") and \
+                        not got.endswith(b"data: [DONE]\n\n") and b"0\r\n\r\n" not in got[-8:]:
+                    time.sleep(rnd.uniform(0.02, 0.2))
+                    d = sk.recv(rnd.randint(16, 96))
+                    if not d:
+                        break
+                    got += d
+                self.count("slow_done" if b"[DONE]" in got else "slow_cut")
+                sk.close()
+            except OSError:
+                self.count("errors")
+
+    # ---- the run -------------------------------------------------------------------
+    def run(self):
+        a = self.a
+        self.start_server()
+        secs = int(a.minutes * 60)
+        self.write({"event": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "minutes": a.minutes, "server": self.cmd, "listening": self.listening,
+                    "rss_slope_limit_mib_per_min": a.rss_slope, "concurrency": a.concurrency})
+        bench_json = a.out + ".bench.json"
+        bench = subprocess.Popen(
+            [os.path.join(a.bin, "mhla-bench"), "--url", self.url, "--concurrency",
+             str(a.concurrency), "--duration", str(secs), "--input-len", "128", "--input-dist",
+             "uniform", "--input-spread", "96", "--output-len", "96", "--output-dist", "normal",
+             "--output-spread", "48", "--num-prompts", "32", "--no-progress", "--json",
+             bench_json], stdout=open(a.out + ".bench.txt", "w"), stderr=subprocess.STDOUT)
+        threads = []
+        for i in range(a.cancellers):
+            threads.append(threading.Thread(target=self.canceller, args=(random.Random(i),)))
+        for i in range(a.slow_readers):
+            threads.append(threading.Thread(target=self.slow_reader,
+                                            args=(random.Random(100 + i),)))
+        for t in threads:
+            t.daemon = True
+            t.start()
+        samples = []
+        next_t = self.t0 + 30
+        while time.time() < self.t0 + secs and bench.poll() is None:
+            time.sleep(max(0.0, min(next_t, self.t0 + secs) - time.time()))
+            if time.time() >= next_t:
+                samples.append(self.sample("load"))
+                next_t += 30
+        self.stop.set()
+        for t in threads:
+            t.join()
+        bench.wait()  # requests in flight finish
+        # idle: every gauge back to 0
+        idle_ok, m = False, {}
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            m = self.metrics()
+            if all(m.get(g, 0) == 0 for g in GAUGES):
+                idle_ok = True
+                break
+            time.sleep(0.5)
+        final = self.sample("idle")
+        reasons = []
+        fives = {k: v for k, v in final["status"].items() if k.startswith("5") and v}
+        fives.update({"client_" + k: v for k, v in self.side_status.items() if k.startswith("5")})
+        if fives:
+            reasons.append("5xx statuses: %s" % fives)
+        bench_res = None
+        if os.path.exists(bench_json):
+            bench_res = json.load(open(bench_json))["levels"][0]
+        if bench.returncode != 0 or not bench_res or bench_res["failed"]:
+            reasons.append("mhla-bench: exit %s, failures %s" % (
+                bench.returncode, bench_res and bench_res.get("failures")))
+        if not idle_ok:
+            reasons.append("not idle after 60 s: %s" % {g: m.get(g) for g in GAUGES})
+        slope = rss_slope(samples, max(60.0, secs / 3.0))
+        if slope is not None and slope > a.rss_slope:
+            reasons.append("RSS grows %.2f MiB/min (limit %.2f)" % (slope, a.rss_slope))
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = "killed after 120 s"
+        if rc != 0:
+            reasons.append("server exit status %s on SIGTERM" % rc)
+        verdict = {"event": "verdict", "pass": not reasons, "reasons": reasons,
+                   "rss_slope_mib_per_min": slope, "samples": len(samples),
+                   "bench": bench_res and {k: bench_res.get(k) for k in (
+                       "completed", "failed", "failures", "output_tokens", "request_throughput",
+                       "output_token_throughput")} | {
+                       "ttft_p99_ms": bench_res["ttft_ms"]["p99"],
+                       "e2e_p99_ms": bench_res["e2e_ms"]["p99"]},
+                   "side": self.side, "side_status": self.side_status,
+                   "elapsed_s": round(time.time() - self.t0, 1)}
+        self.write(verdict)
+        print(json.dumps(verdict, indent=1))
+        return 0 if not reasons else 1
+
+    def sample(self, phase):
+        m = self.metrics()
+        s = {"event": "sample", "phase": phase, "t": round(time.time() - self.t0, 1),
+             "rss_mib": round(self.rss_mib(), 2),
+             "status": {k.split('"')[1]: v for k, v in m.items()
+                        if k.startswith("mhla_http_requests_total{")},
+             "gauges": {g: m.get(g) for g in GAUGES},
+             "counters": {k: v for k, v in m.items() if k.endswith("_total") or
+                          k.startswith("mhla_requests_finished_total")},
+             "side": dict(self.side), "side_status": dict(self.side_status)}
+        self.write(s)
+        print("soak t=%6.0fs rss=%8.1f MiB running=%s waiting=%s statuses=%s side=%s" % (
+            s["t"], s["rss_mib"], m.get("mhla_requests_running"),
+            m.get("mhla_requests_waiting"), s["status"], self.side), flush=True)
+        return s
+
+
+def rss_slope(samples, warmup_s):
+    """Least-squares slope of RSS (MiB per minute) over the samples after warmup_s."""
+    pts = [(s["t"] / 60.0, s["rss_mib"]) for s in samples if s["t"] >= warmup_s]
+    if len(pts) < 3:
+        return None
+    n = len(pts)
+    mx = sum(p[0] for p in pts) / n
+    my = sum(p[1] for p in pts) / n
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx if sxx else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("minutes", type=float)
+    ap.add_argument("--bin", required=True, help="folder of mhla-server and mhla-bench")
+    ap.add_argument("--out", required=True, help="results file (JSON lines, appended)")
+    ap.add_argument("--model", default=None, help="checkpoint (default: the server's default)")
+    ap.add_argument("--server-args", default="", help="extra server flags")
+    ap.add_argument("--concurrency", type=int, default=8, help="mhla-bench streams in flight")
+    ap.add_argument("--cancellers", type=int, default=2)
+    ap.add_argument("--slow-readers", type=int, default=2)
+    ap.add_argument("--rss-slope", type=float, default=2.0,
+                    help="RSS growth limit after the warm-up, MiB per minute (default 2)")
+    a = ap.parse_args()
+    return Soak(a).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

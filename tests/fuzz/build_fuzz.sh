@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target of tests/fuzz with clang (ASan + UBSan) into
+# OUT_DIR: the base, engine, kvstate, tokenizer and server sources (every main()
+# is in tools/) go into one instrumented archive, which each fuzz_*.c links.
+# Exits 77 (skipped) without clang.
+# usage: build_fuzz.sh SOURCE_DIR OUT_DIR
+set -euo pipefail
+src=$1 out=$2
+cc=$(command -v clang || command -v clang-14 || true)
+if [ -z "$cc" ]; then
+  echo "fuzz: clang not installed; skipped"
+  exit 77
+fi
+ar=$(command -v llvm-ar || command -v llvm-ar-14 || command -v ar)
+mkdir -p "$out/obj"
+pkgs="libcjson libpcre2-8 libutf8proc libmicrohttpd"
+cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
+  -fno-sanitize-recover=undefined -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+  -Wno-unknown-pragmas -ffp-contract=off $(pkg-config --cflags $pkgs)
+  -I$src/base/include -I$src/engine -I$src/engine/include -I$src/kvstate -I$src/kvstate/include
+  -I$src/tokenizer -I$src/tokenizer/include -I$src/server"
+# Every library source by folder (file names may change; the folders stay),
+# without the GPU backend (backend_registry.c without MHLA_BACKEND_CUDA is the
+# CPU's alone) and the CPU kernel paths of other architectures.
+case $(uname -m) in
+  x86_64) other_isas='/cpu/isa_neon\.c$' ;;
+  aarch64) other_isas='/cpu/isa_avx(2|512)\.c$' ;;
+  *) other_isas='/cpu/isa_(avx2|avx512|neon)\.c$' ;;
+esac
+srcs=$(ls "$src"/base/*.c "$src"/engine/*.c "$src"/engine/cpu/*.c "$src"/kvstate/*.c \
+          "$src"/tokenizer/*.c "$src"/server/*.c 2>/dev/null | grep -Ev "$other_isas")
+# each instruction-set path's kernels with their own target flags, as the build gives them
+isa_flags() {
+  case $1 in
+    */isa_avx2.c) echo "-mavx2 -mfma" ;;
+    */isa_avx512.c) echo "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma" ;;
+  esac
+}
+objs=()
+pids=()
+jobs=$(nproc)
+for f in $srcs; do
+  o="$out/obj/$(echo "${f#$src/}" | tr / _).o"
+  objs+=("$o")
+  if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then
+    # -fsanitize=fuzzer-no-link: coverage feedback from the libraries too
+    "$cc" $cflags $(isa_flags "$f") -fsanitize=fuzzer-no-link -c "$f" -o "$o" 2>"$o.log" &
+    pids+=($!)
+    if [ "${#pids[@]}" -ge "$jobs" ]; then
+      wait "${pids[0]}" || { cat "$out"/obj/*.log; exit 1; }
+      pids=("${pids[@]:1}")
+    fi
+  fi
+done
+for p in "${pids[@]}"; do wait "$p" || { cat "$out"/obj/*.log; exit 1; }; done
+rm -f "$out/libmhla_fuzz.a"
+"$ar" rcs "$out/libmhla_fuzz.a" "${objs[@]}"
+for t in "$src"/tests/fuzz/fuzz_*.c; do
+  name=$(basename "$t" .c)
+  "$cc" $cflags -fsanitize=fuzzer "$t" "$out/libmhla_fuzz.a" $(pkg-config --libs $pkgs) \
+    -lpthread -lm -o "$out/$name"
+done
+echo "fuzz: built $(ls "$out"/fuzz_* | wc -l) targets in $out"
