@@ -210,6 +210,17 @@ char *srv_metrics_render(void)
             (unsigned long long)p->prefix_misses, (unsigned long long)p->evictions,
             (unsigned long long)p->resumes, (unsigned long long)p->resumed_tokens);
     }
+    /* The fraction an endpoint picker reads as "cache utilisation": pages held by live
+     * sequences over the pool's size; 0 without a bounded pool (--state-memory 0). */
+    double usage = M.have_pool && M.pool.pages_total > 0
+                       ? (double)M.pool.pages_used / (double)M.pool.pages_total
+                       : 0.0;
+    rc |= srv_buf_appendf(&b,
+                          "# HELP mhla_state_memory_usage_ratio Used pages over all pages of the "
+                          "state pool (0 when unbounded).\n"
+                          "# TYPE mhla_state_memory_usage_ratio gauge\n"
+                          "mhla_state_memory_usage_ratio %.6f\n",
+                          usage);
     rc |= render_hist(&b, "mhla_time_to_first_token_seconds",
                       "Time from arrival to the first generated token.", &M.h[SRV_HIST_TTFT]);
     rc |= render_hist(&b, "mhla_inter_token_latency_seconds",
