@@ -15,6 +15,8 @@ command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 # reference, C engine vs PyTorch perplexity, a train.py run). Large (hundreds of MB with
 # its dependencies), but the first of those tests is about the torch model itself.
 pkgs+=(python3-torch)
+# deploy/: HAProxy for the local cluster of replicas (deploy/local-cluster.sh, tests/deploy).
+pkgs+=(haproxy)
 
 missing=()
 for p in "${pkgs[@]}"; do
