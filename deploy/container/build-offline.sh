@@ -84,8 +84,14 @@ if [ ! -s "$BASE_TAR" ]; then
   done
   if command -v mmdebstrap >/dev/null; then
     say "making the Debian 12 base with mmdebstrap (mirrors: ${sources:-the default})"
-    mmdebstrap --variant=minbase --format=tar --include=ca-certificates bookworm "$BASE_TAR.part" \
-      ${sources:+"$sources"}
+    # as Debian's slim images: no manuals, documentation or translations (dpkg keeps
+    # leaving them out for packages installed later)
+    mmdebstrap --variant=minbase --format=tar --include=ca-certificates \
+      --dpkg-opt='path-exclude=/usr/share/man/*' --dpkg-opt='path-exclude=/usr/share/info/*' \
+      --dpkg-opt='path-exclude=/usr/share/doc/*' --dpkg-opt='path-include=/usr/share/doc/*/copyright' \
+      --dpkg-opt='path-exclude=/usr/share/locale/*' \
+      --dpkg-opt='path-include=/usr/share/locale/locale.alias' \
+      bookworm "$BASE_TAR.part" ${sources:+"$sources"}
   elif command -v debootstrap >/dev/null; then
     mirror=$(grep -m1 -E '^(URIs:|deb) ' "${sources:-/etc/apt/sources.list}" | grep -oE 'https?://[^ ]+')
     say "making the Debian 12 base with debootstrap ($mirror)"
@@ -109,6 +115,8 @@ ask_inside() {  # ask_inside RUNNER... : /health and a completion, asked with ba
 }
 
 # ---- 2. podman ----
+# Both paths run as `bash -e` child processes (run_path): a shell function called in an
+# `if` would run with -e switched off and carry on past a failed step.
 podman_path() {
   command -v podman >/dev/null || { say "podman is not installed"; return 1; }
   local store=()
@@ -118,10 +126,10 @@ podman_path() {
   fi
   local P=(podman "${store[@]}")
   say "podman path: importing the base as $BASE_IMAGE"
-  "${P[@]}" import "$BASE_TAR" "$BASE_IMAGE" >/dev/null || return 1
+  "${P[@]}" import "$BASE_TAR" "$BASE_IMAGE" >/dev/null
   say "podman path: building $IMAGE from deploy/container/Containerfile"
   "${P[@]}" build --isolation chroot --network host --build-arg BASE_IMAGE="$BASE_IMAGE" \
-    -f "$ROOT/deploy/container/Containerfile" -t "$IMAGE" "$ROOT" || return 1
+    -f "$ROOT/deploy/container/Containerfile" -t "$IMAGE" "$ROOT"
   local size
   size=$("${P[@]}" image inspect --format '{{.Size}}' "$IMAGE")
   say "image $IMAGE: $size bytes ($((size / 1048576)) MiB)"
@@ -129,19 +137,17 @@ podman_path() {
   port=$(free_port)
   # host networking (no bridge needed); the CMD's --port moves the server off 8080
   "${P[@]}" run -d --name "$NAME" --network host --stop-timeout 10 "$IMAGE" \
-    --model /models/brown-mhla --port "$port" --host 127.0.0.1 >/dev/null || return 1
+    --model /models/brown-mhla --port "$port" --host 127.0.0.1 >/dev/null
   local t0=$SECONDS
   until "${P[@]}" exec "$NAME" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; do
     [ $((SECONDS - t0)) -lt 120 ] || { "${P[@]}" logs "$NAME" | tail -n 5; return 1; }
     sleep 0.5
   done
+  local health
   mapfile -t health < <(containerfile_json healthcheck)
   health[2]=${health[2]//8080/$port}
-  if "${P[@]}" exec "$NAME" "${health[@]}"; then
-    say "the image's HEALTHCHECK command passes inside the container"
-  else
-    say "the image's HEALTHCHECK command FAILED inside the container"; return 1
-  fi
+  "${P[@]}" exec "$NAME" "${health[@]}"
+  say "the image's HEALTHCHECK command passes inside the container"
   say "asked from inside the container (podman exec):"
   ask_inside "$port" "${P[@]}" exec "$NAME"
   say "podman stop (SIGTERM, --stop-timeout 10)"
@@ -218,7 +224,7 @@ chroot_path() {
 
   # the server as the image runs it: ENTRYPOINT + CMD, on loopback and a free port
   mount_in "$R"
-  local port
+  local port cmd health
   port=$(free_port)
   mapfile -t cmd < <(containerfile_json command)
   say "running in the chroot as 10001:10001: ${cmd[*]} --host 127.0.0.1 --port $port"
@@ -233,11 +239,8 @@ chroot_path() {
   done
   mapfile -t health < <(containerfile_json healthcheck)
   health[2]=${health[2]//8080/$port}
-  if chroot --userspec=10001:10001 "$R" "${health[@]}"; then
-    say "the image's HEALTHCHECK command passes inside the chroot"
-  else
-    say "the image's HEALTHCHECK command FAILED inside the chroot"; return 1
-  fi
+  chroot --userspec=10001:10001 "$R" "${health[@]}"
+  say "the image's HEALTHCHECK command passes inside the chroot"
   say "asked from inside the runtime root filesystem (chroot as 10001):"
   ask_inside "$port" chroot --userspec=10001:10001 "$R"
   say "SIGTERM (the image's STOPSIGNAL)"
@@ -251,10 +254,22 @@ chroot_path() {
   [ "$code" = 0 ]
 }
 
-if [ "$FORCE_CHROOT" = 0 ] && podman_path; then
+# run_path FUNCTION: FUNCTION in a child shell with -e in force and its own cleanup.
+run_path() {
+  local rc=0
+  bash -Eeuo pipefail -c "$(declare -p ROOT WORK KEEP IMAGE BASE_IMAGE NAME BASE_TAR)
+    MOUNTS=(); SERVER_PID=''
+    $(declare -f say die cleanup free_port containerfile_json ask_inside podman_path \
+                 mount_in umount_in chroot_path)
+    trap cleanup EXIT
+    $1" || rc=$?
+  return $rc
+}
+
+if [ "$FORCE_CHROOT" = 0 ] && run_path podman_path; then
   say "PATH TAKEN: podman (image $IMAGE built from the Containerfile and run)"
 else
   [ "$FORCE_CHROOT" = 1 ] || say "podman path not possible here: falling back to chroot"
-  chroot_path || die "chroot path failed"
+  run_path chroot_path || die "chroot path failed"
   say "PATH TAKEN: chroot (the runtime stage's root filesystem at $WORK/runtime-rootfs)"
 fi
