@@ -87,10 +87,10 @@ if [ ! -s "$BASE_TAR" ]; then
     # as Debian's slim images: no manuals, documentation or translations (dpkg keeps
     # leaving them out for packages installed later)
     mmdebstrap --variant=minbase --format=tar --include=ca-certificates \
-      --dpkg-opt='path-exclude=/usr/share/man/*' --dpkg-opt='path-exclude=/usr/share/info/*' \
-      --dpkg-opt='path-exclude=/usr/share/doc/*' --dpkg-opt='path-include=/usr/share/doc/*/copyright' \
-      --dpkg-opt='path-exclude=/usr/share/locale/*' \
-      --dpkg-opt='path-include=/usr/share/locale/locale.alias' \
+      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+      --dpkgopt='path-exclude=/usr/share/locale/*' \
+      --dpkgopt='path-include=/usr/share/locale/locale.alias' \
       bookworm "$BASE_TAR.part" ${sources:+"$sources"}
   elif command -v debootstrap >/dev/null; then
     mirror=$(grep -m1 -E '^(URIs:|deb) ' "${sources:-/etc/apt/sources.list}" | grep -oE 'https?://[^ ]+')
