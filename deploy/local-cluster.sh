@@ -161,10 +161,24 @@ start_haproxy() {
   die "haproxy could not start"
 }
 
+# A replica's drain lasts up to its --shutdown-timeout (the server's default 30 s): wait
+# that long and 10 s more before SIGKILL.
+drain_grace() {
+  local t=30 i
+  for ((i = 0; i < ${#SERVER_FLAGS[@]}; i++)); do
+    case "${SERVER_FLAGS[$i]}" in
+      --shutdown-timeout) t=${SERVER_FLAGS[$((i + 1))]:-30} ;;
+      --shutdown-timeout=*) t=${SERVER_FLAGS[$i]#*=} ;;
+    esac
+  done
+  echo $((t + 10))
+}
+
 cmd_down() {
   [ -d "$DIR" ] || return 0
   stop_pid "$DIR/haproxy.pid" haproxy 10
-  local grace=40
+  local grace
+  grace=$(drain_grace)
   for f in "$DIR"/r*.pid; do
     [ -e "$f" ] || continue
     stop_pid "$f" mhla-server "$grace"
@@ -197,7 +211,7 @@ cmd_restart() {
   local k=$1
   [ -f "$DIR/r$k.port" ] || die "no replica r$k in $DIR"
   # drain: /health turns 503 and HAProxy takes the replica out; running requests finish
-  stop_pid "$DIR/r$k.pid" mhla-server 40
+  stop_pid "$DIR/r$k.pid" mhla-server "$(drain_grace)"
   start_replica "$k" "$(cat "$DIR/r$k.port")"
   wait_lb_status "r$k" UP
   say "replica r$k restarted"
