@@ -3,6 +3,14 @@
 # then the test-only npm packages of each test suite that has a setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --build-only: just what compiling needs (the container image's build stage: no test
+# tools, no PyTorch, no npm packages). --container-tools: only what
+# deploy/container/build-offline.sh uses to make and run the image without a registry.
+mode=${1:-all}
+case "$mode" in
+  all|--build-only|--container-tools) ;;
+  *) echo "usage: $0 [--build-only|--container-tools]" >&2; exit 2 ;;
+esac
 
 pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest
       libmicrohttpd-dev libcjson-dev libjemalloc-dev libopenblas-dev
@@ -15,6 +23,16 @@ command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 # reference, C engine vs PyTorch perplexity, a train.py run). Large (hundreds of MB with
 # its dependencies), but the first of those tests is about the torch model itself.
 pkgs+=(python3-torch)
+# deploy/: HAProxy for the local cluster of replicas (deploy/local-cluster.sh, tests/deploy);
+# systemd for `systemd-analyze verify` of deploy/systemd (tests/deploy).
+pkgs+=(haproxy systemd)
+if [ "$mode" = --container-tools ]; then
+  pkgs=(mmdebstrap debootstrap podman buildah uidmap slirp4netns fuse-overlayfs curl)
+fi
+if [ "$mode" = --build-only ]; then
+  pkgs=(build-essential cmake pkg-config python3 python3-numpy libmicrohttpd-dev
+        libcjson-dev libjemalloc-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev)
+fi
 
 # MHLA_CROSS=1: the aarch64 cross toolchain, qemu-user and the arm64 libraries the
 # engine needs, for the NEON kernels' test under qemu (engine.isa_aarch64_qemu).
@@ -40,6 +58,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+[ "$mode" = all ] || exit 0
 for setup in tests/*/setup.sh; do
   [ -f "$setup" ] || continue
   echo "bootstrap: $setup"

@@ -38,6 +38,7 @@ MODULE_README = {
     "server": "server/README.md",
     "client": "client/README.md",
     "train": "train/README.md",
+    "deploy": "deploy/README.md",
 }
 TIERS = {"quick", "slow"}
 NAME_RE = re.compile(r"^[a-z0-9]+(\.[a-z0-9_]+){1,2}$")
