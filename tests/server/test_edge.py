@@ -78,7 +78,7 @@ def body_of(resp):
     return resp.partition(b"\r\n\r\n")[2]
 
 
-def run_memory(a, model):
+def run_memory(a, model, long_model):
     # the default: a bounded pool sized from the machine, logged with its arithmetic
     s = Server(a.binary, model, a.work, "auto", "--threads", "2")
     try:
@@ -107,17 +107,24 @@ def run_memory(a, model):
         check(m["mhla_prefix_cache_hits_total"] >= 10,
               "default: the repeated 200-token prompt hits the prefix cache (%d blocks)" %
               m["mhla_prefix_cache_hits_total"])
-        # usage while a long request runs
+    finally:
+        check(s.stop() == 0, "SIGTERM: auto server exits 0")
+    # usage while a long request runs: on the slower, long-context model, so that the
+    # request holds its pages for seconds, not for less than one poll of /metrics
+    s = Server(a.binary, long_model, a.work, "auto_long", "--threads", "2")
+    try:
         res = {}
         th = threading.Thread(target=lambda: res.update(r=s.complete(
-            {"prompt": prompt[:20], "max_tokens": 400, "ignore_eos": True})))
+            {"prompt": list(range(20)), "max_tokens": 3000, "ignore_eos": True})))
         th.start()
         check(wait_metrics(s, lambda m: m["mhla_state_memory_usage_ratio"] > 0, SLACK),
               "mhla_state_memory_usage_ratio > 0 while a request holds pages")
-        th.join(SLACK * 3)
+        th.join(SLACK * 10)
         check(res.get("r") and res["r"][0] == 200, "the long request completes")
+        check(wait_metrics(s, lambda m: m["mhla_state_memory_usage_ratio"] == 0, SLACK),
+              "mhla_state_memory_usage_ratio back to 0 when the request is done")
     finally:
-        check(s.stop() == 0, "SIGTERM: auto server exits 0")
+        check(s.stop() == 0, "SIGTERM: auto server on the long model exits 0")
     s = Server(a.binary, model, a.work, "unbounded", "--state-memory", "0")
     try:
         m = s.metrics()
@@ -430,7 +437,7 @@ def main():
                          "4", "--heads", "4", "--chunk", "16", "--blocks", "256", "--seed", "3"])
     parts = a.parts.split(",")
     if "memory" in parts:
-        run_memory(a, model)
+        run_memory(a, model, long_model)
     if "parse" in parts:
         run_parse(a, model)
     if "edge" in parts:
