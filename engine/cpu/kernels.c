@@ -63,25 +63,33 @@ void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
         out[i] = x[i] * inv * w[i];
 }
 
-/* e^r - 1 for |r| <= ln2/2 + a little: Taylor terms to r^15 by Horner,
- * relative error below 1e-17. */
-static double em1_small(double r)
-{
-    double p = 1.0;
-    for (int n = 15; n >= 2; n--)
-        p = 1.0 + r / n * p;
-    return r * p;
-}
+/* exp and expm1 from basic double operations only, so every CPU gives the
+ * same bits (libm's expf / expm1f differ in the last bit between x86-64
+ * and aarch64): x = (32 e + i) ln2/32 + r, |r| <= ln2/64, e^x = 2^e 2^(i/32)
+ * e^r, with e^r - 1 by its Taylor series to r^5 (relative error ~2e-15),
+ * then one rounding to float. */
+static const double EXP2_32[32] = {
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
+};
 
-/* e^x - 1 in double from basic operations only (libm's exp and expm1
- * differ in the last bit between architectures): x = k ln2 + r. */
-static double exp_m1(double x)
+/* e^x for x in [-110, 89], as a double */
+static double exp_d(double x)
 {
-    static const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
-    double k = floor(x * 1.44269504088896338700 + 0.5);
-    double r = (x - k * LN2_HI) - k * LN2_LO;
-    double e = em1_small(r);
-    return k == 0 ? e : ldexp(e + 1.0, (int)k) - 1.0;
+    static const double INV = 0x1.71547652b82fep+5, HI = 0x1.62e42f0000000p-6,
+                        LO = 0x1.df473de6af279p-31;
+    double k = floor(x * INV + 0.5);
+    double r = (x - k * HI) - k * LO; /* k * HI is exact */
+    double p = r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120)))));
+    int ki = (int)k;
+    double t = EXP2_32[ki & 31];
+    return ldexp(t + t * p, ki >> 5); /* arithmetic shift: floor(k / 32) */
 }
 
 float k_expf(float x)
@@ -92,7 +100,7 @@ float k_expf(float x)
         return INFINITY;
     if (x < -110.0f)
         return 0.0f;
-    return (float)(exp_m1((double)x) + 1.0);
+    return (float)exp_d((double)x);
 }
 
 float k_expm1f(float x)
@@ -103,6 +111,15 @@ float k_expm1f(float x)
         return INFINITY;
     if (x < -110.0f)
         return -1.0f;
-    return (float)exp_m1((double)x);
+    double d = x;
+    if (d > -0.25 && d < 0.25) { /* e^x - 1 directly: no cancellation near 0 */
+        double p = 1.0 / 362880;
+        static const double INV_FACT[] = {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120,
+                                          1.0 / 24,    1.0 / 6,    0.5,       1.0};
+        for (int n = 0; n < 8; n++)
+            p = INV_FACT[n] + d * p;
+        return (float)(d * p);
+    }
+    return (float)(exp_d(d) - 1.0);
 }
 
