@@ -112,33 +112,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     srv_stopper st;
     srv_stopper_init(&st, stops, n_stops);
-    srv_buf out = {0}, fed = {0};
+    mhla_buf out = {0}, fed = {0};
     int hit = 0;
     while (p < end && !hit) {
         size_t len;
         const uint8_t *chunk = next_piece(&p, end, &len);
-        if (srv_buf_append(&fed, chunk, len))
+        if (mhla_buf_put(&fed, chunk, len))
             FAIL("out of memory");
         hit = srv_stopper_feed(&st, (const char *)chunk, len, &out);
         if (hit < 0)
             FAIL("feed failed");
-        size_t at = first_stop(stops, n_stops, fed.data, fed.len);
+        size_t at = first_stop(stops, n_stops, fed.p, fed.len);
         if (hit != (at < fed.len))
             FAIL("feed returned %d but the text so far %s a stop string", hit,
                  at < fed.len ? "holds" : "does not hold");
-        if (out.len > at || (out.len && memcmp(out.data, fed.data, out.len) != 0))
+        if (out.len > at || (out.len && memcmp(out.p, fed.p, out.len) != 0))
             FAIL("emitted %zu bytes that are not a prefix of the text before the stop (%zu)",
                  out.len, at);
         if (hit && out.len != at)
             FAIL("on a hit the output is %zu bytes, the text before the stop %zu", out.len, at);
-        if (out.len < fed.len && out.len && ((uint8_t)fed.data[out.len] & 0xC0) == 0x80)
+        if (out.len < fed.len && out.len && ((uint8_t)fed.p[out.len] & 0xC0) == 0x80)
             FAIL("the output ends inside a character");
         if (!hit) {
             /* what is held back is exactly a beginning of some stop string */
             size_t held = fed.len - out.len;
             int could = held == 0;
             for (int i = 0; i < n_stops && !could; i++)
-                could = held < strlen(stops[i]) && memcmp(fed.data + out.len, stops[i], held) == 0;
+                could = held < strlen(stops[i]) && memcmp(fed.p + out.len, stops[i], held) == 0;
             if (!could && n_stops)
                 FAIL("%zu bytes held back that do not start a stop string", held);
         }
@@ -146,14 +146,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!hit) {
         if (srv_stopper_flush(&st, &out))
             FAIL("flush failed");
-        if (out.len != fed.len || (out.len && memcmp(out.data, fed.data, out.len) != 0))
+        if (out.len != fed.len || (out.len && memcmp(out.p, fed.p, out.len) != 0))
             FAIL("after flush the output (%zu bytes) is not the text (%zu)", out.len, fed.len);
     }
-    if (out.len && first_stop(stops, n_stops, out.data, out.len) < out.len)
+    if (out.len && first_stop(stops, n_stops, out.p, out.len) < out.len)
         FAIL("the output holds a stop string");
     srv_stopper_free(&st);
-    srv_buf_free(&out);
-    srv_buf_free(&fed);
+    mhla_buf_free(&out);
+    mhla_buf_free(&fed);
     for (int i = 0; i < n_stops; i++)
         free(stops[i]);
     return 0;
