@@ -5,7 +5,7 @@
  * text cannot carry NUL), and turns byte sequences that are not UTF-8 into
  * U+FFFD (one per maximal invalid subpart, as the WHATWG decoder does).
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

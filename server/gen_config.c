@@ -4,7 +4,7 @@
  * (temperature, top_p, top_k, min_p, repetition_penalty) for requests that
  * do not set them.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * routing, body limits, API-key check, JSON/SSE responses and one JSON log
  * line per request.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>

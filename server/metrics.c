@@ -2,7 +2,7 @@
  * metrics.c — process-wide counters, gauges and histograms, rendered in the
  * Prometheus text exposition format for GET /metrics.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

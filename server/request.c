@@ -4,7 +4,7 @@
  * touched here only: HTTP threads retain, release, wait and read under
  * srv_req_lock; the engine thread pushes tokens and finishes choices.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * response.c — JSON bodies: OpenAI-shape errors, the legacy Completions
  * response and its streamed chunks.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * join and leave at every step; a cancelled request's state is freed at the
  * next step.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * `data: [DONE]\n\n`. Text reaches here only at UTF-8 character boundaries
  * and past stop-string hold-back (the engine thread sees to both).
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * Input is whole UTF-8 characters, and a held-back suffix always starts
  * where a stop string starts, so emitted text stays whole characters too.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <string.h>
 

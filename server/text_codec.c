@@ -5,7 +5,7 @@
  * padded past the tokenizer's) are dropped from the text, not an error: the
  * model may well sample them.
  */
-#include "internal.h"
+#include "server_internal.h"
 #include "tokenizer.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * util.c — formatted appends to a buffer, clocks, constant-time comparison, OS randomness.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  * The text codec is the byte-level stand-in (vocabulary 300), so any id
  * decodes; text is cut to whole UTF-8 characters, as the engine thread's is.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <stdint.h>

@@ -14,7 +14,7 @@
  * strings and the chunks, each ended by a 0xFF byte (0xFF never occurs in
  * UTF-8, so the pieces can hold any other byte).
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>

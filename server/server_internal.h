@@ -1,7 +1,7 @@
 /*
- * internal.h — the server's private header: the types and functions its files
- * share. server.h is the module's public header; nothing outside server/
- * includes this one.
+ * server_internal.h — the server's private header: the types and functions its
+ * files share. include/server.h is the module's public header; nothing outside
+ * server/ includes this one except the fuzz targets, which drive its parts.
  */
 #ifndef MHLA_SERVER_INTERNAL_H
 #define MHLA_SERVER_INTERNAL_H
