@@ -15,6 +15,7 @@
  * decodes; text is cut to whole UTF-8 characters, as the engine thread's is.
  */
 #include "server_internal.h"
+#include "fuzz_utf8.h"
 
 #include <cJSON.h>
 #include <stdint.h>
@@ -51,41 +52,6 @@ typedef struct {
 static unsigned take(input *in)
 {
     return in->p < in->end ? *in->p++ : 0;
-}
-
-/* Length of the longest prefix of s[0..n) made of whole, valid UTF-8 characters. */
-static size_t utf8_valid_prefix(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t k;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            lo = c == 0xE0 ? 0xA0 : 0x80;
-            hi = c == 0xED ? 0x9F : 0xBF;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return i;
-        }
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return i;
-        i += k + 1;
-    }
-    return i;
 }
 
 /* The client side. A read when nothing is new makes the writer wait; after a
@@ -354,7 +320,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 1: {
             size_t want = take(&in) % 24;
             size_t avail = (size_t)(in.end - in.p);
-            size_t len = utf8_valid_prefix(in.p, want < avail ? want : avail);
+            size_t len = fuzz_utf8_valid_prefix(in.p, want < avail ? want : avail);
             in.p += want < avail ? want : avail;
             if (c->state == SRV_CH_DONE)
                 break;

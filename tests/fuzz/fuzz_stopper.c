@@ -15,6 +15,7 @@
  * UTF-8, so the pieces can hold any other byte).
  */
 #include "server_internal.h"
+#include "fuzz_utf8.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -27,41 +28,6 @@
         fputc('\n', stderr);                                                                       \
         abort();                                                                                   \
     } while (0)
-
-/* Length of the longest prefix of s[0..n) made of whole, valid UTF-8 characters. */
-static size_t utf8_valid_prefix(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t k; /* continuation bytes */
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            lo = c == 0xE0 ? 0xA0 : 0x80;
-            hi = c == 0xED ? 0x9F : 0xBF;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return i;
-        }
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return i;
-        i += k + 1;
-    }
-    return i;
-}
 
 /* Earliest position in text[0..n) where one of the stops starts; n when none. */
 static size_t first_stop(char **stops, int n_stops, const char *text, size_t n)
@@ -85,7 +51,7 @@ static const uint8_t *next_piece(const uint8_t **p, const uint8_t *end, size_t *
     const uint8_t *sep = memchr(start, 0xFF, (size_t)(end - start));
     const uint8_t *stop = sep ? sep : end;
     *p = sep ? sep + 1 : end;
-    *len = utf8_valid_prefix(start, (size_t)(stop - start));
+    *len = fuzz_utf8_valid_prefix(start, (size_t)(stop - start));
     return start;
 }
 
