@@ -5,7 +5,7 @@
  * text cannot carry NUL), and turns byte sequences that are not UTF-8 into
  * U+FFFD (one per maximal invalid subpart, as the WHATWG decoder does).
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,66 +46,33 @@ int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids
     return 0;
 }
 
-/* Length of the UTF-8 sequence starting with lead byte b, 0 when b cannot lead. */
-static int utf8_len(unsigned char b)
-{
-    if (b < 0x80)
-        return 1;
-    if (b >= 0xC2 && b <= 0xDF)
-        return 2;
-    if (b >= 0xE0 && b <= 0xEF)
-        return 3;
-    if (b >= 0xF0 && b <= 0xF4)
-        return 4;
-    return 0;
-}
-
-/* Whether b may follow the bytes part[0..k-1] (k >= 1) of a sequence. */
-static int utf8_cont_ok(const unsigned char *part, int k, unsigned char b)
-{
-    if (k == 1) {
-        switch (part[0]) {
-        case 0xE0: return b >= 0xA0 && b <= 0xBF;
-        case 0xED: return b >= 0x80 && b <= 0x9F;
-        case 0xF0: return b >= 0x90 && b <= 0xBF;
-        case 0xF4: return b >= 0x80 && b <= 0x8F;
-        default: break;
-        }
-    }
-    return b >= 0x80 && b <= 0xBF;
-}
-
 static const char REPLACEMENT[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
+
+/* Whether the decoder's U+FFFD over part[0..used) stands for invalid bytes
+ * rather than for the character U+FFFD itself. */
+static int invalid(const unsigned char *part, size_t used, int32_t cp)
+{
+    return cp == 0xFFFD && !(used == 3 && memcmp(part, REPLACEMENT, 3) == 0);
+}
 
 /* Feeds one byte; appends completed characters to out (*olen, room >= 8). */
 static void feed_byte(srv_bytes_stream *s, unsigned char b, char *out, size_t *olen)
 {
-    for (;;) {
-        if (s->npart == 0) {
-            int l = utf8_len(b);
-            if (l == 0) {
-                memcpy(out + *olen, REPLACEMENT, 3);
-                *olen += 3;
-            } else if (l == 1) {
-                out[(*olen)++] = (char)b;
-            } else {
-                s->part[s->npart++] = b;
-            }
+    s->part[s->npart++] = b;
+    while (s->npart) {
+        int32_t cp;
+        size_t used = mhla_utf8_next((const char *)s->part, (size_t)s->npart, &cp);
+        int bad = invalid(s->part, used, cp);
+        /* all of part was taken and found short: a lead byte (0xC2..0xF4) and
+         * valid continuations so far, the rest may still come */
+        if (bad && used == (size_t)s->npart && s->part[0] >= 0xC2 && s->part[0] <= 0xF4)
             return;
-        }
-        if (utf8_cont_ok(s->part, s->npart, b)) {
-            s->part[s->npart++] = b;
-            if (s->npart == utf8_len(s->part[0])) {
-                memcpy(out + *olen, s->part, (size_t)s->npart);
-                *olen += (size_t)s->npart;
-                s->npart = 0;
-            }
-            return;
-        }
-        /* the sequence so far is a maximal invalid subpart; b starts afresh */
-        memcpy(out + *olen, REPLACEMENT, 3);
-        *olen += 3;
-        s->npart = 0;
+        /* a character, or a maximal invalid subpart (U+FFFD); what follows it
+         * (at most the byte b) starts afresh */
+        memcpy(out + *olen, bad ? REPLACEMENT : (const char *)s->part, bad ? 3 : used);
+        *olen += bad ? 3 : used;
+        s->npart -= (int)used;
+        memmove(s->part, s->part + used, (size_t)s->npart);
     }
 }
 

@@ -14,7 +14,7 @@
  * before it closes it), which makes libmicrohttpd's own thread end the
  * connection (a stream's request is then cancelled).
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * "code" string are chosen from it here and nowhere else. Engine errors
  * reach it through srv_error_from_engine.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <stdarg.h>

@@ -4,7 +4,7 @@
  * (temperature, top_p, top_k, min_p, repetition_penalty) for requests that
  * do not set them.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <math.h>
@@ -17,19 +17,19 @@ static char *read_file(const char *path, size_t *len)
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    srv_buf b = {0};
+    mhla_buf b = {0};
     char chunk[4096];
     size_t n;
     int rc = 0;
     while (!rc && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = srv_buf_append(&b, chunk, n);
+        rc = mhla_buf_put(&b, chunk, n);
     fclose(f);
-    if (rc || !b.data) {
-        srv_buf_free(&b);
+    if (rc || !b.p) {
+        mhla_buf_free(&b);
         return rc ? NULL : strdup("");
     }
     *len = b.len;
-    return b.data;
+    return b.p;
 }
 
 /* A number field within [lo, hi] into *out; absent or null leaves it. */

@@ -3,7 +3,7 @@
  * routing, body limits, API-key check, JSON/SSE responses and one JSON log
  * line per request.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -27,7 +27,7 @@ struct srv_http {
 
 typedef struct {
     int started;
-    srv_buf body;
+    mhla_buf body;
     int too_large;
     double t0;
     char method[16];
@@ -195,7 +195,7 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn, conn_ctx *ctx
 static cJSON *parse_body(struct MHD_Connection *conn, conn_ctx *ctx, enum MHD_Result *rc)
 {
     srv_error e;
-    cJSON *root = srv_json_parse_body(ctx->body.data ? ctx->body.data : "", ctx->body.len, &e);
+    cJSON *root = srv_json_parse_body(ctx->body.p ? ctx->body.p : "", ctx->body.len, &e);
     if (root && cJSON_IsObject(root))
         return root;
     if (root) /* valid JSON of another kind */
@@ -309,7 +309,7 @@ static srv_errcode echo_prompt(srv_http *h, srv_req *r, int g, char **out, char 
     srv_codec_stream *st = NULL;
     if (srv_codec_stream_new(h->c.codec, &st, msg, msglen))
         return SRV_ERR_INTERNAL;
-    srv_buf text = {0};
+    mhla_buf text = {0};
     long chars = 0;
     int bad = 0, oom = 0;
     const char *piece;
@@ -318,20 +318,20 @@ static srv_errcode echo_prompt(srv_http *h, srv_req *r, int g, char **out, char 
         if (lp)
             lp[t].text_offset = chars;
         bad = srv_codec_stream_push(st, pr->ids[t], &piece, &len, msg, msglen);
-        oom = !bad && srv_buf_append(&text, piece, len);
+        oom = !bad && mhla_buf_put(&text, piece, len);
         chars += bad ? 0 : srv_utf8_chars(piece, len);
     }
     if (!bad && !oom)
         bad = srv_codec_stream_finish(st, &piece, &len, msg, msglen);
-    oom = oom || (!bad && (srv_buf_append(&text, piece, len) || srv_buf_append(&text, "", 0)));
+    oom = oom || (!bad && (mhla_buf_put(&text, piece, len) || mhla_buf_put(&text, "", 0)));
     srv_codec_stream_free(st);
     if (bad || oom) {
         if (oom)
             snprintf(msg, msglen, "out of memory decoding the prompt");
-        srv_buf_free(&text);
+        mhla_buf_free(&text);
         return bad ? SRV_ERR_INVALID : SRV_ERR_INTERNAL;
     }
-    *out = text.data;
+    *out = text.p;
     return 0;
 }
 
@@ -454,7 +454,7 @@ static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *co
     if (srv_sched_draining(h->c.sched))
         return refused(conn, ctx, SRV_SUBMIT_DRAINING);
     srv_params p;
-    if (srv_params_parse(ctx->body.data ? ctx->body.data : "", ctx->body.len, &h->lim, &p, &e))
+    if (srv_params_parse(ctx->body.p ? ctx->body.p : "", ctx->body.len, &h->lim, &p, &e))
         return send_error(conn, ctx, &e);
     srv_req *r = NULL;
     char msg[256];
@@ -630,9 +630,9 @@ static void take_body(srv_http *h, conn_ctx *ctx, const char *data, size_t n)
 {
     if (ctx->too_large)
         return;
-    if (ctx->body.len + n > h->c.opt->max_body_bytes || srv_buf_append(&ctx->body, data, n)) {
+    if (ctx->body.len + n > h->c.opt->max_body_bytes || mhla_buf_put(&ctx->body, data, n)) {
         ctx->too_large = 1;
-        srv_buf_free(&ctx->body);
+        mhla_buf_free(&ctx->body);
     }
 }
 
@@ -753,7 +753,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         srv_req_release(ctx->r); /* the stream's writer cancels when it must */
     else if (ctx->r)
         srv_req_abandon(ctx->r); /* a client that left before the answer */
-    srv_buf_free(&ctx->body);
+    mhla_buf_free(&ctx->body);
     free(ctx);
 }
 

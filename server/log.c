@@ -1,7 +1,7 @@
 /*
  * log.c — structured logging: one JSON object per line on stderr.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <stdarg.h>

@@ -11,7 +11,7 @@
  * pool's admission never promises memory they need. The arithmetic is
  * logged at start.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <stdio.h>

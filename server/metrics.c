@@ -2,7 +2,7 @@
  * metrics.c — process-wide counters, gauges and histograms, rendered in the
  * Prometheus text exposition format for GET /metrics.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,17 +123,17 @@ void srv_metrics_step(int n_items, int n_tokens)
     pthread_mutex_unlock(&M.mu);
 }
 
-static int render_hist(srv_buf *b, const char *name, const char *help, const hist *h)
+static int render_hist(mhla_buf *b, const char *name, const char *help, const hist *h)
 {
-    int rc = srv_buf_appendf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    int rc = srv_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     unsigned long long cum = 0;
     for (int i = 0; i < NB; i++) {
         cum += h->counts[i];
-        rc |= srv_buf_appendf(b, "%s_bucket{le=\"%g\"} %llu\n", name, BUCKETS[i], cum);
+        rc |= srv_buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, BUCKETS[i], cum);
     }
     cum += h->counts[NB];
-    rc |= srv_buf_appendf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
-                          cum, name, h->sum, name, h->n);
+    rc |= srv_buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, cum,
+                         name, h->sum, name, h->n);
     return rc;
 }
 
@@ -145,28 +145,30 @@ void srv_metrics_cpu_isa(const char *path)
 }
 
 /* HTTP statuses, finish reasons; M.mu held. */
-static int render_counters(srv_buf *b)
+static int render_counters(mhla_buf *b)
 {
     int rc = 0;
-    rc |= srv_buf_appendf(b, "# HELP mhla_http_requests_total HTTP requests answered, by status code.\n"
-                              "# TYPE mhla_http_requests_total counter\n");
+    rc |= srv_buf_printf(b,
+                         "# HELP mhla_http_requests_total HTTP requests answered, by status code.\n"
+                         "# TYPE mhla_http_requests_total counter\n");
     for (int c = 100; c < 600; c++)
         if (M.status[c])
-            rc |= srv_buf_appendf(b, "mhla_http_requests_total{status=\"%d\"} %llu\n", c,
-                                  M.status[c]);
-    rc |= srv_buf_appendf(b, "# HELP mhla_requests_finished_total Completion requests finished, by how they ended.\n"
-                              "# TYPE mhla_requests_finished_total counter\n");
+            rc |=
+                srv_buf_printf(b, "mhla_http_requests_total{status=\"%d\"} %llu\n", c, M.status[c]);
+    rc |= srv_buf_printf(
+        b, "# HELP mhla_requests_finished_total Completion requests finished, by how they ended.\n"
+           "# TYPE mhla_requests_finished_total counter\n");
     for (int i = 0; i < NF; i++)
-        rc |= srv_buf_appendf(b, "mhla_requests_finished_total{reason=\"%s\"} %llu\n", FINISH[i],
-                              M.finish[i]);
+        rc |= srv_buf_printf(b, "mhla_requests_finished_total{reason=\"%s\"} %llu\n", FINISH[i],
+                             M.finish[i]);
     return rc;
 }
 
 /* requests, sequences, tokens, steps; M.mu held. */
-static int render_gauges(srv_buf *b)
+static int render_gauges(mhla_buf *b)
 {
     int rc = 0;
-    rc |= srv_buf_appendf(
+    rc |= srv_buf_printf(
         b,
         "# HELP mhla_requests_running Completion requests admitted to the engine.\n"
         "# TYPE mhla_requests_running gauge\nmhla_requests_running %d\n"
@@ -191,19 +193,19 @@ static int render_gauges(srv_buf *b)
         M.running, M.waiting, M.running_seqs, M.state_bytes, M.prompt_tokens, M.generated_tokens,
         M.steps, M.step_items, M.step_tokens, M.start);
     if (M.cpu_isa[0])
-        rc |= srv_buf_appendf(b,
-                              "# HELP mhla_cpu_isa_info The CPU kernels' instruction-set path.\n"
-                              "# TYPE mhla_cpu_isa_info gauge\nmhla_cpu_isa_info{path=\"%s\"} 1\n",
-                              M.cpu_isa);
+        rc |= srv_buf_printf(b,
+                             "# HELP mhla_cpu_isa_info The CPU kernels' instruction-set path.\n"
+                             "# TYPE mhla_cpu_isa_info gauge\nmhla_cpu_isa_info{path=\"%s\"} 1\n",
+                             M.cpu_isa);
     return rc;
 }
 
 /* GPU engines only; M.mu held. */
-static int render_device(srv_buf *b)
+static int render_device(mhla_buf *b)
 {
     int rc = 0;
     if (M.have_device)
-        rc |= srv_buf_appendf(
+        rc |= srv_buf_printf(
             b,
             "# HELP mhla_gpu_steps_total Engine steps run on the GPU.\n"
             "# TYPE mhla_gpu_steps_total counter\nmhla_gpu_steps_total %llu\n"
@@ -219,28 +221,28 @@ static int render_device(srv_buf *b)
 /* The share of the state budget that running requests hold or have been
  * promised (pages in use, reserved, kept for clones); cached pages are
  * evictable and do not count. 0 without a bounded pool. */
-static int render_usage(srv_buf *b)
+static int render_usage(mhla_buf *b)
 {
     const mhla_state_stats *p = &M.pool;
     double ratio = 0;
     if (M.have_pool && p->pages_total > 0)
         ratio = (double)(p->pages_used + p->pages_reserved + M.promised) / (double)p->pages_total;
-    return srv_buf_appendf(b,
-                           "# HELP mhla_state_memory_usage_ratio Share of the state memory budget "
-                           "held or promised by running requests (0 when unbounded).\n"
-                           "# TYPE mhla_state_memory_usage_ratio gauge\n"
-                           "mhla_state_memory_usage_ratio %.6f\n",
-                           ratio > 1 ? 1 : ratio);
+    return srv_buf_printf(b,
+                          "# HELP mhla_state_memory_usage_ratio Share of the state memory budget "
+                          "held or promised by running requests (0 when unbounded).\n"
+                          "# TYPE mhla_state_memory_usage_ratio gauge\n"
+                          "mhla_state_memory_usage_ratio %.6f\n",
+                          ratio > 1 ? 1 : ratio);
 }
 
 /* the state pool with its prefix cache; M.mu held. */
-static int render_pool(srv_buf *b)
+static int render_pool(mhla_buf *b)
 {
     int rc = render_usage(b);
     if (!M.have_pool)
         return rc;
     const mhla_state_stats *p = &M.pool;
-    rc |= srv_buf_appendf(
+    rc |= srv_buf_printf(
         b,
         "# HELP mhla_state_pages State pool pages (one finished block each), by use.\n"
         "# TYPE mhla_state_pages gauge\n"
@@ -260,14 +262,14 @@ static int render_pool(srv_buf *b)
         "# HELP mhla_prompt_tokens_cached_total Prompt tokens not recomputed (cache, resume).\n"
         "# TYPE mhla_prompt_tokens_cached_total counter\nmhla_prompt_tokens_cached_total %llu\n",
         p->pages_total, p->pages_used, p->pages_cached, p->pages_free, p->pages_reserved,
-        p->page_bytes, (unsigned long long)p->prefix_hits,
-        (unsigned long long)p->prefix_misses, (unsigned long long)p->evictions,
-        (unsigned long long)p->resumes, (unsigned long long)p->resumed_tokens);
+        p->page_bytes, (unsigned long long)p->prefix_hits, (unsigned long long)p->prefix_misses,
+        (unsigned long long)p->evictions, (unsigned long long)p->resumes,
+        (unsigned long long)p->resumed_tokens);
     return rc;
 }
 
 /* the latency histograms; M.mu held. */
-static int render_hists(srv_buf *b)
+static int render_hists(mhla_buf *b)
 {
     int rc = 0;
     rc |= render_hist(b, "mhla_time_to_first_token_seconds",
@@ -281,7 +283,7 @@ static int render_hists(srv_buf *b)
 
 char *srv_metrics_render(void)
 {
-    srv_buf b = {0};
+    mhla_buf b = {0};
     pthread_mutex_lock(&M.mu);
     /* one after the other: the exposition's order is fixed */
     int rc = render_counters(&b);
@@ -291,8 +293,8 @@ char *srv_metrics_render(void)
     rc |= render_hists(&b);
     pthread_mutex_unlock(&M.mu);
     if (rc) {
-        srv_buf_free(&b);
+        mhla_buf_free(&b);
         return NULL;
     }
-    return b.data;
+    return b.p;
 }

@@ -1,7 +1,7 @@
 /*
  * options.c — mhla-server's command-line flags, their defaults and --help.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <errno.h>
 #include <stddef.h>

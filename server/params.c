@@ -3,7 +3,7 @@
  * Every bad value is refused with a 400 that names the field; unknown fields
  * are ignored; JSON null means "use the default".
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <math.h>

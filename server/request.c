@@ -4,7 +4,7 @@
  * touched here only: HTTP threads retain, release, wait and read under
  * srv_req_lock; the engine thread pushes tokens and finishes choices.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -75,7 +75,7 @@ void srv_req_release(srv_req *r)
         mhla_sampler_free(c->sampler);
         srv_codec_stream_free(c->dec);
         srv_stopper_free(&c->stopper);
-        srv_buf_free(&c->text);
+        mhla_buf_free(&c->text);
         free(c->ids);
         free(c->lp);
         free(c->tops);
@@ -182,7 +182,7 @@ static int append_token(srv_req *r, srv_choice *c, const srv_token *t)
         memcpy(c->tops + (size_t)c->n_ids * (size_t)K, t->top, (size_t)K * sizeof *t->top);
     c->ids[c->n_ids++] = t->id;
     r->completion_tokens++;
-    return t->len ? srv_buf_append(&c->text, t->text, t->len) : 0;
+    return t->len ? mhla_buf_put(&c->text, t->text, t->len) : 0;
 }
 
 int srv_req_push_token(srv_req *r, int ci, const srv_token *t)

@@ -2,7 +2,7 @@
  * response.c — JSON bodies: OpenAI-shape errors, the legacy Completions
  * response and its streamed chunks.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
@@ -43,8 +43,8 @@ static cJSON *ids_array(const int32_t *ids, int from, int to)
  * becomes a raw JSON string, each piece escaped by cJSON, NUL as \u0000. */
 static cJSON *string_nul(const char *text, size_t len)
 {
-    srv_buf raw = {0};
-    int rc = srv_buf_append(&raw, "\"", 1);
+    mhla_buf raw = {0};
+    int rc = mhla_buf_put(&raw, "\"", 1);
     for (size_t at = 0; !rc && at <= len;) {
         const char *nul = memchr(text + at, 0, len - at);
         size_t n = nul ? (size_t)(nul - (text + at)) : len - at;
@@ -55,15 +55,15 @@ static cJSON *string_nul(const char *text, size_t len)
         }
         cJSON *s = piece ? cJSON_CreateString(piece) : NULL;
         char *quoted = s ? cJSON_PrintUnformatted(s) : NULL;
-        rc = !quoted || srv_buf_append(&raw, quoted + 1, strlen(quoted) - 2) ||
-             (nul && srv_buf_append(&raw, "\\u0000", 6));
+        rc = !quoted || mhla_buf_put(&raw, quoted + 1, strlen(quoted) - 2) ||
+             (nul && mhla_buf_put(&raw, "\\u0000", 6));
         free(quoted);
         cJSON_Delete(s);
         free(piece);
         at += n + 1;
     }
-    cJSON *item = !rc && srv_buf_append(&raw, "\"", 1) == 0 ? cJSON_CreateRaw(raw.data) : NULL;
-    srv_buf_free(&raw);
+    cJSON *item = !rc && mhla_buf_put(&raw, "\"", 1) == 0 ? cJSON_CreateRaw(raw.p) : NULL;
+    mhla_buf_free(&raw);
     return item;
 }
 
@@ -189,12 +189,12 @@ char *srv_completion_json(const srv_req *r, const char *model_name, const srv_co
             break;
         cJSON_AddItemToArray(choices, ch);
         cJSON_AddNumberToObject(ch, "index", i);
-        srv_buf t = {0};
+        mhla_buf t = {0};
         if (r->echo && r->echo[c->group])
-            srv_buf_append(&t, r->echo[c->group], strlen(r->echo[c->group]));
-        srv_buf_append(&t, c->text.data ? c->text.data : "", c->text.len);
-        cJSON_AddItemToObject(ch, "text", string_n(t.data ? t.data : "", t.len));
-        srv_buf_free(&t);
+            mhla_buf_put(&t, r->echo[c->group], strlen(r->echo[c->group]));
+        mhla_buf_put(&t, c->text.p ? c->text.p : "", c->text.len);
+        cJSON_AddItemToObject(ch, "text", string_n(t.p ? t.p : "", t.len));
+        mhla_buf_free(&t);
         if (r->p.logprobs >= 0)
             cJSON_AddItemToObject(ch, "logprobs",
                                   logprobs_json(r, codec, i, r->echo != NULL, 0, c->n_ids));

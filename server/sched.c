@@ -10,7 +10,7 @@
  * join and leave at every step; a cancelled request's state is freed at the
  * next step.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +51,7 @@ struct srv_sched {
     int cap_items;
     float *logits;
     int cap_rows;
-    srv_buf emit;
+    mhla_buf emit;
 };
 
 /* ---- finishing ------------------------------------------------------------- */
@@ -568,7 +568,7 @@ static int deliver_token(srv_sched *s, srv_req *r, int ci, int32_t tok, float to
     int last = is_eos || c->n_ids + 1 >= r->p.max_tokens;
     if (emit_text(s, c, tok, is_eos, last, &t.finish, err, errlen))
         return -1;
-    t.text = s->emit.data;
+    t.text = s->emit.p;
     t.len = s->emit.len;
     if (srv_req_push_token(r, ci, &t))
         return oom(err, errlen);
@@ -816,7 +816,7 @@ void srv_sched_free(srv_sched *s)
     free(s->refs);
     free(s->logits);
     free(s->slots);
-    srv_buf_free(&s->emit);
+    mhla_buf_free(&s->emit);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

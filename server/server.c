@@ -2,7 +2,7 @@
  * server.c — mhla_server_run: load the model, start the engine thread and
  * the HTTP daemon, wait for SIGTERM/SIGINT, drain, stop.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
  * `data: [DONE]\n\n`. Text reaches here only at UTF-8 character boundaries
  * and past stop-string hold-back (the engine thread sees to both).
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,7 @@ struct srv_sse {
     srv_req *r;
     const char *model_name;
     const srv_codec *codec;
-    srv_buf out;
+    mhla_buf out;
     size_t out_pos;
     int echo_done, end;
     int (*alive)(void *);
@@ -35,12 +35,12 @@ int srv_sse_create(srv_req *r, const char *model_name, const srv_codec *codec,
     return 0;
 }
 
-static int event(srv_buf *b, char *json)
+static int event(mhla_buf *b, char *json)
 {
     if (!json)
         return -1;
-    int rc = srv_buf_append(b, "data: ", 6) | srv_buf_append(b, json, strlen(json)) |
-             srv_buf_append(b, "\n\n", 2);
+    int rc = mhla_buf_put(b, "data: ", 6) | mhla_buf_put(b, json, strlen(json)) |
+             mhla_buf_put(b, "\n\n", 2);
     free(json);
     return rc;
 }
@@ -60,7 +60,7 @@ static int produce(srv_sse *s)
     for (int i = 0; i < r->n_choices && !rc; i++) {
         srv_choice *c = &r->choices[i];
         size_t new_text = c->text.len - c->text_sent;
-        const char *text = c->text.data ? c->text.data + c->text_sent : ""; /* none yet: NULL */
+        const char *text = c->text.p ? c->text.p + c->text_sent : ""; /* none yet: NULL */
         int finished = c->state == SRV_CH_DONE && !r->failed;
         if (finished && !c->finish_sent) {
             rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i,
@@ -90,7 +90,7 @@ static int produce(srv_sse *s)
         if (!rc && r->p.include_usage && !r->failed)
             rc = event(&s->out, srv_usage_chunk_json(r, s->model_name));
         if (!rc)
-            rc = srv_buf_append(&s->out, "data: [DONE]\n\n", 14);
+            rc = mhla_buf_put(&s->out, "data: [DONE]\n\n", 14);
         s->end = 1;
     }
     return rc;
@@ -125,7 +125,7 @@ long srv_sse_read(srv_sse *s, char *buf, size_t max)
     size_t n = s->out.len - s->out_pos;
     if (n > max)
         n = max;
-    memcpy(buf, s->out.data + s->out_pos, n);
+    memcpy(buf, s->out.p + s->out_pos, n);
     s->out_pos += n;
     return (long)n;
 }
@@ -135,6 +135,6 @@ void srv_sse_free(srv_sse *s)
     if (!s)
         return;
     srv_req_abandon(s->r);
-    srv_buf_free(&s->out);
+    mhla_buf_free(&s->out);
     free(s);
 }

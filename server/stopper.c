@@ -4,7 +4,7 @@
  * Input is whole UTF-8 characters, and a held-back suffix always starts
  * where a stop string starts, so emitted text stays whole characters too.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <string.h>
 
@@ -26,13 +26,13 @@ static int is_stop_prefix(const srv_stopper *s, const char *text, size_t len)
     return 0;
 }
 
-int srv_stopper_feed(srv_stopper *s, const char *text, size_t len, srv_buf *out)
+int srv_stopper_feed(srv_stopper *s, const char *text, size_t len, mhla_buf *out)
 {
     if (s->n_stops == 0)
-        return srv_buf_append(out, text, len);
-    if (srv_buf_append(&s->pending, text, len))
+        return mhla_buf_put(out, text, len);
+    if (mhla_buf_put(&s->pending, text, len))
         return -1;
-    const char *p = s->pending.data;
+    const char *p = s->pending.p;
     size_t n = s->pending.len;
     /* earliest complete stop string */
     size_t hit = n;
@@ -45,9 +45,9 @@ int srv_stopper_feed(srv_stopper *s, const char *text, size_t len, srv_buf *out)
             }
     }
     if (hit < n) {
-        int rc = srv_buf_append(out, p, hit);
+        int rc = mhla_buf_put(out, p, hit);
         s->pending.len = 0;
-        s->pending.data[0] = 0;
+        s->pending.p[0] = 0;
         return rc ? -1 : 1;
     }
     /* the earliest suffix that could still grow into a stop string stays */
@@ -57,24 +57,24 @@ int srv_stopper_feed(srv_stopper *s, const char *text, size_t len, srv_buf *out)
             keep_from = k;
             break;
         }
-    if (srv_buf_append(out, p, keep_from))
+    if (mhla_buf_put(out, p, keep_from))
         return -1;
-    memmove(s->pending.data, p + keep_from, n - keep_from);
+    memmove(s->pending.p, p + keep_from, n - keep_from);
     s->pending.len = n - keep_from;
-    s->pending.data[s->pending.len] = 0;
+    s->pending.p[s->pending.len] = 0;
     return 0;
 }
 
-int srv_stopper_flush(srv_stopper *s, srv_buf *out)
+int srv_stopper_flush(srv_stopper *s, mhla_buf *out)
 {
     int rc = 0;
     if (s->pending.len)
-        rc = srv_buf_append(out, s->pending.data, s->pending.len);
-    if (s->pending.data) {
+        rc = mhla_buf_put(out, s->pending.p, s->pending.len);
+    if (s->pending.p) {
         s->pending.len = 0;
-        s->pending.data[0] = 0;
+        s->pending.p[0] = 0;
     }
     return rc;
 }
 
-void srv_stopper_free(srv_stopper *s) { srv_buf_free(&s->pending); }
+void srv_stopper_free(srv_stopper *s) { mhla_buf_free(&s->pending); }

@@ -5,7 +5,7 @@
  * padded past the tokenizer's) are dropped from the text, not an error: the
  * model may well sample them.
  */
-#include "internal.h"
+#include "server_internal.h"
 #include "tokenizer.h"
 
 #include <stdio.h>
@@ -23,24 +23,24 @@ struct srv_codec_stream {
     const srv_codec *c;
     mhla_tok_stream *ts;
     srv_bytes_stream *bs;
-    srv_buf fixed; /* a piece with its NUL bytes replaced */
+    mhla_buf fixed; /* a piece with its NUL bytes replaced */
 };
 
 /* A byte-level vocabulary holds a token for the byte 0: decoded text would
  * end there wherever it becomes a C string (JSON bodies, echo, offsets), so
  * it becomes U+FFFD, as bytes that are not UTF-8 do. Returns 0, -1 when out
  * of memory. */
-static int replace_nul(const char *text, size_t len, srv_buf *out)
+static int replace_nul(const char *text, size_t len, mhla_buf *out)
 {
     out->len = 0;
     for (size_t i = 0; i < len; i++) {
         const char *nul = memchr(text + i, 0, len - i);
         size_t n = nul ? (size_t)(nul - (text + i)) : len - i;
-        if (srv_buf_append(out, text + i, n) || (nul && srv_buf_append(out, "\xEF\xBF\xBD", 3)))
+        if (mhla_buf_put(out, text + i, n) || (nul && mhla_buf_put(out, "\xEF\xBF\xBD", 3)))
             return -1;
         i += n;
     }
-    return srv_buf_append(out, "", 0);
+    return mhla_buf_put(out, "", 0);
 }
 
 /* The piece as handed out: pointing into s->fixed when it held a NUL. */
@@ -53,7 +53,7 @@ static int piece_out(srv_codec_stream *s, const char **piece, size_t *len, char 
         snprintf(err, errlen, "out of memory decoding a token");
         return -1;
     }
-    *piece = s->fixed.data;
+    *piece = s->fixed.p;
     *len = s->fixed.len;
     return 0;
 }
@@ -129,8 +129,6 @@ void srv_codec_free(srv_codec *c)
 
 const char *srv_codec_name(const srv_codec *c) { return c->name; }
 
-int srv_codec_is_tokenizer(const srv_codec *c) { return c->tok != NULL; }
-
 static int known(const srv_codec *c, int32_t id)
 {
     size_t len;
@@ -185,14 +183,14 @@ int srv_codec_decode(const srv_codec *c, const int32_t *ids, int n, int skip_spe
     free(k);
     if (rc || !*len || !memchr(*text, 0, *len))
         return rc;
-    srv_buf b = {0};
+    mhla_buf b = {0};
     if (replace_nul(*text, *len, &b)) {
-        srv_buf_free(&b);
+        mhla_buf_free(&b);
         snprintf(err, errlen, "out of memory decoding %d ids", n);
         return -1;
     }
     free(*text);
-    *text = b.data;
+    *text = b.p;
     *len = b.len;
     return 0;
 }
@@ -254,14 +252,16 @@ void srv_codec_stream_free(srv_codec_stream *s)
         return;
     mhla_tok_stream_free(s->ts);
     srv_bytes_stream_free(s->bs);
-    srv_buf_free(&s->fixed);
+    mhla_buf_free(&s->fixed);
     free(s);
 }
 
 long srv_utf8_chars(const char *text, size_t len)
 {
     long n = 0;
-    for (size_t i = 0; i < len; i++)
-        n += ((unsigned char)text[i] & 0xC0) != 0x80;
+    for (size_t i = 0; i < len; n++) {
+        int32_t cp;
+        i += mhla_utf8_next(text + i, len - i, &cp);
+    }
     return n;
 }

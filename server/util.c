@@ -1,64 +1,28 @@
 /*
- * util.c — growable buffers, clocks, constant-time comparison, OS randomness.
+ * util.c — formatted appends to a buffer, clocks, constant-time comparison, OS randomness.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
 
-int srv_buf_append(srv_buf *b, const void *p, size_t n)
+int srv_buf_printf(mhla_buf *b, const char *fmt, ...)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) {
-            if (cap > ((size_t)1 << 40))
-                return -1;
-            cap *= 2;
-        }
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return -1;
-        b->data = d;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return 0;
-}
-
-int srv_buf_appendf(srv_buf *b, const char *fmt, ...)
-{
-    char small[256];
+    /* measure, make room (and the NUL), then write in place */
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return -1;
-    if ((size_t)n < sizeof small)
-        return srv_buf_append(b, small, (size_t)n);
-    char *big = malloc((size_t)n + 1);
-    if (!big)
+    if (n < 0 || mhla_buf_reserve(b, (size_t)n))
         return -1;
     va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    int rc = srv_buf_append(b, big, (size_t)n);
-    free(big);
-    return rc;
-}
-
-void srv_buf_free(srv_buf *b)
-{
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
+    b->len += (size_t)n;
+    return 0;
 }
 
 double srv_now(void)

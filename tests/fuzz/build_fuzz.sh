@@ -18,7 +18,7 @@ cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
   -fno-sanitize-recover=undefined -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
   -Wno-unknown-pragmas -ffp-contract=off $(pkg-config --cflags $pkgs)
   -I$src/base/include -I$src/engine -I$src/engine/include -I$src/kvstate -I$src/kvstate/include
-  -I$src/tokenizer -I$src/tokenizer/include -I$src/server"
+  -I$src/tokenizer -I$src/tokenizer/include -I$src/server -I$src/server/include"
 # Every library source by folder (file names may change; the folders stay),
 # without the GPU backend (backend_registry.c without MHLA_BACKEND_CUDA is the
 # CPU's alone) and the CPU kernel paths of other architectures.

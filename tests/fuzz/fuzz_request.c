@@ -9,7 +9,7 @@
  * tokenizer.json in MHLA_FUZZ_MODEL_DIR) and the limits (bits 1-2); the rest
  * is the body.
  */
-#include "internal.h"
+#include "server_internal.h"
 
 #include <cJSON.h>
 #include <stdint.h>

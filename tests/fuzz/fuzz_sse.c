@@ -14,7 +14,8 @@
  * The text codec is the byte-level stand-in (vocabulary 300), so any id
  * decodes; text is cut to whole UTF-8 characters, as the engine thread's is.
  */
-#include "internal.h"
+#include "server_internal.h"
+#include "fuzz_utf8.h"
 
 #include <cJSON.h>
 #include <stdint.h>
@@ -53,41 +54,6 @@ static unsigned take(input *in)
     return in->p < in->end ? *in->p++ : 0;
 }
 
-/* Length of the longest prefix of s[0..n) made of whole, valid UTF-8 characters. */
-static size_t utf8_valid_prefix(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t k;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            lo = c == 0xE0 ? 0xA0 : 0x80;
-            hi = c == 0xED ? 0x9F : 0xBF;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return i;
-        }
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return i;
-        i += k + 1;
-    }
-    return i;
-}
-
 /* The client side. A read when nothing is new makes the writer wait; after a
  * quarter second it asks whether the client is still there: here it has
  * gone, so the stream must end there, cut, with the request cancelled. */
@@ -120,7 +86,7 @@ static void add_token(srv_choice *c, int K, int32_t id, float lp, long off)
 
 /* The decoded "text" values of a JSON text, in order, NUL bytes included
  * (cJSON's strings end at a NUL, so they are read here from the raw JSON). */
-static int json_texts(const char *s, size_t n, srv_buf *out, int max)
+static int json_texts(const char *s, size_t n, mhla_buf *out, int max)
 {
     int found = 0;
     size_t i = 0;
@@ -145,12 +111,12 @@ static int json_texts(const char *s, size_t n, srv_buf *out, int max)
         if (j >= n || s[j] != '"')
             FAIL("\"text\" is not a string");
         j++;
-        srv_buf *b = found < max ? &out[found] : NULL;
+        mhla_buf *b = found < max ? &out[found] : NULL;
         while (j < n && s[j] != '"') {
             char c = s[j++];
             if (c != '\\') {
                 if (b)
-                    srv_buf_append(b, &c, 1);
+                    mhla_buf_put(b, &c, 1);
                 continue;
             }
             char e = j < n ? s[j++] : 0;
@@ -158,7 +124,7 @@ static int json_texts(const char *s, size_t n, srv_buf *out, int max)
             const char *simple = e ? strchr(esc, e) : NULL;
             if (simple) {
                 if (b)
-                    srv_buf_append(b, &to[simple - esc], 1);
+                    mhla_buf_put(b, &to[simple - esc], 1);
                 continue;
             }
             if (e != 'u' || j + 4 > n)
@@ -194,7 +160,7 @@ static int json_texts(const char *s, size_t n, srv_buf *out, int max)
                 ul = 4;
             }
             if (b)
-                srv_buf_append(b, u, ul);
+                mhla_buf_put(b, u, ul);
         }
         found++;
         i = j + 1;
@@ -204,7 +170,7 @@ static int json_texts(const char *s, size_t n, srv_buf *out, int max)
 
 /* What a client reassembles from the stream. */
 typedef struct {
-    srv_buf text[8];
+    mhla_buf text[8];
     int32_t ids[8][512];
     int n_ids[8];
     int finishes[8];
@@ -212,9 +178,9 @@ typedef struct {
     int done, error, usage;
 } seen;
 
-static void parse_stream(const srv_buf *raw, int n_choices, seen *sn)
+static void parse_stream(const mhla_buf *raw, int n_choices, seen *sn)
 {
-    const char *p = raw->data ? raw->data : "";
+    const char *p = raw->p ? raw->p : "";
     const char *end = p + raw->len;
     while (p < end) {
         if (sn->done)
@@ -268,11 +234,11 @@ static void parse_stream(const srv_buf *raw, int n_choices, seen *sn)
                 int i = idx->valueint;
                 if (sn->finishes[i])
                     sn->after_finish[i] = 1;
-                srv_buf piece[1] = {{0}};
+                mhla_buf piece[1] = {{0}};
                 if (json_texts(p, len, piece, 1) != 1)
                     FAIL("a chunk without exactly one \"text\"");
-                srv_buf_append(&sn->text[i], piece[0].data ? piece[0].data : "", piece[0].len);
-                srv_buf_free(&piece[0]);
+                mhla_buf_put(&sn->text[i], piece[0].p ? piece[0].p : "", piece[0].len);
+                mhla_buf_free(&piece[0]);
                 cJSON *ids = cJSON_GetObjectItem(ch, "token_ids"), *id;
                 cJSON_ArrayForEach(id, ids)
                 {
@@ -342,7 +308,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     srv_sse *sse = NULL;
     if (srv_sse_create(r, "demo", codec, gone, NULL, &sse))
         FAIL("srv_sse_create failed");
-    srv_buf raw = {0};
+    mhla_buf raw = {0};
     int ended = 0, news = r->echo != NULL; /* whether a read finds something to send */
     char buf[4096];
     while (in.p < in.end && !r->done) {
@@ -354,13 +320,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 1: {
             size_t want = take(&in) % 24;
             size_t avail = (size_t)(in.end - in.p);
-            size_t len = utf8_valid_prefix(in.p, want < avail ? want : avail);
+            size_t len = fuzz_utf8_valid_prefix(in.p, want < avail ? want : avail);
             in.p += want < avail ? want : avail;
             if (c->state == SRV_CH_DONE)
                 break;
             c->state = SRV_CH_DECODE;
-            long off = srv_utf8_chars(c->text.data ? c->text.data : "", c->text.len);
-            srv_buf_append(&c->text, in.p - (want < avail ? want : avail), len);
+            long off = srv_utf8_chars(c->text.p ? c->text.p : "", c->text.len);
+            mhla_buf_put(&c->text, in.p - (want < avail ? want : avail), len);
             if (op & 8)
                 add_token(c, r->p.logprobs > 0 ? K : 0, (int32_t)(take(&in) % VOCAB), -0.5f, off);
             /* shape2 0xA5: read anyway, and the client waits (a quarter second of the
@@ -394,7 +360,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (n < 0)
                     ended = 1;
                 else
-                    srv_buf_append(&raw, buf, (size_t)n);
+                    mhla_buf_put(&raw, buf, (size_t)n);
                 news = n > 0 && (size_t)n == max; /* maybe more is ready */
             }
             break;
@@ -418,7 +384,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (n < 0)
             ended = 1;
         else
-            srv_buf_append(&raw, buf, (size_t)n);
+            mhla_buf_put(&raw, buf, (size_t)n);
     }
     seen *sn = calloc(1, sizeof *sn);
     parse_stream(&raw, r->n_choices, sn);
@@ -427,16 +393,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!atomic_load(&r->cancelled))
             FAIL("the client left but the request was not cancelled");
         for (int i = 0; i < r->n_choices; i++) {
-            srv_buf want = {0};
+            mhla_buf want = {0};
             if (r->echo)
-                srv_buf_append(&want, r->echo[r->choices[i].group],
-                               strlen(r->echo[r->choices[i].group]));
-            srv_buf_append(&want, r->choices[i].text.data ? r->choices[i].text.data : "",
-                           r->choices[i].text.len);
+                mhla_buf_put(&want, r->echo[r->choices[i].group],
+                             strlen(r->echo[r->choices[i].group]));
+            mhla_buf_put(&want, r->choices[i].text.p ? r->choices[i].text.p : "",
+                         r->choices[i].text.len);
             if (sn->text[i].len > want.len ||
-                (sn->text[i].len && memcmp(sn->text[i].data, want.data, sn->text[i].len) != 0))
+                (sn->text[i].len && memcmp(sn->text[i].p, want.p, sn->text[i].len) != 0))
                 FAIL("choice %d: the cut stream's text is not a prefix of its text", i);
-            srv_buf_free(&want);
+            mhla_buf_free(&want);
         }
     } else if (!sn->done) {
         FAIL("the stream does not end with data: [DONE]");
@@ -450,15 +416,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FAIL("%d usage chunks, include_usage %d", sn->usage, r->p.include_usage);
         for (int i = 0; i < r->n_choices; i++) {
             srv_choice *c = &r->choices[i];
-            srv_buf want = {0};
+            mhla_buf want = {0};
             if (r->echo)
-                srv_buf_append(&want, r->echo[c->group], strlen(r->echo[c->group]));
-            srv_buf_append(&want, c->text.data ? c->text.data : "", c->text.len);
+                mhla_buf_put(&want, r->echo[c->group], strlen(r->echo[c->group]));
+            mhla_buf_put(&want, c->text.p ? c->text.p : "", c->text.len);
             if (sn->text[i].len != want.len ||
-                (want.len && memcmp(sn->text[i].data, want.data, want.len) != 0))
+                (want.len && memcmp(sn->text[i].p, want.p, want.len) != 0))
                 FAIL("choice %d: the streamed text (%zu bytes) is not its text (%zu bytes)", i,
                      sn->text[i].len, want.len);
-            srv_buf_free(&want);
+            mhla_buf_free(&want);
             if (sn->finishes[i] != 1 || sn->after_finish[i])
                 FAIL("choice %d: %d finish reasons (text after one: %d)", i, sn->finishes[i],
                      sn->after_finish[i]);
@@ -473,22 +439,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cJSON *choices = o ? cJSON_GetObjectItem(o, "choices") : NULL;
         if (!cJSON_IsArray(choices) || cJSON_GetArraySize(choices) != r->n_choices)
             FAIL("the non-streaming body is not a completion: %.200s", js ? js : "(null)");
-        srv_buf texts[8] = {{0}};
+        mhla_buf texts[8] = {{0}};
         if (json_texts(js, strlen(js), texts, 8) != r->n_choices)
             FAIL("the non-streaming body does not hold one text per choice");
         for (int i = 0; i < r->n_choices; i++) {
             if (texts[i].len != sn->text[i].len ||
-                (texts[i].len && memcmp(texts[i].data, sn->text[i].data, texts[i].len) != 0))
+                (texts[i].len && memcmp(texts[i].p, sn->text[i].p, texts[i].len) != 0))
                 FAIL("choice %d: the non-streaming text differs from the streamed one", i);
-            srv_buf_free(&texts[i]);
+            mhla_buf_free(&texts[i]);
         }
         cJSON_Delete(o);
         free(js);
     }
     for (int i = 0; i < 8; i++)
-        srv_buf_free(&sn->text[i]);
+        mhla_buf_free(&sn->text[i]);
     free(sn);
-    srv_buf_free(&raw);
+    mhla_buf_free(&raw);
     srv_sse_free(sse);
     srv_req_release(r);
     return 0;

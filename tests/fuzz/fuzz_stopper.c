@@ -14,7 +14,8 @@
  * strings and the chunks, each ended by a 0xFF byte (0xFF never occurs in
  * UTF-8, so the pieces can hold any other byte).
  */
-#include "internal.h"
+#include "server_internal.h"
+#include "fuzz_utf8.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -27,41 +28,6 @@
         fputc('\n', stderr);                                                                       \
         abort();                                                                                   \
     } while (0)
-
-/* Length of the longest prefix of s[0..n) made of whole, valid UTF-8 characters. */
-static size_t utf8_valid_prefix(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t k; /* continuation bytes */
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            lo = c == 0xE0 ? 0xA0 : 0x80;
-            hi = c == 0xED ? 0x9F : 0xBF;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return i;
-        }
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
-            return i;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return i;
-        i += k + 1;
-    }
-    return i;
-}
 
 /* Earliest position in text[0..n) where one of the stops starts; n when none. */
 static size_t first_stop(char **stops, int n_stops, const char *text, size_t n)
@@ -85,7 +51,7 @@ static const uint8_t *next_piece(const uint8_t **p, const uint8_t *end, size_t *
     const uint8_t *sep = memchr(start, 0xFF, (size_t)(end - start));
     const uint8_t *stop = sep ? sep : end;
     *p = sep ? sep + 1 : end;
-    *len = utf8_valid_prefix(start, (size_t)(stop - start));
+    *len = fuzz_utf8_valid_prefix(start, (size_t)(stop - start));
     return start;
 }
 
@@ -112,33 +78,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     srv_stopper st;
     srv_stopper_init(&st, stops, n_stops);
-    srv_buf out = {0}, fed = {0};
+    mhla_buf out = {0}, fed = {0};
     int hit = 0;
     while (p < end && !hit) {
         size_t len;
         const uint8_t *chunk = next_piece(&p, end, &len);
-        if (srv_buf_append(&fed, chunk, len))
+        if (mhla_buf_put(&fed, chunk, len))
             FAIL("out of memory");
         hit = srv_stopper_feed(&st, (const char *)chunk, len, &out);
         if (hit < 0)
             FAIL("feed failed");
-        size_t at = first_stop(stops, n_stops, fed.data, fed.len);
+        size_t at = first_stop(stops, n_stops, fed.p, fed.len);
         if (hit != (at < fed.len))
             FAIL("feed returned %d but the text so far %s a stop string", hit,
                  at < fed.len ? "holds" : "does not hold");
-        if (out.len > at || (out.len && memcmp(out.data, fed.data, out.len) != 0))
+        if (out.len > at || (out.len && memcmp(out.p, fed.p, out.len) != 0))
             FAIL("emitted %zu bytes that are not a prefix of the text before the stop (%zu)",
                  out.len, at);
         if (hit && out.len != at)
             FAIL("on a hit the output is %zu bytes, the text before the stop %zu", out.len, at);
-        if (out.len < fed.len && out.len && ((uint8_t)fed.data[out.len] & 0xC0) == 0x80)
+        if (out.len < fed.len && out.len && ((uint8_t)fed.p[out.len] & 0xC0) == 0x80)
             FAIL("the output ends inside a character");
         if (!hit) {
             /* what is held back is exactly a beginning of some stop string */
             size_t held = fed.len - out.len;
             int could = held == 0;
             for (int i = 0; i < n_stops && !could; i++)
-                could = held < strlen(stops[i]) && memcmp(fed.data + out.len, stops[i], held) == 0;
+                could = held < strlen(stops[i]) && memcmp(fed.p + out.len, stops[i], held) == 0;
             if (!could && n_stops)
                 FAIL("%zu bytes held back that do not start a stop string", held);
         }
@@ -146,14 +112,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!hit) {
         if (srv_stopper_flush(&st, &out))
             FAIL("flush failed");
-        if (out.len != fed.len || (out.len && memcmp(out.data, fed.data, out.len) != 0))
+        if (out.len != fed.len || (out.len && memcmp(out.p, fed.p, out.len) != 0))
             FAIL("after flush the output (%zu bytes) is not the text (%zu)", out.len, fed.len);
     }
-    if (out.len && first_stop(stops, n_stops, out.data, out.len) < out.len)
+    if (out.len && first_stop(stops, n_stops, out.p, out.len) < out.len)
         FAIL("the output holds a stop string");
     srv_stopper_free(&st);
-    srv_buf_free(&out);
-    srv_buf_free(&fed);
+    mhla_buf_free(&out);
+    mhla_buf_free(&fed);
     for (int i = 0; i < n_stops; i++)
         free(stops[i]);
     return 0;

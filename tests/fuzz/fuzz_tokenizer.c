@@ -15,6 +15,7 @@
  *         encodes and decodes the text as above.
  */
 #include "tokenizer.h"
+#include "fuzz_utf8.h"
 
 #include <dirent.h>
 #include <stdint.h>
@@ -99,40 +100,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static int utf8_valid(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t k;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xC2 && c <= 0xDF) {
-            k = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2;
-            lo = c == 0xE0 ? 0xA0 : 0x80;
-            hi = c == 0xED ? 0x9F : 0xBF;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3;
-            lo = c == 0xF0 ? 0x90 : 0x80;
-            hi = c == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return 0;
-        }
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
 /* The streamed decode re-decodes its window on every push, and the window
  * only moves on at a complete character: ids whose text ends in U+FFFD at
  * every push (a run of invalid bytes) cost quadratic time (RESULTS.md, open
@@ -148,7 +115,7 @@ static void check_stream(const mhla_tokenizer *t, const int32_t *ids, size_t n, 
     char err[512], *text = NULL;
     size_t len = 0;
     int rc = mhla_tok_decode(t, ids, n, skip, &text, &len, err, sizeof err);
-    if (rc == 0 && !utf8_valid((const uint8_t *)text, len))
+    if (rc == 0 && fuzz_utf8_valid_prefix((const uint8_t *)text, len) != len)
         FAIL("decode gave invalid UTF-8");
     mhla_tok_stream *st = NULL;
     if (mhla_tok_stream_new(t, skip, &st, err, sizeof err))
@@ -162,7 +129,7 @@ static void check_stream(const mhla_tokenizer *t, const int32_t *ids, size_t n, 
             srv = 1;
             break;
         }
-        if (!utf8_valid((const uint8_t *)piece, pl))
+        if (fuzz_utf8_valid_prefix((const uint8_t *)piece, pl) != pl)
             FAIL("a streamed piece is not valid UTF-8");
         if (rc == 0 && (got + pl > len || memcmp(text + got, piece, pl) != 0))
             FAIL("streamed pieces differ from the one-shot decode at byte %zu", got);
@@ -178,7 +145,7 @@ static void check_stream(const mhla_tokenizer *t, const int32_t *ids, size_t n, 
             FAIL("stream_finish: %s", err);
         if (rc != 0)
             FAIL("the one-shot decode refused ids the stream took");
-        if (!utf8_valid((const uint8_t *)piece, pl))
+        if (fuzz_utf8_valid_prefix((const uint8_t *)piece, pl) != pl)
             FAIL("the last streamed piece is not valid UTF-8");
         if (got + pl != len || memcmp(text + got, piece, pl) != 0)
             FAIL("streamed text (%zu bytes) differs from the one-shot decode (%zu)", got + pl, len);
@@ -205,7 +172,7 @@ static void exercise(const mhla_tokenizer *t, int is_exact, const uint8_t *text,
         size_t bl = 0;
         if (mhla_tok_decode(t, ids, n, 0, &back, &bl, err, sizeof err))
             FAIL("decode refused encode's ids: %s", err);
-        if (!special && is_exact && utf8_valid(text, len) &&
+        if (!special && is_exact && fuzz_utf8_valid_prefix(text, len) == len &&
             (bl != len || memcmp(back, text, len) != 0))
             FAIL("decode(encode(text)) differs from the text (%zu vs %zu bytes)", bl, len);
         free(back);

@@ -1,11 +1,12 @@
 /*
- * internal.h — the server's private header: the types and functions its files
- * share. server.h is the module's public header; nothing outside server/
- * includes this one.
+ * server_internal.h — the server's private header: the types and functions its
+ * files share. include/server.h is the module's public header; nothing outside
+ * server/ includes this one except the fuzz targets, which drive its parts.
  */
 #ifndef MHLA_SERVER_INTERNAL_H
 #define MHLA_SERVER_INTERNAL_H
 
+#include "base.h"
 #include "engine.h"
 #include "server.h"
 
@@ -30,8 +31,6 @@ int srv_codec_create(const char *model_dir, int vocab_size, srv_codec **out, cha
 void srv_codec_free(srv_codec *c);
 /* Short description for logs ("tokenizer.json (4096 ids)", "byte-level stand-in ..."). */
 const char *srv_codec_name(const srv_codec *c);
-/* 1 when a tokenizer.json is in use. */
-int srv_codec_is_tokenizer(const srv_codec *c);
 
 /* UTF-8 text -> ids (malloc'd; *n may be 0). add_special applies the
  * tokenizer's post-processor (BOS/EOS template), as the reference does by
@@ -74,14 +73,9 @@ void srv_bytes_stream_free(srv_bytes_stream *s);
 
 /* ---- util.c ---------------------------------------------------------------- */
 
-typedef struct {
-    char *data; /* always NUL-terminated when non-NULL */
-    size_t len, cap;
-} srv_buf;
-
-int srv_buf_append(srv_buf *b, const void *p, size_t n);
-int srv_buf_appendf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void srv_buf_free(srv_buf *b);
+/* Growable buffers are base's mhla_buf (mhla_buf_put, mhla_buf_free). */
+/* Appends printf-style text to b; -1 when out of memory. */
+int srv_buf_printf(mhla_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 double srv_now(void);       /* monotonic seconds */
 double srv_wall_time(void); /* unix seconds */
 /* Constant-time equality of two strings (time depends on the lengths only). */
@@ -250,15 +244,15 @@ int srv_json_depth_ok(const char *s, size_t len, int max_depth);
 typedef struct {
     char **stops;
     int n_stops;
-    srv_buf pending; /* decoded text that could still start a stop string */
+    mhla_buf pending; /* decoded text that could still start a stop string */
 } srv_stopper;
 
 void srv_stopper_init(srv_stopper *s, char **stops, int n_stops);
 /* Adds text (complete UTF-8); appends what is safe to emit to out. Returns 1
  * when a stop string was hit (text from it on is dropped), 0, or -1 (memory). */
-int srv_stopper_feed(srv_stopper *s, const char *text, size_t len, srv_buf *out);
+int srv_stopper_feed(srv_stopper *s, const char *text, size_t len, mhla_buf *out);
 /* End of generation: everything held back is released. */
-int srv_stopper_flush(srv_stopper *s, srv_buf *out);
+int srv_stopper_flush(srv_stopper *s, mhla_buf *out);
 void srv_stopper_free(srv_stopper *s);
 
 /* ---- requests (shared between HTTP threads and the engine thread) ---------- */
@@ -285,7 +279,7 @@ typedef struct {
     long dec_chars; /* characters the decoder has produced (text_offset) */
     /* under req->mu */
     srv_choice_state state;
-    srv_buf text;        /* all text emitted so far */
+    mhla_buf text;       /* all text emitted so far */
     size_t text_sent;    /* streamed so far */
     int32_t *ids;        /* generated ids */
     srv_lp *lp;          /* with logprobs: one per id */
