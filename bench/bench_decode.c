@@ -23,9 +23,20 @@
  *
  * --state-memory gives the engine a page pool of that size (pages are then
  * allocated once and reused, as in the server with --state-memory).
+ *
+ * On the CPU it also prints a compute bound: the fp32 rate of OpenBLAS's
+ * cblas_sgemm (where the build found OpenBLAS) on M=512 rows of the model's
+ * MLP shape with the engine's thread count, measured in the same run. It is
+ * a roofline only (the engine keeps its own batch-invariant kernels): a
+ * token costs 2 flops per weight, so the bound in tokens/s is that rate over
+ * 2 x the weights a step reads. Each rate is printed as a fraction of the
+ * memory bound and of the compute bound.
  */
 #include "engine.h"
 
+#ifdef MHLA_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +118,48 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
     return (double)batch * steps / dt;
 }
 
+/* GFLOP/s of OpenBLAS sgemm, C[M,N] = A[M,K] B[N,K]^T, best of 5; 0 without OpenBLAS. */
+static double sgemm_gflops(int M, int N, int K, int threads, const char **core)
+{
+#ifdef MHLA_BENCH_OPENBLAS
+    float *a = malloc((size_t)M * K * sizeof(float)), *b = malloc((size_t)N * K * sizeof(float));
+    float *c = malloc((size_t)M * N * sizeof(float));
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        return 0;
+    }
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        a[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        b[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
+    openblas_set_num_threads(threads);
+    *core = openblas_get_corename();
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c,
+                    N);
+        double dt = now() - t0;
+        double g = 2.0 * M * N * K / dt / 1e9;
+        best = g > best ? g : best;
+    }
+    free(a), free(b), free(c);
+    return best;
+#else
+    (void)M, (void)N, (void)K, (void)threads;
+    *core = "not measured: built without OpenBLAS";
+    return 0;
+#endif
+}
+
+static void print_fraction(double rate, double bound)
+{
+    if (bound > 0)
+        printf(" %6.1f%%", 100.0 * rate / bound);
+    else
+        printf(" %7s", "-");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -176,6 +229,22 @@ int main(int argc, char **argv)
            c->num_layers, c->hidden_size, c->num_heads, c->num_kv_heads, c->head_k_dim,
            c->head_v_dim, c->intermediate_size, V, c->chunk_size, c->max_positions,
            mhla_model_weight_bytes(m) / 1e6, mo.weights == MHLA_WEIGHTS_BF16 ? "bf16" : "f32");
+    /* compute roofline: 2 flops per weight per token */
+    double gflops = 0, flop_tok = 0;
+    const char *core = "";
+    if (mhla_engine_device(e) == MHLA_DEVICE_CPU) {
+        int nt = threads > 0 ? threads : 0;
+        if (nt == 0 && sscanf(mhla_engine_device_name(e), "cpu (%d", &nt) != 1)
+            nt = 1;
+        gflops = sgemm_gflops(512, c->intermediate_size, c->hidden_size, nt, &core);
+        double welems = wbytes / (mo.weights == MHLA_WEIGHTS_BF16 ? 2.0 : 4.0);
+        flop_tok = 2.0 * welems;
+        printf("compute: OpenBLAS sgemm %.1f GFLOP/s (M=512, N=%d, K=%d, %d threads, core %s); "
+               "a token costs %.2f GFLOP: bound %.1f tokens/s\n",
+               gflops, c->intermediate_size, c->hidden_size, nt, core, flop_tok / 1e9,
+               gflops > 0 ? gflops * 1e9 / flop_tok : 0.0);
+    }
+    double cbound = gflops > 0 ? gflops * 1e9 / flop_tok : 0;
     unsigned seed = 1;
     int lo = 100, hi = 1900, plen = 2000;
     if (plen > c->max_positions || hi + steps > c->max_positions) {
@@ -191,15 +260,19 @@ int main(int argc, char **argv)
     t_pre += feed(e, tmp, plen - hi, V, &seed);
     mhla_seq_free(tmp);
     /* two calls, each reading the weights once */
-    printf("prefill: %d-token prompt in %.3f s: %.1f tokens/s (memory bound %.0f tokens/s)\n", plen,
-           t_pre, plen / t_pre, bw > 0 ? plen / (2 * wbytes / bw) : 0.0);
+    printf("prefill: %d-token prompt in %.3f s: %.1f tokens/s (memory bound %.0f tokens/s, "
+           "compute bound %.1f tokens/s:", plen, t_pre, plen / t_pre,
+           bw > 0 ? plen / (2 * wbytes / bw) : 0.0, cbound);
+    print_fraction(plen / t_pre, cbound);
+    printf(")\n");
     printf("decode: state per sequence at position %d: %.1f MB\n", hi,
            mhla_seq_state_bytes(at_hi) / 1e6);
 
     printf("tok/s: whole window of %d steps (best of %d rounds) | rate of the median step\n",
            steps, rounds);
-    printf("%-6s %12s %12s %9s | %12s %12s %9s | %12s\n", "batch", "@~100", "@~1900", "ratio",
-           "@~100", "@~1900", "ratio", "mem. bound");
+    printf("%-6s %12s %12s %9s | %12s %12s %9s | %12s %12s | %7s %7s (window @~100 as a "
+           "fraction of each bound)\n", "batch", "@~100", "@~1900", "ratio", "@~100", "@~1900",
+           "ratio", "mem. bound", "comp. bound", "mem.", "comp.");
     for (const char *p = batches; *p;) {
         int batch = atoi(p);
         if (batch < 1)
@@ -215,8 +288,11 @@ int main(int argc, char **argv)
             m_hi = mb > m_hi ? mb : m_hi;
         }
         double bound = bw > 0 ? batch * bw / (wbytes + batch * sbytes) : 0;
-        printf("%-6d %12.2f %12.2f %9.3f | %12.2f %12.2f %9.3f | %12.1f\n", batch, r_lo, r_hi,
-               r_hi / r_lo, m_lo, m_hi, m_hi / m_lo, bound);
+        printf("%-6d %12.2f %12.2f %9.3f | %12.2f %12.2f %9.3f | %12.1f %12.1f |", batch, r_lo,
+               r_hi, r_hi / r_lo, m_lo, m_hi, m_hi / m_lo, bound, cbound);
+        print_fraction(r_lo, bound);
+        print_fraction(r_lo, cbound);
+        printf("\n");
         fflush(stdout);
         p = strchr(p, ',');
         if (!p)

@@ -213,6 +213,28 @@ static void add_rows(float *x, const float *y, size_t n)
         x[i] += y[i];
 }
 
+typedef struct {
+    float *gate;
+    const float *up;
+    int I;
+} swiglu_job;
+
+static void swiglu_row(void *ctx, int t)
+{
+    const swiglu_job *j = ctx;
+    float *g = j->gate + (size_t)t * j->I;
+    const float *u = j->up + (size_t)t * j->I;
+    for (int i = 0; i < j->I; i++)
+        g[i] = silu(g[i]) * u[i];
+}
+
+/* gate = silu(gate) * up, row by row over the pool */
+static void swiglu_rows(mhla_cpu *e, int T, int I)
+{
+    swiglu_job j = {e->gate, e->up, I};
+    tp_run(T > 8 ? e->workers : NULL, T, swiglu_row, &j);
+}
+
 static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_items, int T,
                           const int *row_start)
 {
@@ -238,8 +260,7 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     rmsnorm_rows(e, e->x, ly->mlp_norm, e->h, T);
     k_linear(e->h, T, D, ly->w_gate, I, e->gate, I, nt);
     k_linear(e->h, T, D, ly->w_up, I, e->up, I, nt);
-    for (size_t i = 0; i < (size_t)T * I; i++)
-        e->gate[i] = silu(e->gate[i]) * e->up[i];
+    swiglu_rows(e, T, I);
     k_linear(e->gate, T, I, ly->w_down, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);
 }

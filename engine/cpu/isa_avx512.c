@@ -31,6 +31,38 @@ static inline float v_reduce(vec16 v)
     return _mm_cvtss_f32(s1);
 }
 
+/* The 16 accumulators of a 4 x 4 tile reduced together: each stage adds,
+ * for every accumulator at once, the same lane pairs as v_reduce (i + i+8,
+ * then i + i+4, i + i+2, i + i+1, the lower lane first), gathering the
+ * partial sums of several accumulators in one register by shuffles. Lane
+ * 4q + s of the last vector holds accumulator q + 4s, i.e. row s, column q. */
+static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4], float *y,
+                                                                  int ldy)
+{
+    __m512 c[8], d[4], e[2];
+    for (int m = 0; m < 8; m++) {
+        __m512 a = acc[(2 * m) / 4][(2 * m) % 4], b = acc[(2 * m + 1) / 4][(2 * m + 1) % 4];
+        c[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int p = 0; p < 4; p++)
+        d[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int r = 0; r < 2; r++)
+        e[r] = _mm512_add_ps(_mm512_shuffle_ps(d[2 * r], d[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(d[2 * r], d[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 f = _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* lane t*4 + j gets lane 4j + t */
+    const __m512i to_rows = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    __m512 g = _mm512_permutexvar_ps(to_rows, f);
+    _mm_storeu_ps(y, _mm512_castps512_ps128(g));
+    _mm_storeu_ps(y + ldy, _mm512_extractf32x4_ps(g, 1));
+    _mm_storeu_ps(y + 2 * (size_t)ldy, _mm512_extractf32x4_ps(g, 2));
+    _mm_storeu_ps(y + 3 * (size_t)ldy, _mm512_extractf32x4_ps(g, 3));
+}
+#define KB_TILE_STORE(acc, y, ldy) tile_store_4x4((acc), (y), (ldy))
+
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers */
 #define KB_TILE_T 4
 #define KB_TILE_J 4

@@ -5,7 +5,9 @@
  *   vec16, V_ZERO, V_LOAD, V_LOAD_TAIL, V_FMA, V_SET1, V_LOAD_BF16,
  *   V_LOAD_BF16_TAIL, V_STORE, V_STORE_TAIL, v_reduce (lane i with i+8,
  *   i+4, i+2, i+1), KB_TILE_T x KB_TILE_J (the register tile: rows of x by
- *   rows of w) and KB_OPS / KB_NAME (the table it exports).
+ *   rows of w) and KB_OPS / KB_NAME (the table it exports); optionally
+ *   KB_TILE_STORE(acc, y, ldy), reducing a whole tile at once in the same
+ *   tree.
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
@@ -84,6 +86,12 @@ static inline __attribute__((always_inline)) void kb_tile(const float *x, int K,
             for (int j = 0; j < MJ; j++)
                 acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
     }
+#ifdef KB_TILE_STORE
+    if (M == KB_TILE_T && MJ == KB_TILE_J) {
+        KB_TILE_STORE(acc, y, ldy);
+        return;
+    }
+#endif
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
             y[(size_t)t * ldy + j] = v_reduce(acc[t][j]);
