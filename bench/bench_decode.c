@@ -137,8 +137,7 @@ static double sgemm_gflops(int M, int N, int K, int threads, const char **core)
     double best = 0;
     for (int r = 0; r < 5; r++) {
         double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c,
-                    N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
         double dt = now() - t0;
         double g = 2.0 * M * N * K / dt / 1e9;
         best = g > best ? g : best;
@@ -261,18 +260,19 @@ int main(int argc, char **argv)
     mhla_seq_free(tmp);
     /* two calls, each reading the weights once */
     printf("prefill: %d-token prompt in %.3f s: %.1f tokens/s (memory bound %.0f tokens/s, "
-           "compute bound %.1f tokens/s:", plen, t_pre, plen / t_pre,
-           bw > 0 ? plen / (2 * wbytes / bw) : 0.0, cbound);
+           "compute bound %.1f tokens/s:",
+           plen, t_pre, plen / t_pre, bw > 0 ? plen / (2 * wbytes / bw) : 0.0, cbound);
     print_fraction(plen / t_pre, cbound);
     printf(")\n");
     printf("decode: state per sequence at position %d: %.1f MB\n", hi,
            mhla_seq_state_bytes(at_hi) / 1e6);
 
-    printf("tok/s: whole window of %d steps (best of %d rounds) | rate of the median step\n",
-           steps, rounds);
+    printf("tok/s: whole window of %d steps (best of %d rounds) | rate of the median step\n", steps,
+           rounds);
     printf("%-6s %12s %12s %9s | %12s %12s %9s | %12s %12s | %7s %7s (window @~100 as a "
-           "fraction of each bound)\n", "batch", "@~100", "@~1900", "ratio", "@~100", "@~1900",
-           "ratio", "mem. bound", "comp. bound", "mem.", "comp.");
+           "fraction of each bound)\n",
+           "batch", "@~100", "@~1900", "ratio", "@~100", "@~1900", "ratio", "mem. bound",
+           "comp. bound", "mem.", "comp.");
     for (const char *p = batches; *p;) {
         int batch = atoi(p);
         if (batch < 1)

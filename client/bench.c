@@ -40,8 +40,10 @@ int cl_bench_main(int argc, char **argv)
         return fail(err, 1);
     }
     if (prompts.as_ids)
-        fprintf(stderr, "mhla-bench: %zu of %zu synthesized prompts are sent as token ids (their "
-                "text did not re-tokenize to the exact length)\n", prompts.as_ids, prompts.n);
+        fprintf(stderr,
+                "mhla-bench: %zu of %zu synthesized prompts are sent as token ids (their "
+                "text did not re-tokenize to the exact length)\n",
+                prompts.as_ids, prompts.n);
 
     cl_level_result *res = calloc(o->n_levels, sizeof *res);
     size_t done = 0, failed = 0;

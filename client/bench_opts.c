@@ -12,7 +12,8 @@
 
 void cl_bench_print_help(FILE *f)
 {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: mhla-bench [options]\n"
         "\n"
         "Load generator for OpenAI-compatible completion servers (streaming).\n"
@@ -200,8 +201,10 @@ int cl_bench_parse_args(int argc, char **argv, cl_bench_args *a, char *err)
             have_conc = 1;
             for (size_t k = 0; !rc && k < o->n_levels; k++)
                 if (a->levels_buf[k] != floor(a->levels_buf[k]) || a->levels_buf[k] > 10000) {
-                    snprintf(err, CL_ERR_LEN, "--concurrency: %g is not a whole number in "
-                             "[1, 10000]", a->levels_buf[k]);
+                    snprintf(err, CL_ERR_LEN,
+                             "--concurrency: %g is not a whole number in "
+                             "[1, 10000]",
+                             a->levels_buf[k]);
                     rc = -1;
                 }
         } else if (strcmp(flag, "--rate") == 0) {

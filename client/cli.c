@@ -12,21 +12,20 @@
 
 static void help(FILE *f)
 {
-    fprintf(f,
-        "usage: mhla-cli [options] [PROMPT...]\n"
-        "\n"
-        "Streams one completion to stdout. Without PROMPT, the prompt is read from stdin.\n"
-        "\n"
-        "  --url URL           server base URL (default http://127.0.0.1:8080)\n"
-        "  --model NAME        \"model\" field to send (default: none)\n"
-        "  --api-key KEY       Authorization: Bearer KEY (default: $MHLA_API_KEY)\n"
-        "  --max-tokens N      tokens to generate (default 128)\n"
-        "  --temperature T     sampling temperature (default: the server's)\n"
-        "  --seed N            sampling seed (default: none)\n"
-        "  --ignore-eos        keep going past the end-of-sequence token\n"
-        "  --stats             token count, time to first token and tokens/s on stderr\n"
-        "  --timeout S         request timeout in seconds (default 600)\n"
-        "  --help              this text\n");
+    fprintf(f, "usage: mhla-cli [options] [PROMPT...]\n"
+               "\n"
+               "Streams one completion to stdout. Without PROMPT, the prompt is read from stdin.\n"
+               "\n"
+               "  --url URL           server base URL (default http://127.0.0.1:8080)\n"
+               "  --model NAME        \"model\" field to send (default: none)\n"
+               "  --api-key KEY       Authorization: Bearer KEY (default: $MHLA_API_KEY)\n"
+               "  --max-tokens N      tokens to generate (default 128)\n"
+               "  --temperature T     sampling temperature (default: the server's)\n"
+               "  --seed N            sampling seed (default: none)\n"
+               "  --ignore-eos        keep going past the end-of-sequence token\n"
+               "  --stats             token count, time to first token and tokens/s on stderr\n"
+               "  --timeout S         request timeout in seconds (default 600)\n"
+               "  --help              this text\n");
 }
 
 static int usage(const char *msg)
@@ -69,7 +68,8 @@ static int read_stdin(mhla_buf *s)
 
 int cl_cli_main(int argc, char **argv)
 {
-    cl_conn c = {.url = "http://127.0.0.1:8080", .api_key = getenv("MHLA_API_KEY"),
+    cl_conn c = {.url = "http://127.0.0.1:8080",
+                 .api_key = getenv("MHLA_API_KEY"),
                  .timeout_s = 600};
     cl_req_params p = {.max_tokens = 128, .temperature = -1, .seed = -1, .usage = 1};
     int stats = 0, rc;

@@ -56,11 +56,11 @@ typedef struct cl_req {
     double t_send, t_first, t_last, t_end;
     int got_first, got_done, error_event, bad_event;
     long status;
-    long tokens_seen;                     /* counted from the stream */
-    long usage_prompt, usage_completion;  /* from the usage chunk; -1 when absent */
-    char error_msg[CL_ERR_LEN];           /* an error event's or body's message */
-    mhla_buf err_body;                      /* body of a non-200 response */
-    cl_vec itl;                           /* seconds between tokens */
+    long tokens_seen;                    /* counted from the stream */
+    long usage_prompt, usage_completion; /* from the usage chunk; -1 when absent */
+    char error_msg[CL_ERR_LEN];          /* an error event's or body's message */
+    mhla_buf err_body;                   /* body of a non-200 response */
+    cl_vec itl;                          /* seconds between tokens */
     /* for mhla-cli: each piece of text as it arrives */
     void (*on_text)(void *ctx, const char *text, size_t len);
     void *text_ctx;
@@ -72,8 +72,8 @@ typedef struct cl_req {
 typedef struct {
     const char *prompt_json; /* the prompt as a JSON value (string or id array) */
     long max_tokens;
-    double temperature;      /* < 0: leave out */
-    long long seed;          /* < 0: leave out */
+    double temperature; /* < 0: leave out */
+    long long seed;     /* < 0: leave out */
     int ignore_eos, token_ids, usage;
 } cl_req_params;
 
@@ -123,20 +123,20 @@ void cl_prompts_free(cl_prompts *p);
 
 typedef struct {
     cl_conn conn;
-    int open_loop;          /* 0: fixed concurrency; 1: request rate */
-    double *levels;         /* concurrency values or rates (req/s) */
+    int open_loop;  /* 0: fixed concurrency; 1: request rate */
+    double *levels; /* concurrency values or rates (req/s) */
     size_t n_levels;
-    int poisson;            /* open loop arrivals: Poisson (1) or constant (0) */
-    long max_concurrency;   /* open loop cap on requests in flight */
-    double duration_s;      /* > 0: measure for this long ... */
-    long requests;          /* ... else this many requests */
+    int poisson;          /* open loop arrivals: Poisson (1) or constant (0) */
+    long max_concurrency; /* open loop cap on requests in flight */
+    double duration_s;    /* > 0: measure for this long ... */
+    long requests;        /* ... else this many requests */
     double warmup_s;
     long warmup_requests;
     double temperature;
     long long seed;
     int ignore_eos, token_ids, usage;
     double slo_ttft_ms, slo_tpot_ms, slo_e2e_ms; /* <= 0: no objective */
-    int progress;           /* live progress line on stderr */
+    int progress;                                /* live progress line on stderr */
     uint64_t rng_seed;
 } cl_bench_opts;
 
@@ -145,9 +145,9 @@ typedef struct {
     cl_bench_opts run;
     const char *prompts_path; /* JSONL, or NULL to synthesize */
     cl_len_spec input, output;
-    long num_prompts;         /* distinct synthesized prompts, used in turn */
+    long num_prompts; /* distinct synthesized prompts, used in turn */
     const char *json_path, *svg_path, *samples_path;
-    int progress_mode;        /* -1 auto (a terminal), 0 off, 1 on */
+    int progress_mode; /* -1 auto (a terminal), 0 off, 1 on */
     double levels_buf[64];
 } cl_bench_args;
 
@@ -183,7 +183,7 @@ typedef struct {
     double goodput_req_per_s;
     cl_sample *samples; /* every measured request, in completion order (owned; free()) */
     size_t n_samples;
-    double t0;          /* cl_now() at the level's start: samples' times are absolute */
+    double t0; /* cl_now() at the level's start: samples' times are absolute */
 } cl_level_result;
 
 int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level,
@@ -196,8 +196,8 @@ void cl_print_sweep(FILE *f, const cl_bench_opts *o, const cl_level_result *r, s
 int cl_write_json(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
                   char *err);
 /* One JSON object per measured request and level (--samples). */
-int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_result *r,
-                     size_t n, char *err);
+int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+                     char *err);
 int cl_write_svg(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
                  char *err);
 

@@ -76,8 +76,8 @@ int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts 
     while (rc == 0 && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;
         size_t i = 0;
-        while (i < (size_t)n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' ||
-                                 line[i] == '\r'))
+        while (i < (size_t)n &&
+               (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' || line[i] == '\r'))
             i++;
         if (i == (size_t)n)
             continue; /* blank line */
@@ -85,12 +85,13 @@ int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts 
         const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
         const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
         if (!cJSON_IsObject(o) || !(cJSON_IsString(pr) || cJSON_IsArray(pr))) {
-            snprintf(err, CL_ERR_LEN, "%s:%ld: expected a JSON object with a string or array "
-                     "\"prompt\"", path, lineno);
+            snprintf(err, CL_ERR_LEN,
+                     "%s:%ld: expected a JSON object with a string or array "
+                     "\"prompt\"",
+                     path, lineno);
             rc = -1;
         } else if (mt && !(cJSON_IsNumber(mt) && mt->valuedouble >= 1)) {
-            snprintf(err, CL_ERR_LEN, "%s:%ld: \"max_tokens\" must be a number >= 1", path,
-                     lineno);
+            snprintf(err, CL_ERR_LEN, "%s:%ld: \"max_tokens\" must be a number >= 1", path, lineno);
             rc = -1;
         } else {
             long in = -1;
@@ -122,16 +123,16 @@ int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts 
 }
 
 static const char *const WORDS[] = {
-    "the", "model", "server", "token", "stream", "linear", "attention", "block", "summary",
-    "state", "query", "key", "value", "head", "batch", "cache", "prefix", "request", "latency",
-    "river", "mountain", "garden", "window", "quiet", "bright", "slowly", "number", "paper",
-    "light", "water", "stone", "across", "between", "under", "before", "after", "city",
-    "market", "letter", "music", "winter", "summer", "forest", "table", "chair", "answer",
-    "question", "simple", "complex", "measure", "signal", "travel", "morning", "evening"};
+    "the",     "model",   "server",  "token",  "stream",   "linear", "attention", "block",
+    "summary", "state",   "query",   "key",    "value",    "head",   "batch",     "cache",
+    "prefix",  "request", "latency", "river",  "mountain", "garden", "window",    "quiet",
+    "bright",  "slowly",  "number",  "paper",  "light",    "water",  "stone",     "across",
+    "between", "under",   "before",  "after",  "city",     "market", "letter",    "music",
+    "winter",  "summer",  "forest",  "table",  "chair",    "answer", "question",  "simple",
+    "complex", "measure", "signal",  "travel", "morning",  "evening"};
 
 /* POSTs {"field": value} to path and returns the parsed response (status 200). */
-static cJSON *call(const cl_conn *c, const char *path, const char *field, cJSON *value,
-                   char *err)
+static cJSON *call(const cl_conn *c, const char *path, const char *field, cJSON *value, char *err)
 {
     cJSON *o = cJSON_CreateObject();
     char *body = NULL, *resp = NULL;
@@ -150,8 +151,10 @@ static cJSON *call(const cl_conn *c, const char *path, const char *field, cJSON 
     if (cl_post_json(c, path, body, &status, &resp, err))
         goto out;
     if (status != 200) {
-        snprintf(err, CL_ERR_LEN, "%s answered HTTP %ld (%.120s); synthesized prompts need "
-                 "the server's %s endpoint (or use --prompts FILE)", path, status, resp, path);
+        snprintf(err, CL_ERR_LEN,
+                 "%s answered HTTP %ld (%.120s); synthesized prompts need "
+                 "the server's %s endpoint (or use --prompts FILE)",
+                 path, status, resp, path);
         goto out;
     }
     if (!(r = cJSON_Parse(resp)))

@@ -44,13 +44,12 @@ void cl_print_level(FILE *f, const cl_bench_opts *o, const cl_level_result *r)
         fprintf(f, "  %zu arrivals waited for a free slot (--max-concurrency %ld)\n",
                 r->late_arrivals, o->max_concurrency);
     fprintf(f, "  %-22s %10.2f\n", "requests/s", r->req_per_s);
-    fprintf(f, "  %-22s %10.1f   (%ld tokens)\n", "input tokens/s", r->in_tok_per_s,
-            r->in_tokens);
+    fprintf(f, "  %-22s %10.1f   (%ld tokens)\n", "input tokens/s", r->in_tok_per_s, r->in_tokens);
     fprintf(f, "  %-22s %10.1f   (%ld tokens)\n", "output tokens/s", r->out_tok_per_s,
             r->out_tokens);
     if (has_slo(o)) {
-        fprintf(f, "  %-22s %10.2f   (%zu of %zu within", "goodput (req/s)",
-                r->goodput_req_per_s, r->good, r->completed);
+        fprintf(f, "  %-22s %10.2f   (%zu of %zu within", "goodput (req/s)", r->goodput_req_per_s,
+                r->good, r->completed);
         if (o->slo_ttft_ms > 0)
             fprintf(f, " TTFT<=%gms", o->slo_ttft_ms);
         if (o->slo_tpot_ms > 0)
@@ -69,9 +68,9 @@ void cl_print_level(FILE *f, const cl_bench_opts *o, const cl_level_result *r)
 
 void cl_print_sweep(FILE *f, const cl_bench_opts *o, const cl_level_result *r, size_t n)
 {
-    fprintf(f, "%12s %6s %6s %8s %10s %10s %10s %10s %10s %10s %10s", o->open_loop ? "rate" :
-            "conc", "done", "failed", "req/s", "out tok/s", "TTFT p50", "TTFT p99", "TPOT p50",
-            "TPOT p99", "ITL p99", "E2E p99");
+    fprintf(f, "%12s %6s %6s %8s %10s %10s %10s %10s %10s %10s %10s",
+            o->open_loop ? "rate" : "conc", "done", "failed", "req/s", "out tok/s", "TTFT p50",
+            "TTFT p99", "TPOT p50", "TPOT p99", "ITL p99", "E2E p99");
     fprintf(f, has_slo(o) ? " %10s\n" : "\n", "goodput");
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%12g %6zu %6zu %8.2f %10.1f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f",
@@ -128,8 +127,8 @@ static cJSON *level_json(const cl_level_result *r)
     return o;
 }
 
-int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_result *r,
-                     size_t n, char *err)
+int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+                     char *err)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -140,7 +139,8 @@ int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_re
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < r[i].n_samples; k++) {
             const cl_sample *s = &r[i].samples[k];
-            fprintf(f, "{\"level\": %g, \"mode\": \"%s\", \"ok\": %s, \"failure\": \"%s\", "
+            fprintf(f,
+                    "{\"level\": %g, \"mode\": \"%s\", \"ok\": %s, \"failure\": \"%s\", "
                     "\"start_s\": %.6f, \"end_s\": %.6f, \"ttft_ms\": %.3f, \"tpot_ms\": %.3f, "
                     "\"e2e_ms\": %.3f, \"input_tokens\": %ld, \"output_tokens\": %ld}\n",
                     r[i].level, o->open_loop ? "rate" : "concurrency", s->ok ? "true" : "false",

@@ -163,8 +163,9 @@ int cl_req_setup(cl_req *r, const cl_conn *c, const cl_req_params *p, char *err)
     if (bad) {
         mhla_buf_free(&url);
         mhla_buf_free(&auth);
-        snprintf(err, CL_ERR_LEN, "out of memory preparing a request (or a prompt that is not "
-                                  "JSON)");
+        snprintf(err, CL_ERR_LEN,
+                 "out of memory preparing a request (or a prompt that is not "
+                 "JSON)");
         return -1;
     }
     CURL *e = r->easy;
@@ -236,9 +237,10 @@ int cl_req_outcome(const cl_req *r, CURLcode result, char *kind, size_t kind_len
     }
     if (result != CURLE_OK) {
         snprintf(kind, kind_len, result == CURLE_OPERATION_TIMEDOUT ? "timeout" : "transport");
-        snprintf(msg, CL_ERR_LEN, "%s", r->error_msg[0] ? r->error_msg
-                                        : r->curl_err[0] ? r->curl_err
-                                                         : curl_easy_strerror(result));
+        snprintf(msg, CL_ERR_LEN, "%s",
+                 r->error_msg[0]  ? r->error_msg
+                 : r->curl_err[0] ? r->curl_err
+                                  : curl_easy_strerror(result));
         return -1;
     }
     if (!r->got_done) {

@@ -78,8 +78,7 @@ static int finish(run_state *st, cl_req *r, CURLcode result, char *err)
         count_failure(st->res, kind, msg);
         cl_sample s = {.ok = 0, .start = r->t_send, .end = now, .ttft = -1, .tpot = -1};
         snprintf(s.kind, sizeof s.kind, "%s", kind);
-        return push_sample(&st->samples, &s) ? (snprintf(err, CL_ERR_LEN, "out of memory"), -1)
-                                              : 0;
+        return push_sample(&st->samples, &s) ? (snprintf(err, CL_ERR_LEN, "out of memory"), -1) : 0;
     }
     cl_sample s = {.ok = 1, .start = r->t_send, .end = now, .tpot = -1};
     s.e2e = now - r->t_send;
@@ -108,9 +107,11 @@ static void progress(const run_state *st, double level, double t0, long in_fligh
     for (size_t i = 0; i < st->samples.n; i++)
         out += st->samples.s[i].ok ? st->samples.s[i].out_tokens : 0;
     double span = st->measure_start >= 0 ? now - st->measure_start : 0;
-    fprintf(stderr, "\r\033[K%s %g | %6.1f s | done %zu | failed %zu | in flight %ld | "
-            "%.1f out tok/s", st->o->open_loop ? "rate" : "concurrency", level, now - t0,
-            st->res->completed, st->res->failed, in_flight, span > 0 ? out / span : 0.0);
+    fprintf(stderr,
+            "\r\033[K%s %g | %6.1f s | done %zu | failed %zu | in flight %ld | "
+            "%.1f out tok/s",
+            st->o->open_loop ? "rate" : "concurrency", level, now - t0, st->res->completed,
+            st->res->failed, in_flight, span > 0 ? out / span : 0.0);
     if (final)
         fprintf(stderr, "\r\033[K");
     fflush(stderr);
@@ -173,8 +174,10 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
     memset(res, 0, sizeof *res);
     res->level = level;
     if (!(level > 0) || (!o->open_loop && level != floor(level))) {
-        snprintf(err, CL_ERR_LEN, "level %g: a concurrency must be a whole number >= 1 and a "
-                 "rate > 0", level);
+        snprintf(err, CL_ERR_LEN,
+                 "level %g: a concurrency must be a whole number >= 1 and a "
+                 "rate > 0",
+                 level);
         return -1;
     }
     long cap = o->open_loop ? o->max_concurrency : (long)level;
@@ -191,8 +194,10 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
 
     mhla_rng rng;
     mhla_rng_seed(&rng, o->rng_seed ^ (uint64_t)(level * 1000.0));
-    cl_req_params params = {.temperature = o->temperature, .seed = o->seed,
-                            .ignore_eos = o->ignore_eos, .token_ids = o->token_ids,
+    cl_req_params params = {.temperature = o->temperature,
+                            .seed = o->seed,
+                            .ignore_eos = o->ignore_eos,
+                            .token_ids = o->token_ids,
                             .usage = o->usage};
     double t0 = cl_now(), warm_end = t0 + o->warmup_s, next_arrival = t0, last_progress = t0;
     long total = o->duration_s > 0 ? LONG_MAX : o->warmup_requests + o->requests;
@@ -202,9 +207,8 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
     for (;;) {
         double now = cl_now();
         while (!stop) {
-            if (issued >= total ||
-                (o->duration_s > 0 && st.measure_start >= 0 && now >= st.measure_start +
-                                                                         o->duration_s)) {
+            if (issued >= total || (o->duration_s > 0 && st.measure_start >= 0 &&
+                                    now >= st.measure_start + o->duration_s)) {
                 stop = 1;
                 break;
             }
@@ -242,8 +246,8 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
             in_flight++;
             issued++;
             if (o->open_loop)
-                next_arrival += o->poisson ? -log(1.0 - mhla_rng_uniform(&rng)) / level
-                                           : 1.0 / level;
+                next_arrival +=
+                    o->poisson ? -log(1.0 - mhla_rng_uniform(&rng)) / level : 1.0 / level;
         }
         if (stop && in_flight == 0)
             break;

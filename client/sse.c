@@ -12,10 +12,7 @@
 
 #define DEFAULT_MAX_LINE ((size_t)16 << 20)
 
-void cl_sse_init(cl_sse *p)
-{
-    memset(p, 0, sizeof *p);
-}
+void cl_sse_init(cl_sse *p) { memset(p, 0, sizeof *p); }
 
 void cl_sse_free(cl_sse *p)
 {

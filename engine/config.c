@@ -6,8 +6,7 @@
 #include <string.h>
 
 /* Reads an optional integer field; null or absent keeps *out. */
-static int get_int(const cJSON *root, const char *key, long lo, long hi, int *out,
-                   mhla_error *err)
+static int get_int(const cJSON *root, const char *key, long lo, long hi, int *out, mhla_error *err)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!it || cJSON_IsNull(it))
@@ -145,17 +144,21 @@ static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
     else if (strcmp(s, "identity") == 0)
         cfg->feature_map = MHLA_FEATURE_IDENTITY;
     else
-        return mhla_fail(err, "config.json: feature_map '%s' is not supported (relu, elu, identity)",
-                         s);
+        return mhla_fail(err,
+                         "config.json: feature_map '%s' is not supported (relu, elu, identity)", s);
 
     /* Integer arithmetic exactly as the reference: int(D * expand). */
     int key_dim = (int)((double)D * expand_k), value_dim = (int)((double)D * expand_v);
     if (key_dim < H || key_dim % H)
-        return mhla_fail(err, "config.json: key_dim %d (hidden_size * expand_k) is not a multiple "
-                              "of num_heads %d", key_dim, H);
+        return mhla_fail(err,
+                         "config.json: key_dim %d (hidden_size * expand_k) is not a multiple "
+                         "of num_heads %d",
+                         key_dim, H);
     if (value_dim < H || value_dim % H)
-        return mhla_fail(err, "config.json: value_dim %d (hidden_size * expand_v) is not a "
-                              "multiple of num_heads %d", value_dim, H);
+        return mhla_fail(err,
+                         "config.json: value_dim %d (hidden_size * expand_v) is not a "
+                         "multiple of num_heads %d",
+                         value_dim, H);
     if (H % Hkv)
         return mhla_fail(err, "config.json: num_heads %d is not a multiple of num_kv_heads %d", H,
                          Hkv);

@@ -17,8 +17,8 @@ static void cpu_free(void *ctx)
     mhla_cpu *e = ctx;
     if (!e)
         return;
-    float *bufs[] = {e->x, e->h, e->q, e->k, e->v, e->g, e->att, e->up, e->gate,
-                     e->logit_rows, e->logit_buf};
+    float *bufs[] = {e->x,   e->h,  e->q,    e->k,          e->v,        e->g,
+                     e->att, e->up, e->gate, e->logit_rows, e->logit_buf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(e->row_item);

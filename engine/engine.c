@@ -56,8 +56,9 @@ static int open_backend(mhla_engine *e, const mhla_engine_options *opt, mhla_err
         const mhla_backend_ops *gpu = backend_for(MHLA_DEVICE_CUDA);
         mhla_error why;
         if (!gpu)
-            snprintf(why.msg, sizeof why.msg, "this build has no CUDA backend (nvcc was not found "
-                                              "when it was configured)");
+            snprintf(why.msg, sizeof why.msg,
+                     "this build has no CUDA backend (nvcc was not found "
+                     "when it was configured)");
         else if (gpu->create(e->model, opt, &e->backend, &why) == 0) {
             e->ops = gpu;
             return 0;
@@ -186,11 +187,8 @@ int mhla_engine_test_control(mhla_engine *e, mhla_error *err, int op, ...)
     va_start(ap, op);
     int rc = 0;
     switch (op) {
-    case MHLA_TESTCTRL_PREFIX_HASH_BITS:
-        kv_pool_set_hash_bits(e->pool, va_arg(ap, int));
-        break;
-    default:
-        rc = mhla_fail(err, "unknown test-control op %d", op);
+    case MHLA_TESTCTRL_PREFIX_HASH_BITS: kv_pool_set_hash_bits(e->pool, va_arg(ap, int)); break;
+    default: rc = mhla_fail(err, "unknown test-control op %d", op);
     }
     va_end(ap);
     return rc;

@@ -93,7 +93,7 @@ struct mhla_model {
     mhla_layer *layers;
     float *rope_cos; /* [max_positions, dk/2] */
     float *rope_sin;
-    float q_scale; /* dk^-0.5 */
+    float q_scale;    /* dk^-0.5 */
     int copy_weights; /* hold f32 tensors in huge-page memory, not the mapping */
     void **owned;     /* tensors copied or converted out of the mapping */
     int n_owned;
@@ -170,7 +170,7 @@ typedef struct {
     int cap;             /* token rows the scratch buffers hold */
     float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
     float *logit_rows, *logit_buf;
-    int *row_item; /* which batch item each token row belongs to */
+    int *row_item;      /* which batch item each token row belongs to */
     float *sample_rows; /* logits of sampled positions no caller buffer holds */
     int sample_cap;
 } mhla_cpu;

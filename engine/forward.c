@@ -121,8 +121,7 @@ static void prepare_qk_row(void *ctx, int t)
 }
 
 /* φ, rotary and (for q) the scale, for every head of every token row. */
-static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row_start,
-                       int T)
+static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row_start, int T)
 {
     step_job sj = {.e = e, .items = items, .row_start = row_start};
     tp_run(T > 8 ? e->workers : NULL, T, prepare_qk_row, &sj);
@@ -143,10 +142,14 @@ static void token_mixer_unit(void *ctx, int u)
         int b = u / Hkv, g = u % Hkv;
         size_t r0 = (size_t)row_start[b];
         mhla_mixer_io io = {
-            .q = e->q + r0 * qs, .q_stride = (int)qs,
-            .k = e->k + r0 * ks, .k_stride = (int)ks,
-            .v = e->v + r0 * vs, .v_stride = (int)vs,
-            .out = e->att + r0 * os, .out_stride = (int)os,
+            .q = e->q + r0 * qs,
+            .q_stride = (int)qs,
+            .k = e->k + r0 * ks,
+            .k_stride = (int)ks,
+            .v = e->v + r0 * vs,
+            .v_stride = (int)vs,
+            .out = e->att + r0 * os,
+            .out_stride = (int)os,
             .n = items[b].n_tokens,
         };
         mhla_mix_run(items[b].seq, layer, g, &io);
@@ -287,8 +290,7 @@ static float *logits_dst(mhla_cpu *e, const mhla_batch_item *it, int t, int *n_s
     return NULL;
 }
 
-static void compute_logits(mhla_cpu *e, mhla_batch_item *items, int n_items,
-                           const int *row_start)
+static void compute_logits(mhla_cpu *e, mhla_batch_item *items, int n_items, const int *row_start)
 {
     const mhla_model *m = e->model;
     int D = m->cfg.hidden_size, n = 0, n_sampled = 0;

@@ -132,8 +132,7 @@ static void close_block(const head_view *h, int i)
 }
 
 /* Output of one query head for the token at block offset r of block i. */
-static void head_output(const head_view *h, const float *q, int i, int r, float *out,
-                        float *scores)
+static void head_output(const head_view *h, const float *q, int i, int r, float *out, float *scores)
 {
     int dk = h->dk, dv = h->dv;
     memset(out, 0, (size_t)dv * sizeof(float));
@@ -175,9 +174,11 @@ void mhla_mix_run(mhla_seq *s, int layer, int kv_head, const mhla_mixer_io *io)
         int p = pos + t, i = p / h.C, r = p % h.C;
         if (r == 0)
             mix_prefix(&h, i);
-        memcpy(h.cur_k + (size_t)r * h.dk, io->k + (size_t)t * io->k_stride + (size_t)kv_head * h.dk,
+        memcpy(h.cur_k + (size_t)r * h.dk,
+               io->k + (size_t)t * io->k_stride + (size_t)kv_head * h.dk,
                (size_t)h.dk * sizeof(float));
-        memcpy(h.cur_v + (size_t)r * h.dv, io->v + (size_t)t * io->v_stride + (size_t)kv_head * h.dv,
+        memcpy(h.cur_v + (size_t)r * h.dv,
+               io->v + (size_t)t * io->v_stride + (size_t)kv_head * h.dv,
                (size_t)h.dv * sizeof(float));
         for (int jj = 0; jj < group; jj++) {
             int j = kv_head * group + jj;

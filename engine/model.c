@@ -124,8 +124,8 @@ static int bind_matrix(mhla_model *m, const char *name, int64_t rows, int64_t co
     return bind(m, name, 2, shape, &out->f32, err);
 }
 
-#define BIND(m, name, out, ...)                                                                  \
-    bind((m), (name), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                 \
+#define BIND(m, name, out, ...)                                                                    \
+    bind((m), (name), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                   \
          (int64_t[]){__VA_ARGS__}, (out), err)
 
 /* The mixing matrix fixes Lm: [Lm, Lm, 1, 1, 1, 1] (trailing ones optional). */
@@ -136,8 +136,8 @@ static int bind_mixing(mhla_model *m, int l, float **out, mhla_error *err)
     const st_tensor *t = st_find(&m->st, name);
     if (!t)
         return mhla_fail(err, "tensor '%s' is missing from the checkpoint", name);
-    int ok = t->ndim >= 2 && t->shape[0] == t->shape[1] && t->shape[0] > 0 &&
-             t->shape[0] <= 1 << 16;
+    int ok =
+        t->ndim >= 2 && t->shape[0] == t->shape[1] && t->shape[0] > 0 && t->shape[0] <= 1 << 16;
     for (int i = 2; ok && i < t->ndim; i++)
         ok = t->shape[i] == 1;
     if (!ok)
@@ -290,10 +290,7 @@ static int convert_weights(mhla_model *m, mhla_error *err)
     return to_bf16(m, &m->lm_head, V * D, err);
 }
 
-static size_t matrix_bytes(k_matrix w, size_t n)
-{
-    return w.bf16 ? n * 2 : (w.f32 ? n * 4 : 0);
-}
+static size_t matrix_bytes(k_matrix w, size_t n) { return w.bf16 ? n * 2 : (w.f32 ? n * 4 : 0); }
 
 static size_t weight_bytes(const mhla_model *m)
 {

@@ -22,11 +22,10 @@ static const struct {
     st_dtype dtype;
     int size;
 } DTYPES[] = {
-    {"F32", ST_F32, 4},     {"F16", ST_F16, 2},        {"BF16", ST_BF16, 2},
-    {"F64", ST_OTHER, 8},   {"I64", ST_OTHER, 8},      {"I32", ST_OTHER, 4},
-    {"I16", ST_OTHER, 2},   {"I8", ST_OTHER, 1},       {"U8", ST_OTHER, 1},
-    {"U16", ST_OTHER, 2},   {"U32", ST_OTHER, 4},      {"U64", ST_OTHER, 8},
-    {"BOOL", ST_OTHER, 1},  {"F8_E4M3", ST_OTHER, 1},  {"F8_E5M2", ST_OTHER, 1},
+    {"F32", ST_F32, 4},    {"F16", ST_F16, 2},       {"BF16", ST_BF16, 2},     {"F64", ST_OTHER, 8},
+    {"I64", ST_OTHER, 8},  {"I32", ST_OTHER, 4},     {"I16", ST_OTHER, 2},     {"I8", ST_OTHER, 1},
+    {"U8", ST_OTHER, 1},   {"U16", ST_OTHER, 2},     {"U32", ST_OTHER, 4},     {"U64", ST_OTHER, 8},
+    {"BOOL", ST_OTHER, 1}, {"F8_E4M3", ST_OTHER, 1}, {"F8_E5M2", ST_OTHER, 1},
 };
 
 static char *path_join(const char *dir, const char *name)
@@ -189,8 +188,10 @@ static int parse_file(st_set *set, int *cap, const st_mapping *m, mhla_error *er
     uint64_t hlen;
     read_u64_le(base, &hlen);
     if (hlen > m->size - 8)
-        return mhla_fail(err, "%s: header of %llu bytes does not fit in the %zu-byte file (file "
-                              "truncated?)", fname, (unsigned long long)hlen, m->size);
+        return mhla_fail(err,
+                         "%s: header of %llu bytes does not fit in the %zu-byte file (file "
+                         "truncated?)",
+                         fname, (unsigned long long)hlen, m->size);
     if (hlen > MAX_HEADER_BYTES)
         return mhla_fail(err, "%s: header of %llu bytes exceeds the %u-byte limit", fname,
                          (unsigned long long)hlen, MAX_HEADER_BYTES);

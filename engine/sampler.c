@@ -57,7 +57,7 @@ struct mhla_sampler {
     unsigned char *in_prompt; /* repetition penalty: ids seen in the prompt */
     int32_t *seen;            /* the distinct ids of counts and in_prompt, for the GPU */
     int n_seen;
-    float *scratch;           /* adjusted logits */
+    float *scratch; /* adjusted logits */
     cand *cand;
 };
 
@@ -88,8 +88,7 @@ static int check_params(const mhla_sampling_params *p, int vocab, mhla_error *er
         return mhla_fail(err, "sampler: repetition_penalty %g must be finite and > 0",
                          (double)p->repetition_penalty);
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
-        return mhla_fail(err, "sampler: %d logit biases given without an array",
-                         p->n_logit_bias);
+        return mhla_fail(err, "sampler: %d logit biases given without an array", p->n_logit_bias);
     for (int i = 0; i < p->n_logit_bias; i++) {
         if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= vocab)
             return mhla_fail(err, "sampler: logit_bias token id %d is outside [0, %d)",

@@ -15,8 +15,10 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
         if (!it->seq || it->seq->model != e->model)
             return mhla_fail(err, "batch item %d: no sequence of this model", b);
         if (it->seq->home != e->home)
-            return mhla_fail(err, "batch item %d: the sequence's state is on another device (make "
-                                  "sequences with mhla_engine_seq_create)", b);
+            return mhla_fail(err,
+                             "batch item %d: the sequence's state is on another device (make "
+                             "sequences with mhla_engine_seq_create)",
+                             b);
         if (it->n_tokens < 1 || !it->tokens)
             return mhla_fail(err, "batch item %d: no tokens", b);
         if (it->logits_from < 0 || it->logits_from > it->n_tokens)
@@ -26,15 +28,17 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
             return mhla_fail(err, "batch item %d: logits requested without a buffer", b);
         if (it->sample && (!it->sample->sampler || it->sample->n_top < -1 ||
                            it->sample->n_top > MHLA_MAX_TOP_LOGPROBS))
-            return mhla_fail(err, "batch item %d: a sample slot needs a sampler and n_top in "
-                                  "[-1, %d]", b, MHLA_MAX_TOP_LOGPROBS);
+            return mhla_fail(err,
+                             "batch item %d: a sample slot needs a sampler and n_top in "
+                             "[-1, %d]",
+                             b, MHLA_MAX_TOP_LOGPROBS);
         int pos = mhla_seq_pos(it->seq);
         if ((long)pos + it->n_tokens > c->max_positions)
-            return mhla_fail_as(err, MHLA_ERR_CONTEXT,
-                                "context length exceeded: position %d + %d tokens passes the model's "
-                             "context of %d tokens (%d blocks of %d)",
-                             pos, it->n_tokens, c->max_positions, c->num_blocks,
-                             c->chunk_size);
+            return mhla_fail_as(
+                err, MHLA_ERR_CONTEXT,
+                "context length exceeded: position %d + %d tokens passes the model's "
+                "context of %d tokens (%d blocks of %d)",
+                pos, it->n_tokens, c->max_positions, c->num_blocks, c->chunk_size);
         for (int t = 0; t < it->n_tokens; t++)
             if (it->tokens[t] < 0 || it->tokens[t] >= c->vocab_size)
                 return mhla_fail(err, "batch item %d: token id %d outside the vocabulary [0, %d)",

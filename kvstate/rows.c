@@ -5,7 +5,6 @@
  */
 #include "kvstate_internal.h"
 
-
 size_t kv_rows_floats(const kv_geometry *g, int r)
 {
     return (size_t)g->layers * g->kv_heads * r * (g->dk + g->dv);

@@ -18,8 +18,8 @@ struct srv_bytes_stream {
     char out[64];
 };
 
-int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n,
-                     char *err, size_t errlen)
+int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n, char *err,
+                     size_t errlen)
 {
     *ids = NULL;
     *n = 0;
@@ -119,8 +119,8 @@ void srv_bytes_stream_finish(srv_bytes_stream *s, const char **piece, size_t *le
 
 void srv_bytes_stream_free(srv_bytes_stream *s) { free(s); }
 
-int srv_bytes_decode(int vocab_size, const int32_t *ids, int n, char **text, size_t *len,
-                     char *err, size_t errlen)
+int srv_bytes_decode(int vocab_size, const int32_t *ids, int n, char **text, size_t *len, char *err,
+                     size_t errlen)
 {
     *text = NULL;
     *len = 0;

@@ -59,14 +59,13 @@ static int parse(const cJSON *root, const mhla_config *cfg, srv_gen_config *g, c
     if (eos && !cJSON_IsNull(eos)) {
         int n = cJSON_IsArray(eos) ? cJSON_GetArraySize(eos) : 1;
         if (n > SRV_MAX_EOS) {
-            snprintf(err, errlen, "%s: at most %d eos_token_id values are supported, got %d",
-                     path, SRV_MAX_EOS, n);
+            snprintf(err, errlen, "%s: at most %d eos_token_id values are supported, got %d", path,
+                     SRV_MAX_EOS, n);
             return -1;
         }
         const cJSON *it = cJSON_IsArray(eos) ? eos->child : eos;
         for (int i = 0; i < n; i++, it = it->next) {
-            if (!cJSON_IsNumber(it) || it->valuedouble < 0 ||
-                it->valuedouble >= cfg->vocab_size ||
+            if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble >= cfg->vocab_size ||
                 it->valuedouble != floor(it->valuedouble)) {
                 snprintf(err, errlen,
                          "%s: eos_token_id must be a token id in [0, %d) or a list of them", path,

@@ -21,8 +21,8 @@ struct srv_http {
     srv_http_config c;
     struct MHD_Daemon *d;
     srv_limits lim;
-    srv_watch *watch;      /* the read deadline of every connection */
-    atomic_int in_flight;  /* completions whose response is not sent yet */
+    srv_watch *watch;     /* the read deadline of every connection */
+    atomic_int in_flight; /* completions whose response is not sent yet */
 };
 
 typedef struct {
@@ -43,8 +43,7 @@ typedef struct {
 /* ---- responses ------------------------------------------------------------- */
 
 static enum MHD_Result send_body(struct MHD_Connection *conn, conn_ctx *ctx, int status,
-                                 const char *ctype, char *body, const char *hdr,
-                                 const char *hval)
+                                 const char *ctype, char *body, const char *hdr, const char *hval)
 {
     if (!body) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
@@ -68,8 +67,7 @@ static enum MHD_Result send_body(struct MHD_Connection *conn, conn_ctx *ctx, int
         b[len++] = '\n';
         b[len] = 0;
     }
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, b, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, b, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(b);
         return MHD_NO;
@@ -108,9 +106,10 @@ static enum MHD_Result method_not_allowed(struct MHD_Connection *conn, conn_ctx 
                                           const char *allow)
 {
     srv_error e;
-    srv_error_set(&e, SRV_ERR_METHOD, NULL, "Method %s is not allowed on %s (allowed: %s)", ctx->method, ctx->path, allow);
-    return send_body(conn, ctx, 405, "application/json", srv_error_json(&e),
-                     MHD_HTTP_HEADER_ALLOW, allow);
+    srv_error_set(&e, SRV_ERR_METHOD, NULL, "Method %s is not allowed on %s (allowed: %s)",
+                  ctx->method, ctx->path, allow);
+    return send_body(conn, ctx, 405, "application/json", srv_error_json(&e), MHD_HTTP_HEADER_ALLOW,
+                     allow);
 }
 
 static char *print_json(cJSON *o)
@@ -214,8 +213,7 @@ static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn,
     cJSON *pr = cJSON_GetObjectItemCaseSensitive(root, "prompt");
     if (!cJSON_IsString(pr)) {
         cJSON_Delete(root);
-        return error_reply(conn, ctx, SRV_ERR_INVALID, "prompt",
-                           "'prompt' must be a string");
+        return error_reply(conn, ctx, SRV_ERR_INVALID, "prompt", "'prompt' must be a string");
     }
     /* add_special_tokens (default true) as the completions endpoint encodes prompts */
     cJSON *as = cJSON_GetObjectItemCaseSensitive(root, "add_special_tokens");
@@ -301,8 +299,7 @@ static int alloc_prompt_logprobs(srv_req *r, int g)
 
 /* Prompt g decoded into *out; with logprobs every token's character offset.
  * Returns 0, or the code of the failure with msg set. */
-static srv_errcode echo_prompt(srv_http *h, srv_req *r, int g, char **out, char *msg,
-                               size_t msglen)
+static srv_errcode echo_prompt(srv_http *h, srv_req *r, int g, char **out, char *msg, size_t msglen)
 {
     const srv_prompt *pr = &r->p.prompts[g];
     srv_lp *lp = r->groups[g].prompt_lp;
@@ -447,8 +444,7 @@ static enum MHD_Result wait_reply(srv_http *h, struct MHD_Connection *conn, conn
     return send_body(conn, ctx, 200, "application/json", body, NULL, NULL);
 }
 
-static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *conn,
-                                          conn_ctx *ctx)
+static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
 {
     srv_error e;
     if (srv_sched_draining(h->c.sched))
@@ -594,8 +590,7 @@ static enum MHD_Result start_request(srv_http *h, struct MHD_Connection *conn, c
         return error_reply(conn, ctx, SRV_ERR_URI_TOO_LONG, NULL, msg);
     }
     if (header_bytes > MAX_HEADER_BYTES) {
-        snprintf(msg, sizeof msg, "the request's header fields exceed %d bytes",
-                 MAX_HEADER_BYTES);
+        snprintf(msg, sizeof msg, "the request's header fields exceed %d bytes", MAX_HEADER_BYTES);
         return error_reply(conn, ctx, SRV_ERR_HEADERS_TOO_LARGE, NULL, msg);
     }
     const char *cl =
@@ -637,9 +632,8 @@ static void take_body(srv_http *h, conn_ctx *ctx, const char *data, size_t n)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     (void)version;
     srv_http *h = cls;
@@ -687,7 +681,7 @@ static void log_request_fields(cJSON *f, conn_ctx *ctx)
     cJSON_AddNumberToObject(f, "prompt_tokens", (double)r->prompt_tokens);
     cJSON_AddNumberToObject(f, "completion_tokens", (double)r->completion_tokens);
     cJSON_AddNumberToObject(f, "choices", r->n_choices);
-    const char *fr = r->failed                ? "error"
+    const char *fr = r->failed              ? "error"
                      : srv_req_cancelled(r) ? "cancelled"
                      : r->done              ? r->choices[0].finish_reason
                                             : "unfinished";
@@ -837,15 +831,15 @@ int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, ch
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(
-        flags, (uint16_t)c->opt->port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-        ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->opt->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client(c->opt),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    h->d = MHD_start_daemon(flags, (uint16_t)c->opt->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)c->opt->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)c->opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+                            h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client(c->opt),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->d) {
         srv_watch_stop(h->watch);

@@ -100,8 +100,8 @@ static size_t page_bytes(const mhla_config *c)
  * (activations and logits rows), estimated from the shape. */
 static size_t step_buffers(const mhla_config *c, int max_batch_tokens)
 {
-    size_t per_token = 8 * (size_t)c->hidden_size + 3 * (size_t)c->intermediate_size +
-                       2 * (size_t)c->vocab_size;
+    size_t per_token =
+        8 * (size_t)c->hidden_size + 3 * (size_t)c->intermediate_size + 2 * (size_t)c->vocab_size;
     return (size_t)max_batch_tokens * per_token * sizeof(float);
 }
 
@@ -126,8 +126,9 @@ int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_
 {
     const mhla_config *c = mhla_model_config(model);
     if (!m->limit) {
-        snprintf(err, errlen, "--state-memory auto: neither a cgroup memory.max nor "
-                              "/proc/meminfo's MemAvailable is readable; give --state-memory MB");
+        snprintf(err, errlen,
+                 "--state-memory auto: neither a cgroup memory.max nor "
+                 "/proc/meminfo's MemAvailable is readable; give --state-memory MB");
         return -1;
     }
     if (sequence_buffers(model, &m->seq_buffer_bytes, err, errlen))
@@ -138,8 +139,8 @@ int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_
     m->sequences = (size_t)max_running * m->seq_buffer_bytes;
     m->resume_slots = RESUME_SLOTS;
     /* an entry: the tokens and a partial block's rows (at most the buffers) */
-    m->resume = (size_t)RESUME_SLOTS *
-                (m->seq_buffer_bytes + (size_t)c->max_positions * sizeof(int32_t));
+    m->resume =
+        (size_t)RESUME_SLOTS * (m->seq_buffer_bytes + (size_t)c->max_positions * sizeof(int32_t));
     m->page_bytes = page_bytes(c);
     size_t full = (size_t)mhla_state_pages_needed(model, c->max_positions) * m->page_bytes;
     m->cap = (size_t)CACHE_FACTOR * (size_t)max_running * (full ? full : m->page_bytes);

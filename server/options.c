@@ -39,52 +39,53 @@ void mhla_server_print_help(void *fp)
     FILE *f = fp;
     mhla_server_options d;
     mhla_server_options_default(&d);
-    fprintf(f,
-            "usage: mhla-server [options]\n"
-            "\n"
-            "OpenAI-compatible completion server for MHLA language models.\n"
-            "\n"
-            "  --host ADDR              address to listen on (default %s)\n"
-            "  --port N                 TCP port, 0 picks a free one (default %d)\n"
-            "  --model DIR              checkpoint directory (default %s)\n"
-            "  --model-name NAME        model id clients send (default: DIR's last component)\n"
-            "  --threads N              engine threads, 0 = the CPUs this process may use:\n"
-            "                           affinity mask and cgroup CPU quota (default %d)\n"
-            "  --cpu-isa P              CPU kernel path: auto, avx512, avx2, neon or portable\n"
-            "                           (default: MHLA_CPU_ISA, else the best the CPU runs;\n"
-            "                           every path gives the same bits)\n"
-            "  --max-batch-tokens N     tokens per engine step, decode + prefill chunks (default %d)\n"
-            "  --max-running N          sequences decoding at once (default %d)\n"
-            "  --max-queue N            waiting requests before 429 (default %d)\n"
-            "  --api-key KEY            require Authorization: Bearer KEY on /v1/* (default: none;\n"
-            "                           the MHLA_API_KEY environment variable works too)\n"
-            "  --max-body-bytes N       request body limit, 413 past it (default %zu)\n"
-            "  --max-connections N      concurrent connections (default %d)\n"
-            "  --timeout S              idle connection timeout in seconds, also the write\n"
-            "                           deadline of a stream whose client stops reading (default %d)\n"
-            "  --read-timeout S         deadline for receiving a whole request, headers and body\n"
-            "                           (default %d)\n"
-            "  --max-connections-per-client N  connections one client address may hold\n"
-            "                           (default 0: all but max(4, max-connections/8))\n"
-            "  --request-timeout S      per-request deadline in seconds, 0 = none (default %d)\n"
-            "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
-            "  --state-memory auto|MB|0 state pool with exact prefix cache; requests wait until\n"
-            "                           their worst-case pages fit. auto (default): sized from\n"
-            "                           cgroup memory.max or MemAvailable, less weights, buffers\n"
-            "                           and headroom (logged at start); 0: unbounded state per\n"
-            "                           sequence, no prefix cache, no admission by memory\n"
-            "  --weights f32|bf16       how weights are held in memory: bf16 halves the bytes\n"
-            "                           each step reads, arithmetic stays f32 (default f32)\n"
-            "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
-            "                           cuda (refuses to start without a usable GPU) (default auto)\n"
-            "  --gpu-weights W          bf16, f16 or f32: how the GPU holds weights (default bf16)\n"
-            "  --gpu-index N            which CUDA device (default 0)\n"
-            "  --no-graphs              never replay decode steps as CUDA graphs\n"
-            "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
-            "  --help                   this text\n",
-            d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running,
-            d.max_queue, d.max_body_bytes, d.max_connections, d.timeout_s, d.read_timeout_s,
-            d.request_timeout_s, d.shutdown_timeout_s);
+    fprintf(
+        f,
+        "usage: mhla-server [options]\n"
+        "\n"
+        "OpenAI-compatible completion server for MHLA language models.\n"
+        "\n"
+        "  --host ADDR              address to listen on (default %s)\n"
+        "  --port N                 TCP port, 0 picks a free one (default %d)\n"
+        "  --model DIR              checkpoint directory (default %s)\n"
+        "  --model-name NAME        model id clients send (default: DIR's last component)\n"
+        "  --threads N              engine threads, 0 = the CPUs this process may use:\n"
+        "                           affinity mask and cgroup CPU quota (default %d)\n"
+        "  --cpu-isa P              CPU kernel path: auto, avx512, avx2, neon or portable\n"
+        "                           (default: MHLA_CPU_ISA, else the best the CPU runs;\n"
+        "                           every path gives the same bits)\n"
+        "  --max-batch-tokens N     tokens per engine step, decode + prefill chunks (default %d)\n"
+        "  --max-running N          sequences decoding at once (default %d)\n"
+        "  --max-queue N            waiting requests before 429 (default %d)\n"
+        "  --api-key KEY            require Authorization: Bearer KEY on /v1/* (default: none;\n"
+        "                           the MHLA_API_KEY environment variable works too)\n"
+        "  --max-body-bytes N       request body limit, 413 past it (default %zu)\n"
+        "  --max-connections N      concurrent connections (default %d)\n"
+        "  --timeout S              idle connection timeout in seconds, also the write\n"
+        "                           deadline of a stream whose client stops reading (default %d)\n"
+        "  --read-timeout S         deadline for receiving a whole request, headers and body\n"
+        "                           (default %d)\n"
+        "  --max-connections-per-client N  connections one client address may hold\n"
+        "                           (default 0: all but max(4, max-connections/8))\n"
+        "  --request-timeout S      per-request deadline in seconds, 0 = none (default %d)\n"
+        "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
+        "  --state-memory auto|MB|0 state pool with exact prefix cache; requests wait until\n"
+        "                           their worst-case pages fit. auto (default): sized from\n"
+        "                           cgroup memory.max or MemAvailable, less weights, buffers\n"
+        "                           and headroom (logged at start); 0: unbounded state per\n"
+        "                           sequence, no prefix cache, no admission by memory\n"
+        "  --weights f32|bf16       how weights are held in memory: bf16 halves the bytes\n"
+        "                           each step reads, arithmetic stays f32 (default f32)\n"
+        "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
+        "                           cuda (refuses to start without a usable GPU) (default auto)\n"
+        "  --gpu-weights W          bf16, f16 or f32: how the GPU holds weights (default bf16)\n"
+        "  --gpu-index N            which CUDA device (default 0)\n"
+        "  --no-graphs              never replay decode steps as CUDA graphs\n"
+        "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
+        "  --help                   this text\n",
+        d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running, d.max_queue,
+        d.max_body_bytes, d.max_connections, d.timeout_s, d.read_timeout_s, d.request_timeout_s,
+        d.shutdown_timeout_s);
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out, char *err,
@@ -239,8 +240,7 @@ static int set_flag(const flag_def *f, const char *v, mhla_server_options *o, ch
     return 0;
 }
 
-int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *err,
-                           size_t errlen)
+int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *err, size_t errlen)
 {
     const char *env_key = getenv("MHLA_API_KEY");
     if (env_key && env_key[0])

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int __attribute__((format(printf, 3, 4))) bad(srv_error *e, const char *param,
-                                                      const char *fmt, ...)
+static int __attribute__((format(printf, 3, 4)))
+bad(srv_error *e, const char *param, const char *fmt, ...)
 {
     char msg[sizeof e->message];
     va_list ap;
@@ -115,8 +115,8 @@ static int get_bool(const cJSON *root, const char *name, int *out, srv_error *e)
 
 static int is_integer(const cJSON *v)
 {
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && floor(v->valuedouble) == v->valuedouble &&
-           fabs(v->valuedouble) <= 9007199254740992.0;
+    return cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
+           floor(v->valuedouble) == v->valuedouble && fabs(v->valuedouble) <= 9007199254740992.0;
 }
 
 static int get_int(const cJSON *root, const char *name, long long lo, long long hi, long long *out,
@@ -144,8 +144,8 @@ static int get_num(const cJSON *root, const char *name, double lo, double hi, in
         return BAD(name, "'%s' must be a number", name);
     double d = v->valuedouble;
     if (d > hi || (lo_open ? d <= lo : d < lo))
-        return BAD(name, "'%s' must be %s %g and <= %g, got %g", name, lo_open ? ">" : ">=", lo,
-                   hi, d);
+        return BAD(name, "'%s' must be %s %g and <= %g, got %g", name, lo_open ? ">" : ">=", lo, hi,
+                   d);
     *out = (float)d;
     return 0;
 }
@@ -176,8 +176,8 @@ static int ids_from_array(const cJSON *arr, const srv_limits *lim, const char *p
 static int ids_from_text(const cJSON *s, const srv_limits *lim, srv_prompt *out, srv_error *e)
 {
     char msg[256];
-    if (srv_codec_encode(lim->codec, s->valuestring, strlen(s->valuestring), 1, &out->ids,
-                         &out->n, msg, sizeof msg))
+    if (srv_codec_encode(lim->codec, s->valuestring, strlen(s->valuestring), 1, &out->ids, &out->n,
+                         msg, sizeof msg))
         return BAD("prompt", "%s", msg);
     return 0;
 }

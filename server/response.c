@@ -213,9 +213,9 @@ char *srv_completion_json(const srv_req *r, const char *model_name, const srv_co
     return s;
 }
 
-static char *chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec,
-                        int ci, const char *text, size_t text_len, int echo, int id_from,
-                        int id_to, const char *finish)
+static char *chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci,
+                        const char *text, size_t text_len, int echo, int id_from, int id_to,
+                        const char *finish)
 {
     cJSON *o = head(r, model_name), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject();
     if (!o || !choices || !ch) {
@@ -246,14 +246,12 @@ static char *chunk_json(const srv_req *r, const char *model_name, const srv_code
 }
 
 char *srv_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci,
-                     const char *text, size_t text_len, int id_from, int id_to,
-                     const char *finish)
+                     const char *text, size_t text_len, int id_from, int id_to, const char *finish)
 {
     return chunk_json(r, model_name, codec, ci, text, text_len, 0, id_from, id_to, finish);
 }
 
-char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec,
-                          int ci)
+char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci)
 {
     const char *t = r->echo[r->choices[ci].group];
     return chunk_json(r, model_name, codec, ci, t, strlen(t), 1, 0, 0, NULL);

@@ -137,9 +137,9 @@ int srv_sched_submit(srv_sched *s, srv_req *r)
     if (s->c.state_pool && pages_needed(s, r) > s->pages_total)
         return SRV_SUBMIT_TOO_BIG;
     pthread_mutex_lock(&s->mu);
-    int rc = s->draining || s->stop                    ? SRV_SUBMIT_DRAINING
+    int rc = s->draining || s->stop                 ? SRV_SUBMIT_DRAINING
              : count_blocked(s, r) > s->c.max_queue ? SRV_SUBMIT_FULL
-                                                      : SRV_SUBMIT_OK;
+                                                    : SRV_SUBMIT_OK;
     if (rc != SRV_SUBMIT_OK) {
         pthread_mutex_unlock(&s->mu);
         return rc;
@@ -196,15 +196,15 @@ static int admit_group(srv_sched *s, srv_req *r, int g, long *matched, mhla_erro
         return -1;
     gr->pos = pos;
     *matched += pos;
-    long clones = (long)(r->p.n - 1) *
-                  mhla_state_pages_needed(s->c.model, (long)pr->n + r->p.max_tokens);
+    long clones =
+        (long)(r->p.n - 1) * mhla_state_pages_needed(s->c.model, (long)pr->n + r->p.max_tokens);
     mhla_state_stats st;
     mhla_engine_state_stats(s->c.engine, &st);
     /* the reservation above must not have taken pages promised to others */
     if (st.pages_available >= 0 && st.pages_available - s->promised < clones) {
         snprintf(e->msg, sizeof e->msg,
-                 "state memory full: %d choices need %ld more pages, %ld available", r->p.n,
-                 clones, st.pages_available - s->promised);
+                 "state memory full: %d choices need %ld more pages, %ld available", r->p.n, clones,
+                 st.pages_available - s->promised);
         e->code = MHLA_ERR_FULL;
         return -1;
     }
@@ -399,13 +399,17 @@ static int plan_item(srv_sched *s, item_ref ref)
 /* The prefill chunks of r's prompts under *budget tokens. */
 static int plan_prefill(srv_sched *s, srv_req *r, int *budget)
 {
-    for (int g = 0; g < r->p.n_prompts && *budget > 0; g++) {
+    for (int g = 0; g<r->p.n_prompts && * budget> 0; g++) {
         srv_group *gr = &r->groups[g];
         int rem = r->p.prompts[g].n - gr->pos;
         if (rem <= 0)
             continue;
         int chunk = rem < *budget ? rem : *budget, final = chunk == rem;
-        item_ref ref = {.r = r, .kind = ITEM_PREFILL, .idx = g, .n = chunk, .final = final,
+        item_ref ref = {.r = r,
+                        .kind = ITEM_PREFILL,
+                        .idx = g,
+                        .n = chunk,
+                        .final = final,
                         .n_rows = gr->prompt_lp ? chunk : final};
         if (plan_item(s, ref))
             return -1;
@@ -463,8 +467,8 @@ static mhla_batch_item batch_item(srv_sched *s, int j, int *row)
         memset(sl, 0, sizeof *sl);
         sl->sampler = ch->sampler;
         sl->n_top = r->p.logprobs >= 0 ? r->p.logprobs : -1;
-        return (mhla_batch_item){.seq = ch->seq, .tokens = &ch->last_tok, .n_tokens = 1,
-                                 .logits_from = 1, .sample = sl};
+        return (mhla_batch_item){
+            .seq = ch->seq, .tokens = &ch->last_tok, .n_tokens = 1, .logits_from = 1, .sample = sl};
     }
     size_t V = (size_t)s->mc->vocab_size;
     srv_group *gr = &r->groups[rf->idx];
@@ -674,8 +678,7 @@ static int start_choice(srv_sched *s, srv_req *r, int g, int k, const float *row
 }
 
 /* Starts decoding the choices of group g from the prompt's last logits. */
-static int start_group(srv_sched *s, srv_req *r, int g, const float *row, char *err,
-                       size_t errlen)
+static int start_group(srv_sched *s, srv_req *r, int g, const float *row, char *err, size_t errlen)
 {
     if (clone_choices(s, r, g, err, errlen))
         return -1;

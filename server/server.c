@@ -127,8 +127,8 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     if (mhla_engine_device_note(sv->engine)[0])
         srv_logf(MHLA_LOG_INFO, "device", "%s: running on the CPU",
                  mhla_engine_device_note(sv->engine));
-    sv->model_name = o->model_name ? o->model_name
-                                   : basename_of(o->model_dir, sv->namebuf, sizeof sv->namebuf);
+    sv->model_name =
+        o->model_name ? o->model_name : basename_of(o->model_dir, sv->namebuf, sizeof sv->namebuf);
     if (srv_codec_create(o->model_dir, sv->cfg->vocab_size, &sv->codec, err, errlen) ||
         srv_gen_config_load(o->model_dir, sv->cfg, &sv->gen, err, errlen))
         return -1;
@@ -193,8 +193,10 @@ static int serve_until_signal(server *sv, const mhla_server_options *o, sigset_t
     int sig = 0;
     while (sigwait(set, &sig) != 0) {
     }
-    srv_logf(MHLA_LOG_INFO, "draining", "signal %d: refusing new requests, %d still active, "
-             "deadline %d s", sig, srv_sched_active(sv->sched), o->shutdown_timeout_s);
+    srv_logf(MHLA_LOG_INFO, "draining",
+             "signal %d: refusing new requests, %d still active, "
+             "deadline %d s",
+             sig, srv_sched_active(sv->sched), o->shutdown_timeout_s);
     srv_sched_drain(sv->sched);
     double deadline = srv_now() + o->shutdown_timeout_s;
     while (srv_sched_active(sv->sched) > 0 && srv_now() < deadline) {

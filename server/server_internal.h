@@ -61,10 +61,10 @@ long srv_utf8_chars(const char *text, size_t len);
 /* ---- byte_codec.c: the byte-level stand-in ---------------------------------- */
 
 typedef struct srv_bytes_stream srv_bytes_stream;
-int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n,
-                     char *err, size_t errlen);
-int srv_bytes_decode(int vocab_size, const int32_t *ids, int n, char **text, size_t *len,
-                     char *err, size_t errlen);
+int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n, char *err,
+                     size_t errlen);
+int srv_bytes_decode(int vocab_size, const int32_t *ids, int n, char **text, size_t *len, char *err,
+                     size_t errlen);
 int srv_bytes_stream_new(int vocab_size, srv_bytes_stream **out, char *err, size_t errlen);
 int srv_bytes_stream_push(srv_bytes_stream *s, int32_t id, const char **piece, size_t *len,
                           char *err, size_t errlen);
@@ -189,20 +189,20 @@ typedef struct {
 
 /* What went wrong; the HTTP status, type and code string follow from it. */
 typedef enum {
-    SRV_ERR_INVALID,         /* 400 */
-    SRV_ERR_CONTEXT,         /* 400 context_length_exceeded */
-    SRV_ERR_UNAUTHORIZED,    /* 401 invalid_api_key */
-    SRV_ERR_NOT_FOUND,       /* 404 not_found (no such endpoint) */
-    SRV_ERR_MODEL_NOT_FOUND, /* 404 model_not_found */
-    SRV_ERR_METHOD,          /* 405 method_not_allowed */
-    SRV_ERR_TOO_LARGE,       /* 413 request_too_large */
-    SRV_ERR_URI_TOO_LONG,    /* 414 uri_too_long */
+    SRV_ERR_INVALID,           /* 400 */
+    SRV_ERR_CONTEXT,           /* 400 context_length_exceeded */
+    SRV_ERR_UNAUTHORIZED,      /* 401 invalid_api_key */
+    SRV_ERR_NOT_FOUND,         /* 404 not_found (no such endpoint) */
+    SRV_ERR_MODEL_NOT_FOUND,   /* 404 model_not_found */
+    SRV_ERR_METHOD,            /* 405 method_not_allowed */
+    SRV_ERR_TOO_LARGE,         /* 413 request_too_large */
+    SRV_ERR_URI_TOO_LONG,      /* 414 uri_too_long */
     SRV_ERR_HEADERS_TOO_LARGE, /* 431 headers_too_large */
-    SRV_ERR_QUEUE_FULL,      /* 429 queue_full */
-    SRV_ERR_CLIENT_CLOSED,   /* 499 client_closed */
-    SRV_ERR_INTERNAL,        /* 500: out of memory, the engine or the device failed */
-    SRV_ERR_FULL,            /* 503 state_memory_full */
-    SRV_ERR_DRAINING,        /* 503 server_draining */
+    SRV_ERR_QUEUE_FULL,        /* 429 queue_full */
+    SRV_ERR_CLIENT_CLOSED,     /* 499 client_closed */
+    SRV_ERR_INTERNAL,          /* 500: out of memory, the engine or the device failed */
+    SRV_ERR_FULL,              /* 503 state_memory_full */
+    SRV_ERR_DRAINING,          /* 503 server_draining */
     SRV_ERR_COUNT
 } srv_errcode;
 
@@ -269,7 +269,7 @@ typedef struct {
 
 typedef struct {
     /* engine thread only */
-    int group;      /* prompt index */
+    int group; /* prompt index */
     mhla_seq *seq;
     mhla_sampler *sampler;
     srv_codec_stream *dec;
@@ -279,11 +279,11 @@ typedef struct {
     long dec_chars; /* characters the decoder has produced (text_offset) */
     /* under req->mu */
     srv_choice_state state;
-    mhla_buf text;       /* all text emitted so far */
-    size_t text_sent;    /* streamed so far */
-    int32_t *ids;        /* generated ids */
-    srv_lp *lp;          /* with logprobs: one per id */
-    mhla_logprob *tops;  /* with logprobs: p.logprobs per id */
+    mhla_buf text;      /* all text emitted so far */
+    size_t text_sent;   /* streamed so far */
+    int32_t *ids;       /* generated ids */
+    srv_lp *lp;         /* with logprobs: one per id */
+    mhla_logprob *tops; /* with logprobs: p.logprobs per id */
     int n_ids, cap_ids;
     int ids_sent;
     const char *finish_reason; /* NULL while running */
@@ -315,9 +315,9 @@ typedef struct srv_req {
     srv_group *groups;   /* p.n_prompts */
     srv_choice *choices; /* p.n_prompts * p.n */
     int n_choices;
-    int n_done;    /* under mu */
-    int done;      /* under mu: every choice finished (or failed) */
-    int failed;    /* under mu: engine error, message in err */
+    int n_done; /* under mu */
+    int done;   /* under mu: every choice finished (or failed) */
+    int failed; /* under mu: engine error, message in err */
     srv_errcode err_code;
     char err[512];
     long prompt_tokens, completion_tokens; /* under mu */
@@ -349,11 +349,11 @@ int srv_req_wait(srv_req *r, double timeout_s, int (*alive)(void *), void *ctx);
 /* One generated token as the engine thread hands it to a choice. */
 typedef struct {
     int32_t id;
-    srv_lp lp;                /* with logprobs */
-    const mhla_logprob *top;  /* with logprobs > 0: p.logprobs alternatives */
-    const char *text;         /* the text it releases (past stop hold-back) */
+    srv_lp lp;               /* with logprobs */
+    const mhla_logprob *top; /* with logprobs > 0: p.logprobs alternatives */
+    const char *text;        /* the text it releases (past stop hold-back) */
     size_t len;
-    const char *finish;       /* non-NULL: the choice ends with this reason */
+    const char *finish; /* non-NULL: the choice ends with this reason */
 } srv_token;
 
 /* Engine thread: appends t to choice ci and wakes the readers; -1 when out
@@ -400,11 +400,9 @@ char *srv_completion_json(const srv_req *r, const char *model_name, const srv_co
 /* One streamed chunk for choice ci carrying text (may be empty) and the ids
  * [id_from, id_to) with their logprobs; finish may be NULL. */
 char *srv_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci,
-                     const char *text, size_t text_len, int id_from, int id_to,
-                     const char *finish);
+                     const char *text, size_t text_len, int id_from, int id_to, const char *finish);
 /* The chunk that streams choice ci's echoed prompt (with its logprobs). */
-char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec,
-                          int ci);
+char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci);
 /* The usage-only chunk of stream_options.include_usage. */
 char *srv_usage_chunk_json(const srv_req *r, const char *model_name);
 
@@ -413,8 +411,8 @@ char *srv_usage_chunk_json(const srv_req *r, const char *model_name);
 typedef struct srv_sse srv_sse;
 /* alive(ctx) (may be NULL) says whether the client is still connected; the
  * writer asks while it waits for tokens and cancels the request when not. */
-int srv_sse_create(srv_req *r, const char *model_name, const srv_codec *codec,
-                   int (*alive)(void *), void *alive_ctx, srv_sse **out);
+int srv_sse_create(srv_req *r, const char *model_name, const srv_codec *codec, int (*alive)(void *),
+                   void *alive_ctx, srv_sse **out);
 /* Fills buf with up to max bytes of the event stream, blocking until there
  * is some. Returns the count, 0 never, -1 at the end of the stream. */
 long srv_sse_read(srv_sse *s, char *buf, size_t max);

@@ -21,8 +21,8 @@ struct srv_sse {
     void *alive_ctx;
 };
 
-int srv_sse_create(srv_req *r, const char *model_name, const srv_codec *codec,
-                   int (*alive)(void *), void *alive_ctx, srv_sse **out)
+int srv_sse_create(srv_req *r, const char *model_name, const srv_codec *codec, int (*alive)(void *),
+                   void *alive_ctx, srv_sse **out)
 {
     *out = calloc(1, sizeof **out);
     if (!*out)
@@ -63,14 +63,12 @@ static int produce(srv_sse *s)
         const char *text = c->text.p ? c->text.p + c->text_sent : ""; /* none yet: NULL */
         int finished = c->state == SRV_CH_DONE && !r->failed;
         if (finished && !c->finish_sent) {
-            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i,
-                                               text, new_text, c->ids_sent,
-                                               c->n_ids, c->finish_reason));
+            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
+                                               c->ids_sent, c->n_ids, c->finish_reason));
             c->finish_sent = 1;
         } else if (new_text > 0) {
-            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i,
-                                               text, new_text, c->ids_sent,
-                                               c->n_ids, NULL));
+            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
+                                               c->ids_sent, c->n_ids, NULL));
         } else {
             if (!c->finish_sent)
                 all_sent = 0;

@@ -44,8 +44,7 @@ static int replace_nul(const char *text, size_t len, mhla_buf *out)
 }
 
 /* The piece as handed out: pointing into s->fixed when it held a NUL. */
-static int piece_out(srv_codec_stream *s, const char **piece, size_t *len, char *err,
-                     size_t errlen)
+static int piece_out(srv_codec_stream *s, const char **piece, size_t *len, char *err, size_t errlen)
 {
     if (!*len || !memchr(*piece, 0, *len))
         return 0;

@@ -20,7 +20,8 @@ static int32_t new_node(tok_trie *t, unsigned char byte)
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
         trie_node *p = realloc(t->nodes, cap * sizeof *p);
-        if (!p) return -1;
+        if (!p)
+            return -1;
         t->nodes = p;
         t->cap = cap;
     }
@@ -31,7 +32,10 @@ static int32_t new_node(tok_trie *t, unsigned char byte)
 tok_trie *tok_trie_new(void)
 {
     tok_trie *t = calloc(1, sizeof *t);
-    if (t && new_node(t, 0) < 0) { free(t); return NULL; }
+    if (t && new_node(t, 0) < 0) {
+        free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -41,16 +45,20 @@ int tok_trie_add(tok_trie *t, const char *s, size_t n, int32_t value)
     for (size_t i = 0; i < n; i++) {
         unsigned char b = (unsigned char)s[i];
         int32_t c = t->nodes[cur].first_child;
-        while (c >= 0 && t->nodes[c].byte != b) c = t->nodes[c].next_sibling;
+        while (c >= 0 && t->nodes[c].byte != b)
+            c = t->nodes[c].next_sibling;
         if (c < 0) {
             c = new_node(t, b);
-            if (c < 0) return -1;
+            if (c < 0)
+                return -1;
             t->nodes[c].next_sibling = t->nodes[cur].first_child;
             t->nodes[cur].first_child = c;
         }
         cur = c;
     }
-    if (cur != 0) t->nodes[cur].value = value; /* a repeated content: the last definition wins, as in the reference */
+    if (cur != 0)
+        t->nodes[cur].value =
+            value; /* a repeated content: the last definition wins, as in the reference */
     return 0;
 }
 
@@ -61,17 +69,23 @@ size_t tok_trie_match(const tok_trie *t, const char *s, size_t n, int32_t *value
     for (size_t i = 0; i < n; i++) {
         unsigned char b = (unsigned char)s[i];
         int32_t c = t->nodes[cur].first_child;
-        while (c >= 0 && t->nodes[c].byte != b) c = t->nodes[c].next_sibling;
-        if (c < 0) break;
+        while (c >= 0 && t->nodes[c].byte != b)
+            c = t->nodes[c].next_sibling;
+        if (c < 0)
+            break;
         cur = c;
-        if (t->nodes[cur].value >= 0) { best = i + 1; *value = t->nodes[cur].value; }
+        if (t->nodes[cur].value >= 0) {
+            best = i + 1;
+            *value = t->nodes[cur].value;
+        }
     }
     return best;
 }
 
 void tok_trie_free(tok_trie *t)
 {
-    if (!t) return;
+    if (!t)
+        return;
     free(t->nodes);
     free(t);
 }
@@ -81,7 +95,8 @@ static int push_section(tok_section **v, size_t *n, size_t *cap, size_t a, size_
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 8;
         tok_section *p = realloc(*v, c * sizeof *p);
-        if (!p) return -1;
+        if (!p)
+            return -1;
         *v = p;
         *cap = c;
     }
@@ -99,7 +114,8 @@ int tok_added_split(const tok_trie *trie, const tok_added *added, const char *s,
         int32_t val = -1;
         size_t m = tok_trie_match(trie, s + i, n - i, &val);
         if (m) {
-            if ((i > start && push_section(&v, &nv, &cap, start, i, -1)) || push_section(&v, &nv, &cap, i, i + m, val))
+            if ((i > start && push_section(&v, &nv, &cap, start, i, -1)) ||
+                push_section(&v, &nv, &cap, i, i + m, val))
                 goto oom;
             i += m;
             start = i;
@@ -107,9 +123,11 @@ int tok_added_split(const tok_trie *trie, const tok_added *added, const char *s,
             i++;
         }
     }
-    if (start < n && push_section(&v, &nv, &cap, start, n, -1)) goto oom;
+    if (start < n && push_section(&v, &nv, &cap, start, n, -1))
+        goto oom;
     for (size_t k = 0; k < nv; k++) {
-        if (v[k].added < 0) continue;
+        if (v[k].added < 0)
+            continue;
         const tok_added *a = &added[v[k].added];
         size_t x, y;
         if (a->lstrip && k > 0) {

@@ -7,7 +7,8 @@
 
 void tok_err(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || errlen == 0) return;
+    if (!err || errlen == 0)
+        return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -19,10 +20,12 @@ int tok_strlist_push(tok_strlist *l, const char *s, size_t n)
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         size_t *o = realloc(l->off, cap * sizeof *o);
-        if (!o) return -1;
+        if (!o)
+            return -1;
         l->off = o;
         size_t *ln = realloc(l->len, cap * sizeof *ln);
-        if (!ln) return -1;
+        if (!ln)
+            return -1;
         l->len = ln;
         l->cap = cap;
     }
@@ -30,12 +33,14 @@ int tok_strlist_push(tok_strlist *l, const char *s, size_t n)
     uintptr_t base = (uintptr_t)l->data.p, sp = (uintptr_t)s;
     if (base && sp >= base && sp < base + l->data.cap) {
         size_t so = (size_t)(sp - base);
-        if (mhla_buf_reserve(&l->data, n)) return -1;
+        if (mhla_buf_reserve(&l->data, n))
+            return -1;
         s = l->data.p + so;
     }
     l->off[l->n] = l->data.len;
     l->len[l->n] = n;
-    if (mhla_buf_put(&l->data, s, n)) return -1;
+    if (mhla_buf_put(&l->data, s, n))
+        return -1;
     l->n++;
     return 0;
 }
@@ -59,7 +64,8 @@ int tok_ids_push(tok_ids *a, int32_t id)
     if (a->n == a->cap) {
         size_t cap = a->cap ? a->cap * 2 : 64;
         int32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v) return -1;
+        if (!v)
+            return -1;
         a->v = v;
         a->cap = cap;
     }

@@ -6,7 +6,8 @@
 
 #include "tokenizer_internal.h"
 
-int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen, const char *owner);
+int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen,
+                      const char *owner);
 
 static const char *jstr(const cJSON *o, const char *k)
 {
@@ -17,35 +18,62 @@ static const char *jstr(const cJSON *o, const char *k)
 static long jint(const cJSON *o, const char *k, long def)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 1e9 ? (long)v->valuedouble : def;
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < 1e9 ? (long)v->valuedouble
+                                                                            : def;
 }
 
 int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (!cJSON_IsObject(j)) { tok_err(err, errlen, "decoder must be an object or null"); return -1; }
+    if (!cJSON_IsObject(j)) {
+        tok_err(err, errlen, "decoder must be an object or null");
+        return -1;
+    }
     const char *type = jstr(j, "type");
-    if (!type) { tok_err(err, errlen, "decoder without a \"type\""); return -1; }
+    if (!type) {
+        tok_err(err, errlen, "decoder without a \"type\"");
+        return -1;
+    }
     tok_decoder *d = calloc(1, sizeof *d);
-    if (!d) { tok_err(err, errlen, "out of memory"); return -1; }
+    if (!d) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
     *out = d;
     if (!strcmp(type, "Sequence")) {
         d->kind = DEC_SEQUENCE;
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "decoders");
-        if (!cJSON_IsArray(arr)) { tok_err(err, errlen, "decoder Sequence without a \"decoders\" array"); return -1; }
+        if (!cJSON_IsArray(arr)) {
+            tok_err(err, errlen, "decoder Sequence without a \"decoders\" array");
+            return -1;
+        }
         d->children = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof *d->children);
-        if (!d->children) { tok_err(err, errlen, "out of memory"); return -1; }
+        if (!d->children) {
+            tok_err(err, errlen, "out of memory");
+            return -1;
+        }
         const cJSON *c;
-        cJSON_ArrayForEach(c, arr) {
+        cJSON_ArrayForEach(c, arr)
+        {
             int rc = tok_decoder_build(c, &d->children[d->n_children], err, errlen);
             d->n_children++;
-            if (rc) return -1;
+            if (rc)
+                return -1;
         }
         return 0;
     }
-    if (!strcmp(type, "ByteLevel")) { d->kind = DEC_BYTELEVEL; return 0; }
-    if (!strcmp(type, "ByteFallback")) { d->kind = DEC_BYTEFALLBACK; return 0; }
-    if (!strcmp(type, "Fuse")) { d->kind = DEC_FUSE; return 0; }
+    if (!strcmp(type, "ByteLevel")) {
+        d->kind = DEC_BYTELEVEL;
+        return 0;
+    }
+    if (!strcmp(type, "ByteFallback")) {
+        d->kind = DEC_BYTEFALLBACK;
+        return 0;
+    }
+    if (!strcmp(type, "Fuse")) {
+        d->kind = DEC_FUSE;
+        return 0;
+    }
     if (!strcmp(type, "Metaspace")) {
         d->kind = DEC_METASPACE;
         const char *r = jstr(j, "replacement");
@@ -58,8 +86,10 @@ int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errle
         const char *c = jstr(j, "content");
         d->str = strdup(c ? c : "");
         d->str_len = d->str ? strlen(d->str) : 0;
-        if (!d->str) return -1;
-        if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &d->re, err, errlen, "decoder Replace"))
+        if (!d->str)
+            return -1;
+        if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &d->re, err,
+                              errlen, "decoder Replace"))
             return -1;
         d->has_re = true;
         return 0;
@@ -68,31 +98,39 @@ int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errle
         d->kind = DEC_STRIP;
         const char *c = jstr(j, "content");
         d->str = strdup(c ? c : "");
-        if (!d->str) return -1;
+        if (!d->str)
+            return -1;
         d->str_len = strlen(d->str);
         /* the reference compares single UTF-16 units with content: only a one-character
          * content can ever match */
         int32_t cp = -1;
         if (d->str_len) {
             size_t k = mhla_utf8_next(d->str, d->str_len, &cp);
-            if (k != d->str_len || cp > 0xFFFF) cp = -1;
+            if (k != d->str_len || cp > 0xFFFF)
+                cp = -1;
         }
         d->strip_cp = cp;
         d->start = jint(j, "start", 0);
         d->stop = jint(j, "stop", 0);
         return 0;
     }
-    tok_err(err, errlen, "unsupported decoder type \"%s\" (supported: ByteLevel, Metaspace, Replace, ByteFallback, "
-                         "Fuse, Strip, Sequence)", type);
+    tok_err(
+        err, errlen,
+        "unsupported decoder type \"%s\" (supported: ByteLevel, Metaspace, Replace, ByteFallback, "
+        "Fuse, Strip, Sequence)",
+        type);
     return -1;
 }
 
 void tok_decoder_free(tok_decoder *d)
 {
-    if (!d) return;
-    for (size_t i = 0; i < d->n_children; i++) tok_decoder_free(d->children[i]);
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n_children; i++)
+        tok_decoder_free(d->children[i]);
     free(d->children);
-    if (d->has_re) tok_regex_free(&d->re);
+    if (d->has_re)
+        tok_regex_free(&d->re);
     free(d->str);
     free(d);
 }
@@ -111,9 +149,13 @@ static int flush_bytes(mhla_buf *bytes, tok_strlist *out, bool strip_bom)
     mhla_buf txt = {0};
     const char *p = bytes->p ? bytes->p : "";
     size_t n = bytes->len;
-    if (strip_bom && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) { p += 3; n -= 3; }
+    if (strip_bom && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+        p += 3;
+        n -= 3;
+    }
     int rc = tok_utf8_sanitize(p, n, &txt);
-    if (rc == 0) rc = tok_strlist_push(out, txt.p ? txt.p : "", txt.len);
+    if (rc == 0)
+        rc = tok_strlist_push(out, txt.p ? txt.p : "", txt.len);
     mhla_buf_free(&txt);
     bytes->len = 0;
     return rc;
@@ -121,9 +163,12 @@ static int flush_bytes(mhla_buf *bytes, tok_strlist *out, bool strip_bom)
 
 static int hexval(int32_t c)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
     return -1;
 }
 
@@ -131,7 +176,8 @@ static int hexval(int32_t c)
  * the middle two. Returns -1 when the token is not a byte token. */
 static int byte_token(const char *s, size_t n)
 {
-    if (n < 6 || memcmp(s, "<0x", 3) != 0 || s[n - 1] != '>') return -1;
+    if (n < 6 || memcmp(s, "<0x", 3) != 0 || s[n - 1] != '>')
+        return -1;
     int32_t mid[4];
     size_t nm = 0, i = 3, units = 4;
     while (i < n - 1 && nm < 4) {
@@ -140,31 +186,42 @@ static int byte_token(const char *s, size_t n)
         nm++;
         i += k;
     }
-    if (i != n - 1 || units != 6 || nm != 2) return -1;
+    if (i != n - 1 || units != 6 || nm != 2)
+        return -1;
     size_t p = 0;
     int sign = 1;
-    if (tok_js_space(mid[0])) p = 1;
-    else if (mid[0] == '+' || mid[0] == '-') { sign = mid[0] == '-' ? -1 : 1; p = 1; }
-    if (p >= nm || hexval(mid[p]) < 0) return -1;
+    if (tok_js_space(mid[0]))
+        p = 1;
+    else if (mid[0] == '+' || mid[0] == '-') {
+        sign = mid[0] == '-' ? -1 : 1;
+        p = 1;
+    }
+    if (p >= nm || hexval(mid[p]) < 0)
+        return -1;
     int v = hexval(mid[p]);
-    if (p + 1 < nm && hexval(mid[p + 1]) >= 0) v = v * 16 + hexval(mid[p + 1]);
+    if (p + 1 < nm && hexval(mid[p + 1]) >= 0)
+        v = v * 16 + hexval(mid[p + 1]);
     return (sign * v) & 0xFF;
 }
 
-static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_strlist *in, tok_strlist *out,
-                   char *err, size_t errlen)
+static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_strlist *in,
+                   tok_strlist *out, char *err, size_t errlen)
 {
     int rc = 0;
     switch (d->kind) {
     case DEC_SEQUENCE: {
         tok_strlist a = {0}, b = {0};
-        for (size_t i = 0; i < in->n && rc == 0; i++) rc = tok_strlist_push(&a, tok_strlist_at(in, i), in->len[i]);
+        for (size_t i = 0; i < in->n && rc == 0; i++)
+            rc = tok_strlist_push(&a, tok_strlist_at(in, i), in->len[i]);
         for (size_t c = 0; c < d->n_children && rc == 0; c++) {
             tok_strlist_clear(&b);
             rc = run_one(tok, d->children[c], &a, &b, err, errlen);
-            tok_strlist t = a; a = b; b = t;
+            tok_strlist t = a;
+            a = b;
+            b = t;
         }
-        for (size_t i = 0; i < a.n && rc == 0; i++) rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
+        for (size_t i = 0; i < a.n && rc == 0; i++)
+            rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
         tok_strlist_free(&a);
         tok_strlist_free(&b);
         return rc;
@@ -176,9 +233,11 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
             const char *s = tok_strlist_at(in, i);
             size_t n = in->len[i];
             if (is_added_content(tok, s, n)) {
-                if (pending) rc = flush_bytes(&bytes, out, false);
+                if (pending)
+                    rc = flush_bytes(&bytes, out, false);
                 pending = false;
-                if (rc == 0) rc = tok_strlist_push(out, s, n);
+                if (rc == 0)
+                    rc = tok_strlist_push(out, s, n);
                 continue;
             }
             pending = true;
@@ -190,7 +249,8 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
                 rc = mhla_buf_putc(&bytes, (char)(b < 0 ? 0 : b));
             }
         }
-        if (rc == 0 && pending) rc = flush_bytes(&bytes, out, false);
+        if (rc == 0 && pending)
+            rc = flush_bytes(&bytes, out, false);
         mhla_buf_free(&bytes);
         return rc;
     }
@@ -199,18 +259,26 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
         for (size_t i = 0; i < in->n && rc == 0; i++) {
             const char *s = tok_strlist_at(in, i);
             int b = byte_token(s, in->len[i]);
-            if (b >= 0) { rc = mhla_buf_putc(&bytes, (char)b); continue; }
-            if (bytes.len) rc = flush_bytes(&bytes, out, true);
-            if (rc == 0) rc = tok_strlist_push(out, s, in->len[i]);
+            if (b >= 0) {
+                rc = mhla_buf_putc(&bytes, (char)b);
+                continue;
+            }
+            if (bytes.len)
+                rc = flush_bytes(&bytes, out, true);
+            if (rc == 0)
+                rc = tok_strlist_push(out, s, in->len[i]);
         }
-        if (rc == 0 && bytes.len) rc = flush_bytes(&bytes, out, true);
+        if (rc == 0 && bytes.len)
+            rc = flush_bytes(&bytes, out, true);
         mhla_buf_free(&bytes);
         return rc;
     }
     case DEC_FUSE: {
         mhla_buf all = {0};
-        for (size_t i = 0; i < in->n && rc == 0; i++) rc = mhla_buf_put(&all, tok_strlist_at(in, i), in->len[i]);
-        if (rc == 0) rc = tok_strlist_push(out, all.p ? all.p : "", all.len);
+        for (size_t i = 0; i < in->n && rc == 0; i++)
+            rc = mhla_buf_put(&all, tok_strlist_at(in, i), in->len[i]);
+        if (rc == 0)
+            rc = tok_strlist_push(out, all.p ? all.p : "", all.len);
         mhla_buf_free(&all);
         return rc;
     }
@@ -228,7 +296,8 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
                 }
             }
             size_t skip = i == 0 && t.len && t.p[0] == ' ' ? 1 : 0;
-            if (rc == 0) rc = tok_strlist_push(out, t.p ? t.p + skip : "", t.len - skip);
+            if (rc == 0)
+                rc = tok_strlist_push(out, t.p ? t.p + skip : "", t.len - skip);
             mhla_buf_free(&t);
         }
         return rc;
@@ -236,8 +305,10 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
     case DEC_REPLACE: {
         for (size_t i = 0; i < in->n && rc == 0; i++) {
             mhla_buf t = {0};
-            rc = tok_regex_replace(&d->re, tok_strlist_at(in, i), in->len[i], d->str, d->str_len, &t, err, errlen);
-            if (rc == 0) rc = tok_strlist_push(out, t.p ? t.p : "", t.len);
+            rc = tok_regex_replace(&d->re, tok_strlist_at(in, i), in->len[i], d->str, d->str_len,
+                                   &t, err, errlen);
+            if (rc == 0)
+                rc = tok_strlist_push(out, t.p ? t.p : "", t.len);
             mhla_buf_free(&t);
         }
         return rc;
@@ -249,15 +320,18 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
             for (long k = 0; k < d->start && a < n; k++) {
                 int32_t cp;
                 size_t step = mhla_utf8_next(s + a, n - a, &cp);
-                if (cp != d->strip_cp) break;
+                if (cp != d->strip_cp)
+                    break;
                 a += step;
             }
             for (long k = 0; k < d->stop && e > a; k++) {
                 size_t p = e - 1;
-                while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80) p--;
+                while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80)
+                    p--;
                 int32_t cp;
                 mhla_utf8_next(s + p, e - p, &cp);
-                if (cp != d->strip_cp) break;
+                if (cp != d->strip_cp)
+                    break;
                 e = p;
             }
             rc = tok_strlist_push(out, s + a, e - a);
@@ -268,12 +342,13 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
     return -1;
 }
 
-int tok_decoder_run(const mhla_tokenizer *tok, const tok_decoder *d, tok_strlist *toks, tok_strlist *tmp,
-                    char *err, size_t errlen)
+int tok_decoder_run(const mhla_tokenizer *tok, const tok_decoder *d, tok_strlist *toks,
+                    tok_strlist *tmp, char *err, size_t errlen)
 {
     tok_strlist_clear(tmp);
     if (run_one(tok, d, toks, tmp, err, errlen)) {
-        if (err && !err[0]) tok_err(err, errlen, "out of memory while decoding");
+        if (err && !err[0])
+            tok_err(err, errlen, "out of memory while decoding");
         return -1;
     }
     tok_strlist t = *toks;

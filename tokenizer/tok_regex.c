@@ -9,21 +9,25 @@
 
 #define WORD_CLASS_BODY "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}"
 
-static int compile(tok_regex *re, const char *pat, size_t n, uint32_t extra, char *err, size_t errlen,
-                   const char *what)
+static int compile(tok_regex *re, const char *pat, size_t n, uint32_t extra, char *err,
+                   size_t errlen, const char *what)
 {
     int ec;
     PCRE2_SIZE eo;
     pcre2_compile_context *cc = pcre2_compile_context_create(NULL);
-    if (!cc) { tok_err(err, errlen, "out of memory compiling regex"); return -1; }
+    if (!cc) {
+        tok_err(err, errlen, "out of memory compiling regex");
+        return -1;
+    }
     pcre2_set_newline(cc, PCRE2_NEWLINE_LF);
-    re->code = pcre2_compile((PCRE2_SPTR)pat, n, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | extra, &ec, &eo, cc);
+    re->code = pcre2_compile((PCRE2_SPTR)pat, n, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK | extra,
+                             &ec, &eo, cc);
     pcre2_compile_context_free(cc);
     if (!re->code) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);
-        tok_err(err, errlen, "cannot compile %s regex \"%.*s\" at offset %zu: %s", what, (int)(n > 200 ? 200 : n),
-                pat, (size_t)eo, (const char *)msg);
+        tok_err(err, errlen, "cannot compile %s regex \"%.*s\" at offset %zu: %s", what,
+                (int)(n > 200 ? 200 : n), pat, (size_t)eo, (const char *)msg);
         return -1;
     }
     re->jit = pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE) == 0;
@@ -35,19 +39,27 @@ int tok_regex_compile_raw(tok_regex *re, const char *pat, char *err, size_t errl
     return compile(re, pat, strlen(pat), 0, err, errlen, "built-in");
 }
 
-int tok_regex_compile_literal(tok_regex *re, const char *lit, size_t n, bool capture, char *err, size_t errlen)
+int tok_regex_compile_literal(tok_regex *re, const char *lit, size_t n, bool capture, char *err,
+                              size_t errlen)
 {
     /* escape every ASCII non-alphanumeric (PCRE2_LITERAL cannot be combined with UCP) */
     mhla_buf b = {0};
     int rc = capture ? mhla_buf_putc(&b, '(') : mhla_buf_reserve(&b, n);
     for (size_t i = 0; i < n && rc == 0; i++) {
         unsigned char c = (unsigned char)lit[i];
-        if (c < 0x80 && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+        if (c < 0x80 &&
+            !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
             rc = mhla_buf_putc(&b, '\\');
-        if (rc == 0) rc = mhla_buf_putc(&b, (char)c);
+        if (rc == 0)
+            rc = mhla_buf_putc(&b, (char)c);
     }
-    if (rc == 0 && capture) rc = mhla_buf_putc(&b, ')');
-    if (rc) { mhla_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
+    if (rc == 0 && capture)
+        rc = mhla_buf_putc(&b, ')');
+    if (rc) {
+        mhla_buf_free(&b);
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
     rc = compile(re, b.p ? b.p : "", b.len, 0, err, errlen, "literal");
     mhla_buf_free(&b);
     return rc;
@@ -76,22 +88,37 @@ int tok_regex_compile_onig(tok_regex *re, const char *pat, size_t n, char *err, 
             case 'W': rep = in_class ? NULL : "[^" WORD_CLASS_BODY "]"; break;
             case 'h': rep = in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]"; break;
             case 'H': rep = in_class ? NULL : "[^0-9A-Fa-f]"; break;
-            case 'b': if (!in_class) rep = "(?:(?<![" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY "])|(?<=[" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY "]))"; break;
-            case 'B': if (!in_class) rep = "(?:(?<![" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY "])|(?<=[" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY "]))"; break;
+            case 'b':
+                if (!in_class)
+                    rep = "(?:(?<![" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY
+                          "])|(?<=[" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY "]))";
+                break;
+            case 'B':
+                if (!in_class)
+                    rep = "(?:(?<![" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY
+                          "])|(?<=[" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY "]))";
+                break;
             default: break;
             }
             if (!rep && in_class && (e == 'W' || e == 'H')) {
                 mhla_buf_free(&b);
-                tok_err(err, errlen, "unsupported regex construct \\%c inside a character class in \"%.*s\"", e,
+                tok_err(err, errlen,
+                        "unsupported regex construct \\%c inside a character class in \"%.*s\"", e,
                         (int)(n > 200 ? 200 : n), pat);
                 return -1;
             }
-            if (rep) rc = mhla_buf_put(&b, rep, strlen(rep));
-            else { rc = mhla_buf_putc(&b, '\\'); if (rc == 0) rc = mhla_buf_putc(&b, e); }
+            if (rep)
+                rc = mhla_buf_put(&b, rep, strlen(rep));
+            else {
+                rc = mhla_buf_putc(&b, '\\');
+                if (rc == 0)
+                    rc = mhla_buf_putc(&b, e);
+            }
             continue;
         }
         if (in_class) {
-            if (c == ']') in_class = false;
+            if (c == ']')
+                in_class = false;
             rc = mhla_buf_putc(&b, c);
             continue;
         }
@@ -99,14 +126,21 @@ int tok_regex_compile_onig(tok_regex *re, const char *pat, size_t n, char *err, 
             in_class = true;
             rc = mhla_buf_putc(&b, c);
             /* a ']' or '^]' right after '[' is literal */
-            if (i + 1 < n && pat[i + 1] == '^') { rc = rc ? rc : mhla_buf_putc(&b, '^'); i++; }
-            if (i + 1 < n && pat[i + 1] == ']') { rc = rc ? rc : mhla_buf_put(&b, "\\]", 2); i++; }
+            if (i + 1 < n && pat[i + 1] == '^') {
+                rc = rc ? rc : mhla_buf_putc(&b, '^');
+                i++;
+            }
+            if (i + 1 < n && pat[i + 1] == ']') {
+                rc = rc ? rc : mhla_buf_put(&b, "\\]", 2);
+                i++;
+            }
             continue;
         }
         if (c == '(') {
             depth++;
             if (i + 3 < n && pat[i + 1] == '?' && pat[i + 2] == 'i' && pat[i + 3] == ':') {
-                if (n_icase < 64) icase_depth[n_icase++] = depth;
+                if (n_icase < 64)
+                    icase_depth[n_icase++] = depth;
                 rc = mhla_buf_put(&b, "(?:", 3);
                 i += 3;
                 continue;
@@ -115,7 +149,8 @@ int tok_regex_compile_onig(tok_regex *re, const char *pat, size_t n, char *err, 
             continue;
         }
         if (c == ')') {
-            if (n_icase && icase_depth[n_icase - 1] == depth) n_icase--;
+            if (n_icase && icase_depth[n_icase - 1] == depth)
+                n_icase--;
             depth--;
             rc = mhla_buf_putc(&b, c);
             continue;
@@ -127,15 +162,21 @@ int tok_regex_compile_onig(tok_regex *re, const char *pat, size_t n, char *err, 
         }
         rc = mhla_buf_putc(&b, c);
     }
-    if (rc) { mhla_buf_free(&b); tok_err(err, errlen, "out of memory"); return -1; }
-    rc = compile(re, b.p ? b.p : "", b.len, PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX, err, errlen, "tokenizer.json");
+    if (rc) {
+        mhla_buf_free(&b);
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
+    rc = compile(re, b.p ? b.p : "", b.len, PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX, err, errlen,
+                 "tokenizer.json");
     mhla_buf_free(&b);
     return rc;
 }
 
 void tok_regex_free(tok_regex *re)
 {
-    if (re->code) pcre2_code_free(re->code);
+    if (re->code)
+        pcre2_code_free(re->code);
     re->code = NULL;
 }
 
@@ -145,8 +186,10 @@ static int search(const tok_regex *re, pcre2_match_data *md, const char *s, size
 {
     int r = pcre2_match(re->code, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, md, NULL);
     if (r == PCRE2_ERROR_JIT_STACKLIMIT) /* fall back to the interpreter, which uses the heap */
-        r = pcre2_match(re->code, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, NULL);
-    if (r == PCRE2_ERROR_NOMATCH) return 0;
+        r = pcre2_match(re->code, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md,
+                        NULL);
+    if (r == PCRE2_ERROR_NOMATCH)
+        return 0;
     if (r < 0) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(r, msg, sizeof msg);
@@ -158,9 +201,11 @@ static int search(const tok_regex *re, pcre2_match_data *md, const char *s, size
 
 static size_t advance_cp(const char *s, size_t n, size_t i)
 {
-    if (i >= n) return i + 1;
+    if (i >= n)
+        return i + 1;
     i++;
-    while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
+    while (i < n && ((unsigned char)s[i] & 0xC0) == 0x80)
+        i++;
     return i;
 }
 
@@ -168,16 +213,24 @@ int tok_regex_each(const tok_regex *re, const char *s, size_t n, tok_match_cb cb
                    char *err, size_t errlen)
 {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re->code, NULL);
-    if (!md) { tok_err(err, errlen, "out of memory"); return -1; }
+    if (!md) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
     size_t pos = 0;
     int rc = 0;
     while (pos <= n) {
         int r = search(re, md, s, n, pos, err, errlen);
-        if (r <= 0) { rc = r; break; }
+        if (r <= 0) {
+            rc = r;
+            break;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t a = ov[0], e = ov[1];
-        if (e < a) e = a; /* \K tricks: never produce a reversed span */
-        if ((rc = cb(ctx, a, e))) break;
+        if (e < a)
+            e = a; /* \K tricks: never produce a reversed span */
+        if ((rc = cb(ctx, a, e)))
+            break;
         /* JavaScript's matchAll: after an empty match, step one code point */
         pos = e == a ? advance_cp(s, n, e) : e;
     }
@@ -185,33 +238,58 @@ int tok_regex_each(const tok_regex *re, const char *s, size_t n, tok_match_cb cb
     return rc;
 }
 
-int tok_regex_js_split(const tok_regex *re, const char *s, size_t n, tok_strlist *out, char *err, size_t errlen)
+int tok_regex_js_split(const tok_regex *re, const char *s, size_t n, tok_strlist *out, char *err,
+                       size_t errlen)
 {
-    if (n == 0) return 0; /* "".split(x) yields [] or [""], and empty pieces are dropped */
+    if (n == 0)
+        return 0; /* "".split(x) yields [] or [""], and empty pieces are dropped */
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re->code, NULL);
-    if (!md) { tok_err(err, errlen, "out of memory"); return -1; }
+    if (!md) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
     size_t p = 0, q = 0;
     int rc = 0;
     while (q < n) {
         int r = search(re, md, s, n, q, err, errlen);
-        if (r < 0) { rc = -1; break; }
-        if (r == 0) break;
+        if (r < 0) {
+            rc = -1;
+            break;
+        }
+        if (r == 0)
+            break;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t a = ov[0], e = ov[1];
-        if (a >= n) break; /* split never matches at the very end */
-        if (e > n) e = n;
-        if (e == p) { q = advance_cp(s, n, a); continue; } /* the spec steps past a match ending at the last cut */
-        if (a > p && tok_strlist_push(out, s + p, a - p)) { rc = -2; break; }
+        if (a >= n)
+            break; /* split never matches at the very end */
+        if (e > n)
+            e = n;
+        if (e == p) {
+            q = advance_cp(s, n, a);
+            continue;
+        } /* the spec steps past a match ending at the last cut */
+        if (a > p && tok_strlist_push(out, s + p, a - p)) {
+            rc = -2;
+            break;
+        }
         uint32_t groups = pcre2_get_ovector_count(md);
         for (uint32_t g = 1; g < groups; g++)
             if (ov[2 * g] != PCRE2_UNSET && ov[2 * g + 1] > ov[2 * g] &&
-                tok_strlist_push(out, s + ov[2 * g], ov[2 * g + 1] - ov[2 * g])) { rc = -2; break; }
-        if (rc) break;
+                tok_strlist_push(out, s + ov[2 * g], ov[2 * g + 1] - ov[2 * g])) {
+                rc = -2;
+                break;
+            }
+        if (rc)
+            break;
         p = e;
         q = p;
     }
-    if (rc == 0 && p < n && tok_strlist_push(out, s + p, n - p)) rc = -2;
-    if (rc == -2) { tok_err(err, errlen, "out of memory"); rc = -1; }
+    if (rc == 0 && p < n && tok_strlist_push(out, s + p, n - p))
+        rc = -2;
+    if (rc == -2) {
+        tok_err(err, errlen, "out of memory");
+        rc = -1;
+    }
     pcre2_match_data_free(md);
     return rc;
 }
@@ -225,7 +303,8 @@ typedef struct {
 static int replace_cb(void *vctx, size_t a, size_t e)
 {
     replace_ctx *c = vctx;
-    if (mhla_buf_put(c->out, c->s + c->last, a - c->last) || mhla_buf_put(c->out, c->rep, c->rn)) return -2;
+    if (mhla_buf_put(c->out, c->s + c->last, a - c->last) || mhla_buf_put(c->out, c->rep, c->rn))
+        return -2;
     c->last = e;
     return 0;
 }
@@ -235,7 +314,9 @@ int tok_regex_replace(const tok_regex *re, const char *s, size_t n, const char *
 {
     replace_ctx c = {s, rep, rn, 0, out};
     int rc = tok_regex_each(re, s, n, replace_cb, &c, err, errlen);
-    if (rc == 0 && mhla_buf_put(out, s + c.last, n - c.last)) rc = -2;
-    if (rc == -2) tok_err(err, errlen, "out of memory");
+    if (rc == 0 && mhla_buf_put(out, s + c.last, n - c.last))
+        rc = -2;
+    if (rc == -2)
+        tok_err(err, errlen, "out of memory");
     return rc ? -1 : 0;
 }

@@ -11,27 +11,33 @@ struct mhla_tok_stream {
     const mhla_tokenizer *tok;
     int skip_special;
     tok_ids ids;
-    size_t prefix, read;  /* window start; ids before read are already reflected in emitted */
-    mhla_buf emitted;      /* everything handed out so far */
-    mhla_buf piece;        /* the last piece handed out */
-    long holdback;        /* characters a Strip decoder may still remove from the end */
+    size_t prefix, read; /* window start; ids before read are already reflected in emitted */
+    mhla_buf emitted;    /* everything handed out so far */
+    mhla_buf piece;      /* the last piece handed out */
+    long holdback;       /* characters a Strip decoder may still remove from the end */
 };
 
 static long max_strip_stop(const tok_decoder *d)
 {
-    if (!d) return 0;
+    if (!d)
+        return 0;
     long m = d->kind == DEC_STRIP ? d->stop : 0;
     for (size_t i = 0; i < d->n_children; i++) {
         long c = max_strip_stop(d->children[i]);
-        if (c > m) m = c;
+        if (c > m)
+            m = c;
     }
     return m;
 }
 
-int mhla_tok_stream_new(const mhla_tokenizer *tok, int skip_special, mhla_tok_stream **out, char *err, size_t errlen)
+int mhla_tok_stream_new(const mhla_tokenizer *tok, int skip_special, mhla_tok_stream **out,
+                        char *err, size_t errlen)
 {
     *out = calloc(1, sizeof **out);
-    if (!*out) { tok_err(err, errlen, "out of memory"); return -1; }
+    if (!*out) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
     (*out)->tok = tok;
     (*out)->skip_special = skip_special;
     (*out)->holdback = max_strip_stop(tok->decoder);
@@ -40,7 +46,8 @@ int mhla_tok_stream_new(const mhla_tokenizer *tok, int skip_special, mhla_tok_st
 
 void mhla_tok_stream_free(mhla_tok_stream *st)
 {
-    if (!st) return;
+    if (!st)
+        return;
     free(st->ids.v);
     mhla_buf_free(&st->emitted);
     mhla_buf_free(&st->piece);
@@ -56,35 +63,46 @@ static bool ends_incomplete(const mhla_buf *b)
 static int set_piece(mhla_tok_stream *st, const char *s, size_t n, const char **piece, size_t *len)
 {
     st->piece.len = 0;
-    if (mhla_buf_put(&st->piece, s, n) || mhla_buf_put(&st->emitted, s, n)) return -1;
+    if (mhla_buf_put(&st->piece, s, n) || mhla_buf_put(&st->emitted, s, n))
+        return -1;
     *piece = st->piece.p;
     *len = n;
     return 0;
 }
 
-int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, size_t *len, char *err, size_t errlen)
+int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, size_t *len,
+                         char *err, size_t errlen)
 {
-    if (err && errlen) err[0] = 0;
+    if (err && errlen)
+        err[0] = 0;
     *piece = "";
     *len = 0;
     if (id < 0 || (size_t)id >= st->tok->n_ids || !st->tok->id_str[id]) {
         tok_err(err, errlen, "stream decode: token id %ld is not in the vocabulary", (long)id);
         return -1;
     }
-    if (tok_ids_push(&st->ids, id)) { tok_err(err, errlen, "out of memory"); return -1; }
+    if (tok_ids_push(&st->ids, id)) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
     mhla_buf before = {0}, after = {0};
     int rc = -1;
     if (st->holdback > 0) {
         /* a decoder that strips characters off the end is not prefix-stable: re-decode
          * everything and keep the last `holdback` characters back until finish */
-        if (tok_decode_internal(st->tok, st->ids.v, st->ids.n, st->skip_special, false, &after, err, errlen)) goto done;
+        if (tok_decode_internal(st->tok, st->ids.v, st->ids.n, st->skip_special, false, &after, err,
+                                errlen))
+            goto done;
         size_t end = after.len;
         for (long k = 0; k < st->holdback && end > 0; k++) {
             end--;
-            while (end > 0 && ((unsigned char)after.p[end] & 0xC0) == 0x80) end--;
+            while (end > 0 && ((unsigned char)after.p[end] & 0xC0) == 0x80)
+                end--;
         }
-        while (end >= 3 && memcmp(after.p + end - 3, "\xEF\xBF\xBD", 3) == 0) end -= 3;
-        if (end > st->emitted.len && memcmp(after.p, st->emitted.p ? st->emitted.p : "", st->emitted.len) == 0 &&
+        while (end >= 3 && memcmp(after.p + end - 3, "\xEF\xBF\xBD", 3) == 0)
+            end -= 3;
+        if (end > st->emitted.len &&
+            memcmp(after.p, st->emitted.p ? st->emitted.p : "", st->emitted.len) == 0 &&
             set_piece(st, after.p + st->emitted.len, end - st->emitted.len, piece, len)) {
             tok_err(err, errlen, "out of memory");
             goto done;
@@ -94,11 +112,17 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
     }
     const int32_t *w = st->ids.v + st->prefix;
     /* raw decode: the cleanup pass is not prefix-stable, so streaming never applies it */
-    if (tok_decode_internal(st->tok, w, st->read - st->prefix, st->skip_special, false, &before, err, errlen) ||
-        tok_decode_internal(st->tok, w, st->ids.n - st->prefix, st->skip_special, false, &after, err, errlen))
+    if (tok_decode_internal(st->tok, w, st->read - st->prefix, st->skip_special, false, &before,
+                            err, errlen) ||
+        tok_decode_internal(st->tok, w, st->ids.n - st->prefix, st->skip_special, false, &after,
+                            err, errlen))
         goto done;
-    if (after.len > before.len && memcmp(after.p, before.p ? before.p : "", before.len) == 0 && !ends_incomplete(&after)) {
-        if (set_piece(st, after.p + before.len, after.len - before.len, piece, len)) { tok_err(err, errlen, "out of memory"); goto done; }
+    if (after.len > before.len && memcmp(after.p, before.p ? before.p : "", before.len) == 0 &&
+        !ends_incomplete(&after)) {
+        if (set_piece(st, after.p + before.len, after.len - before.len, piece, len)) {
+            tok_err(err, errlen, "out of memory");
+            goto done;
+        }
         st->prefix = st->read;
         st->read = st->ids.n;
     }
@@ -109,21 +133,26 @@ done:
     return rc;
 }
 
-int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len, char *err, size_t errlen)
+int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len, char *err,
+                           size_t errlen)
 {
-    if (err && errlen) err[0] = 0;
+    if (err && errlen)
+        err[0] = 0;
     *piece = "";
     *len = 0;
     mhla_buf full = {0};
-    if (tok_decode_internal(st->tok, st->ids.v, st->ids.n, st->skip_special, false, &full, err, errlen)) {
+    if (tok_decode_internal(st->tok, st->ids.v, st->ids.n, st->skip_special, false, &full, err,
+                            errlen)) {
         mhla_buf_free(&full);
         return -1;
     }
     int rc = 0;
-    if (full.len < st->emitted.len || (st->emitted.len && memcmp(full.p, st->emitted.p, st->emitted.len) != 0)) {
+    if (full.len < st->emitted.len ||
+        (st->emitted.len && memcmp(full.p, st->emitted.p, st->emitted.len) != 0)) {
         tok_err(err, errlen, "stream decode: emitted text diverged from the one-shot decode");
         rc = -1;
-    } else if (set_piece(st, (full.p ? full.p : "") + st->emitted.len, full.len - st->emitted.len, piece, len)) {
+    } else if (set_piece(st, (full.p ? full.p : "") + st->emitted.len, full.len - st->emitted.len,
+                         piece, len)) {
         tok_err(err, errlen, "out of memory");
         rc = -1;
     }

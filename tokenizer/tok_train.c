@@ -9,13 +9,13 @@
 #include "tokenizer_internal.h"
 
 typedef struct {
-    int32_t *sym;   /* current symbol ids */
+    int32_t *sym; /* current symbol ids */
     size_t n;
     int64_t count;
 } word;
 
 typedef struct {
-    uint64_t *key;  /* UINT64_MAX = empty */
+    uint64_t *key; /* UINT64_MAX = empty */
     int64_t *count;
     size_t cap;
 } pair_counts;
@@ -25,7 +25,8 @@ static int pc_init(pair_counts *p, size_t cap)
     p->cap = cap;
     p->key = malloc(cap * sizeof *p->key);
     p->count = calloc(cap, sizeof *p->count);
-    if (!p->key || !p->count) return -1;
+    if (!p->key || !p->count)
+        return -1;
     memset(p->key, 0xFF, cap * sizeof *p->key);
     return 0;
 }
@@ -34,15 +35,22 @@ static int pc_add(pair_counts *p, uint64_t k, int64_t c)
 {
     size_t j = (size_t)((k * 0x9E3779B97F4A7C15ULL) >> 20) & (p->cap - 1);
     for (size_t probes = 0; probes < p->cap; probes++) {
-        if (p->key[j] == k) { p->count[j] += c; return 0; }
-        if (p->key[j] == UINT64_MAX) { p->key[j] = k; p->count[j] = c; return 0; }
+        if (p->key[j] == k) {
+            p->count[j] += c;
+            return 0;
+        }
+        if (p->key[j] == UINT64_MAX) {
+            p->key[j] = k;
+            p->count[j] = c;
+            return 0;
+        }
         j = (j + 1) & (p->cap - 1);
     }
     return -1;
 }
 
 typedef struct {
-    tok_strmap index;  /* piece -> word index */
+    tok_strmap index; /* piece -> word index */
     word *words;
     size_t n_words, cap_words;
 } counter;
@@ -50,18 +58,23 @@ typedef struct {
 static int count_piece(counter *c, const char *s, size_t n)
 {
     int32_t idx;
-    if (tok_strmap_get(&c->index, s, n, &idx)) { c->words[idx].count++; return 0; }
+    if (tok_strmap_get(&c->index, s, n, &idx)) {
+        c->words[idx].count++;
+        return 0;
+    }
     if (c->n_words == c->cap_words) {
         size_t cap = c->cap_words ? c->cap_words * 2 : 1024;
         word *w = realloc(c->words, cap * sizeof *w);
-        if (!w) return -1;
+        if (!w)
+            return -1;
         c->words = w;
         c->cap_words = cap;
     }
     /* symbols start as single bytes: ids 1..256 are the byte characters (0 is <|endoftext|>) */
     word *w = &c->words[c->n_words];
     w->sym = malloc((n + 1) * sizeof *w->sym);
-    if (!w->sym) return -1;
+    if (!w->sym)
+        return -1;
     w->n = 0;
     for (size_t i = 0; i < n;) {
         int32_t cp;
@@ -69,17 +82,21 @@ static int count_piece(counter *c, const char *s, size_t n)
         w->sym[w->n++] = 1 + tok_cp_to_byte(cp);
     }
     w->count = 1;
-    if (tok_strmap_put(&c->index, s, n, (int32_t)c->n_words)) return -1;
+    if (tok_strmap_put(&c->index, s, n, (int32_t)c->n_words))
+        return -1;
     c->n_words++;
     return 0;
 }
 
-int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_size, const char *out_path,
-                       char *err, size_t errlen)
+int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_size,
+                       const char *out_path, char *err, size_t errlen)
 {
-    if (err && errlen) err[0] = 0;
+    if (err && errlen)
+        err[0] = 0;
     if (vocab_size < 257 || vocab_size > 1000000) {
-        tok_err(err, errlen, "vocab size must be between 257 (256 bytes + <|endoftext|>) and 1000000, got %zu", vocab_size);
+        tok_err(err, errlen,
+                "vocab size must be between 257 (256 bytes + <|endoftext|>) and 1000000, got %zu",
+                vocab_size);
         return -1;
     }
     int rc = -1;
@@ -89,21 +106,30 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
     cJSON *root = NULL, *merges = NULL;
     char *json = NULL;
     size_t n_tok = 0;
-    cJSON *jpre = cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}");
-    if (!jpre || tok_pretok_build(jpre, &pt, err, errlen)) { cJSON_Delete(jpre); goto done; }
+    cJSON *jpre =
+        cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}");
+    if (!jpre || tok_pretok_build(jpre, &pt, err, errlen)) {
+        cJSON_Delete(jpre);
+        goto done;
+    }
     cJSON_Delete(jpre);
     for (size_t f = 0; f < n_files; f++) {
         FILE *fp = fopen(files[f], "rb");
-        if (!fp) { tok_err(err, errlen, "cannot open %s", files[f]); goto done; }
+        if (!fp) {
+            tok_err(err, errlen, "cannot open %s", files[f]);
+            goto done;
+        }
         mhla_buf raw = {0}, clean = {0};
         char chunk[65536];
         size_t r;
         int bad = 0;
-        while ((r = fread(chunk, 1, sizeof chunk, fp)) > 0) bad |= mhla_buf_put(&raw, chunk, r);
+        while ((r = fread(chunk, 1, sizeof chunk, fp)) > 0)
+            bad |= mhla_buf_put(&raw, chunk, r);
         bad |= ferror(fp);
         fclose(fp);
         if (bad || tok_utf8_sanitize(raw.p ? raw.p : "", raw.len, &clean)) {
-            mhla_buf_free(&raw); mhla_buf_free(&clean);
+            mhla_buf_free(&raw);
+            mhla_buf_free(&clean);
             tok_err(err, errlen, "cannot read %s", files[f]);
             goto done;
         }
@@ -112,57 +138,83 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
         tok_strlist in = {0}, pieces = {0};
         size_t start = 0;
         for (size_t i = 0; i <= clean.len && !bad; i++) {
-            if (i < clean.len && clean.p[i] != '\n') continue;
+            if (i < clean.len && clean.p[i] != '\n')
+                continue;
             size_t end = i < clean.len ? i + 1 : i;
             if (end > start) {
                 tok_strlist_clear(&in);
                 tok_strlist_clear(&pieces);
-                if (tok_strlist_push(&in, clean.p + start, end - start) || tok_pretok_apply(pt, &in, 0, &pieces, err, errlen)) bad = 1;
+                if (tok_strlist_push(&in, clean.p + start, end - start) ||
+                    tok_pretok_apply(pt, &in, 0, &pieces, err, errlen))
+                    bad = 1;
                 for (size_t k = 0; k < pieces.n && !bad; k++)
-                    if (count_piece(&c, tok_strlist_at(&pieces, k), pieces.len[k])) bad = 1;
+                    if (count_piece(&c, tok_strlist_at(&pieces, k), pieces.len[k]))
+                        bad = 1;
             }
             start = end;
         }
         tok_strlist_free(&in);
         tok_strlist_free(&pieces);
         mhla_buf_free(&clean);
-        if (bad) { if (!err[0]) tok_err(err, errlen, "out of memory while counting words"); goto done; }
+        if (bad) {
+            if (!err[0])
+                tok_err(err, errlen, "out of memory while counting words");
+            goto done;
+        }
     }
     tokstr = calloc(vocab_size, sizeof *tokstr);
-    if (!tokstr) goto oom;
-    if (mhla_buf_put(&tokstr[0], "<|endoftext|>", 13)) goto oom;
+    if (!tokstr)
+        goto oom;
+    if (mhla_buf_put(&tokstr[0], "<|endoftext|>", 13))
+        goto oom;
     for (int b = 0; b < 256; b++) {
         char e[4];
-        if (mhla_buf_put(&tokstr[1 + b], e, mhla_utf8_put(e, tok_byte_to_cp[b]))) goto oom;
+        if (mhla_buf_put(&tokstr[1 + b], e, mhla_utf8_put(e, tok_byte_to_cp[b])))
+            goto oom;
     }
     n_tok = 257;
     root = cJSON_CreateObject();
     merges = cJSON_CreateArray();
-    if (!root || !merges) goto oom;
+    if (!root || !merges)
+        goto oom;
     while (n_tok < vocab_size) {
         size_t total = 0;
-        for (size_t w = 0; w < c.n_words; w++) total += c.words[w].n;
+        for (size_t w = 0; w < c.n_words; w++)
+            total += c.words[w].n;
         size_t cap = 1024;
-        while (cap < 2 * total + 2) cap *= 2;
+        while (cap < 2 * total + 2)
+            cap *= 2;
         pair_counts pc;
-        if (pc_init(&pc, cap)) { free(pc.key); free(pc.count); goto oom; }
+        if (pc_init(&pc, cap)) {
+            free(pc.key);
+            free(pc.count);
+            goto oom;
+        }
         for (size_t w = 0; w < c.n_words; w++)
             for (size_t i = 0; i + 1 < c.words[w].n; i++)
-                pc_add(&pc, ((uint64_t)(uint32_t)c.words[w].sym[i] << 32) | (uint32_t)c.words[w].sym[i + 1], c.words[w].count);
+                pc_add(&pc,
+                       ((uint64_t)(uint32_t)c.words[w].sym[i] << 32) |
+                           (uint32_t)c.words[w].sym[i + 1],
+                       c.words[w].count);
         uint64_t best = UINT64_MAX;
         int64_t best_count = 0;
         for (size_t j = 0; j < pc.cap; j++)
-            if (pc.key[j] != UINT64_MAX && (pc.count[j] > best_count || (pc.count[j] == best_count && pc.key[j] < best))) {
+            if (pc.key[j] != UINT64_MAX &&
+                (pc.count[j] > best_count || (pc.count[j] == best_count && pc.key[j] < best))) {
                 best = pc.key[j];
                 best_count = pc.count[j];
             }
         free(pc.key);
         free(pc.count);
-        if (best == UINT64_MAX) break; /* every word is a single token */
+        if (best == UINT64_MAX)
+            break; /* every word is a single token */
         int32_t a = (int32_t)(best >> 32), b = (int32_t)(best & 0xFFFFFFFF), m = (int32_t)n_tok;
-        if (mhla_buf_put(&tokstr[m], tokstr[a].p, tokstr[a].len) || mhla_buf_put(&tokstr[m], tokstr[b].p, tokstr[b].len)) goto oom;
+        if (mhla_buf_put(&tokstr[m], tokstr[a].p, tokstr[a].len) ||
+            mhla_buf_put(&tokstr[m], tokstr[b].p, tokstr[b].len))
+            goto oom;
         char *line = malloc(tokstr[a].len + tokstr[b].len + 2);
-        if (!line) goto oom;
+        if (!line)
+            goto oom;
         sprintf(line, "%s %s", tokstr[a].p, tokstr[b].p);
         cJSON_AddItemToArray(merges, cJSON_CreateString(line));
         free(line);
@@ -171,8 +223,11 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
             word *wd = &c.words[w];
             size_t k = 0;
             for (size_t i = 0; i < wd->n; i++) {
-                if (i + 1 < wd->n && wd->sym[i] == a && wd->sym[i + 1] == b) { wd->sym[k++] = m; i++; }
-                else wd->sym[k++] = wd->sym[i];
+                if (i + 1 < wd->n && wd->sym[i] == a && wd->sym[i + 1] == b) {
+                    wd->sym[k++] = m;
+                    i++;
+                } else
+                    wd->sym[k++] = wd->sym[i];
             }
             wd->n = k;
         }
@@ -216,13 +271,18 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
         cJSON_AddBoolToObject(model, "byte_fallback", 0);
         cJSON_AddBoolToObject(model, "ignore_merges", 0);
         cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
-        if (!added || !eot || !pre || !post || !dec || !model || !vocab) goto oom;
+        if (!added || !eot || !pre || !post || !dec || !model || !vocab)
+            goto oom;
         tok_strmap seen = {0};
         for (size_t i = 0; i < n_tok; i++) {
             /* a token formed twice keeps its first id */
             int32_t prev;
-            if (tok_strmap_get(&seen, tokstr[i].p, tokstr[i].len, &prev)) continue;
-            if (tok_strmap_put(&seen, tokstr[i].p, tokstr[i].len, (int32_t)i)) { tok_strmap_free(&seen); goto oom; }
+            if (tok_strmap_get(&seen, tokstr[i].p, tokstr[i].len, &prev))
+                continue;
+            if (tok_strmap_put(&seen, tokstr[i].p, tokstr[i].len, (int32_t)i)) {
+                tok_strmap_free(&seen);
+                goto oom;
+            }
             cJSON_AddNumberToObject(vocab, tokstr[i].p, (double)i);
         }
         tok_strmap_free(&seen);
@@ -230,23 +290,33 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
         merges = NULL;
     }
     json = cJSON_PrintUnformatted(root);
-    if (!json) goto oom;
+    if (!json)
+        goto oom;
     FILE *out = fopen(out_path, "wb");
-    if (!out) { tok_err(err, errlen, "cannot create %s", out_path); goto done; }
+    if (!out) {
+        tok_err(err, errlen, "cannot create %s", out_path);
+        goto done;
+    }
     size_t jl = strlen(json);
     int werr = fwrite(json, 1, jl, out) != jl;
     werr |= fclose(out) != 0;
-    if (werr) { tok_err(err, errlen, "cannot write %s", out_path); goto done; }
+    if (werr) {
+        tok_err(err, errlen, "cannot write %s", out_path);
+        goto done;
+    }
     rc = 0;
     goto done;
 oom:
     tok_err(err, errlen, "out of memory while training");
 done:
     cJSON_Delete(merges); /* NULL once attached to root */
-    for (size_t w = 0; w < c.n_words; w++) free(c.words[w].sym);
+    for (size_t w = 0; w < c.n_words; w++)
+        free(c.words[w].sym);
     free(c.words);
     tok_strmap_free(&c.index);
-    if (tokstr) for (size_t i = 0; i < vocab_size; i++) mhla_buf_free(&tokstr[i]);
+    if (tokstr)
+        for (size_t i = 0; i < vocab_size; i++)
+            mhla_buf_free(&tokstr[i]);
     free(tokstr);
     tok_pretok_free(pt);
     cJSON_Delete(root);

@@ -100,8 +100,8 @@ static mhla_engine_options engine_options(const options *o)
 static int load_model(const options *o, mhla_model **model, mhla_error *err)
 {
     mhla_model_options mo = {
-        .weights = o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16
-                                                                  : MHLA_WEIGHTS_F32,
+        .weights =
+            o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32,
     };
     return mhla_model_load_with(o->model, &mo, model, err);
 }
@@ -183,8 +183,7 @@ static int parse_args(int argc, char **argv, options *o)
             if (strcmp(v, "f32") && strcmp(v, "bf16"))
                 return fail("--weights: '%.64s' is not f32 or bf16", v);
             o->weights = v;
-        }
-        else if (strcmp(a, "--split-seed") == 0) {
+        } else if (strcmp(a, "--split-seed") == 0) {
             if (parse_long(v, 0, 1L << 62, &o->split_seed, a))
                 return -1;
         } else if (strcmp(a, "--max-tokens") == 0) {
@@ -355,7 +354,8 @@ static int run_perplexity(const options *o)
     int V = c->vocab_size, W = c->max_positions;
     for (int i = 0; i < n; i++)
         if (ids[i] >= V) {
-            snprintf(errbuf, sizeof errbuf, "token id %d is outside the vocabulary [0, %d)", ids[i], V);
+            snprintf(errbuf, sizeof errbuf, "token id %d is outside the vocabulary [0, %d)", ids[i],
+                     V);
             goto done;
         }
     if (open_engine(o, model, &eng, &err)) {
@@ -382,8 +382,11 @@ static int run_perplexity(const options *o)
         /* positions 0 .. wn-2 predict 1 .. wn-1; the window's last token is never fed */
         for (int done = 0; done < wn - 1;) {
             int len = wn - 1 - done < PPL_CHUNK ? wn - 1 - done : PPL_CHUNK;
-            mhla_batch_item it = {.seq = seq, .tokens = ids + w0 + done, .n_tokens = len,
-                                  .logits_from = 0, .logits = logits};
+            mhla_batch_item it = {.seq = seq,
+                                  .tokens = ids + w0 + done,
+                                  .n_tokens = len,
+                                  .logits_from = 0,
+                                  .logits = logits};
             if (mhla_engine_forward(eng, &it, 1, &err)) {
                 fail("%s", err.msg);
                 goto done;
@@ -404,7 +407,8 @@ static int run_perplexity(const options *o)
     }
     double dt = now() - t0;
     printf("perplexity %.6f tokens %ld nll %.6f\n", exp(nll / (double)counted), counted, nll);
-    fprintf(stderr, "mhla-generate: perplexity over %ld predicted tokens in %.2f s (%.1f tokens/s)\n",
+    fprintf(stderr,
+            "mhla-generate: perplexity over %ld predicted tokens in %.2f s (%.1f tokens/s)\n",
             counted, dt, counted / dt);
     rc = 0;
 done:
@@ -519,7 +523,8 @@ static int run(const options *o)
         fail("%s", err.msg);
         goto done;
     }
-    fprintf(stderr, "mhla-generate: model loaded in %.2f s (%d layers, d=%d, vocab %d, context %d)\n",
+    fprintf(stderr,
+            "mhla-generate: model loaded in %.2f s (%d layers, d=%d, vocab %d, context %d)\n",
             now() - t0, c->num_layers, c->hidden_size, V, c->max_positions);
 
     row = malloc((size_t)V * sizeof(float));
@@ -560,8 +565,8 @@ static int run(const options *o)
                 goto done;
             if (last)
                 break;
-            mhla_batch_item it = {.seq = seq, .tokens = &id, .n_tokens = 1, .logits_from = 0,
-                                  .logits = row};
+            mhla_batch_item it = {
+                .seq = seq, .tokens = &id, .n_tokens = 1, .logits_from = 0, .logits = row};
             if (mhla_engine_forward(eng, &it, 1, &err)) {
                 fail("%s", err.msg);
                 goto done;
@@ -570,8 +575,8 @@ static int run(const options *o)
         if (o->print_ids)
             printf("\n");
         double t4 = now();
-        fprintf(stderr, "mhla-generate: generated %ld tokens in %.3f s (%.1f tokens/s)\n",
-                produced, t4 - t3, produced / (t4 - t3));
+        fprintf(stderr, "mhla-generate: generated %ld tokens in %.3f s (%.1f tokens/s)\n", produced,
+                t4 - t3, produced / (t4 - t3));
     }
     rc = 0;
 done:

@@ -76,8 +76,9 @@ static void run(const mhla_model *m, mhla_state_dtype dt, int P, int S, int reps
 {
     const mhla_config *c = mhla_model_config(m);
     int V = c->vocab_size, n = P + S;
-    mhla_engine_options o = {
-        .n_threads = threads, .state_bytes = (size_t)3 << 30, .state_dtype = dt};
+    mhla_engine_options o = {.n_threads = threads,
+                             .state_bytes = (size_t)3 << 30,
+                             .state_dtype = dt};
     mhla_engine *e;
     mhla_error err;
     if (mhla_engine_create(m, &o, &e, &err))

@@ -50,7 +50,7 @@ typedef struct {
     char *data;
     size_t data_len, data_cap;
     int has_data;
-    int after_cr; /* the previous byte ended a line with \r: a following \n is part of it */
+    int after_cr;    /* the previous byte ended a line with \r: a following \n is part of it */
     size_t max_line; /* longest line accepted (bytes); 0 means 16 MiB */
 } cl_sse;
 

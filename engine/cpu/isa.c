@@ -214,8 +214,10 @@ int k_isa_select(const char *name, char *err, size_t errlen)
         pthread_mutex_unlock(&select_lock);
         return 0;
     }
-    snprintf(err, errlen, "unknown CPU kernel path '%.40s' (one of: auto, avx512, avx2, neon, "
-             "portable)", name);
+    snprintf(err, errlen,
+             "unknown CPU kernel path '%.40s' (one of: auto, avx512, avx2, neon, "
+             "portable)",
+             name);
     return -1;
 }
 

@@ -11,11 +11,11 @@ typedef __m512 vec16;
 #define V_LOAD_TAIL(p, n) _mm512_maskz_loadu_ps((__mmask16)((1u << (n)) - 1u), (p))
 #define V_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define V_SET1(s) _mm512_set1_ps(s)
-#define V_LOAD_BF16(p)                                                                           \
-    _mm512_castsi512_ps(                                                                         \
+#define V_LOAD_BF16(p)                                                                             \
+    _mm512_castsi512_ps(                                                                           \
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
-#define V_LOAD_BF16_TAIL(p, n)                                                                   \
-    _mm512_castsi512_ps(_mm512_slli_epi32(                                                       \
+#define V_LOAD_BF16_TAIL(p, n)                                                                     \
+    _mm512_castsi512_ps(_mm512_slli_epi32(                                                         \
         _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16((__mmask16)((1u << (n)) - 1u), (p))), 16))
 #define V_STORE(p, v) _mm512_storeu_ps((p), (v))
 #define V_STORE_TAIL(p, v, n) _mm512_mask_storeu_ps((p), (__mmask16)((1u << (n)) - 1u), (v))
@@ -36,8 +36,7 @@ static inline float v_reduce(vec16 v)
  * then i + i+4, i + i+2, i + i+1, the lower lane first), gathering the
  * partial sums of several accumulators in one register by shuffles. Lane
  * 4q + s of the last vector holds accumulator q + 4s, i.e. row s, column q. */
-static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4], float *y,
-                                                                  int ldy)
+static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4], float *y, int ldy)
 {
     __m512 c[8], d[4], e[2];
     for (int m = 0; m < 8; m++) {

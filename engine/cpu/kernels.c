@@ -122,4 +122,3 @@ float k_expm1f(float x)
     }
     return (float)(exp_d(d) - 1.0);
 }
-

@@ -40,7 +40,6 @@ void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy
 float k_expf(float x);
 float k_expm1f(float x);
 
-
 /* out = x / sqrt(mean(x^2) + eps) * w */
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out);
 

@@ -49,16 +49,15 @@ static inline __attribute__((always_inline)) vec16 kb_wload(kb_wrow w, size_t i,
     return bf16 ? V_LOAD_BF16(w.h + i) : V_LOAD(w.f + i);
 }
 static inline __attribute__((always_inline)) vec16 kb_wload_tail(kb_wrow w, size_t i, int n,
-                                                                  int bf16)
+                                                                 int bf16)
 {
     return bf16 ? V_LOAD_BF16_TAIL(w.h + i, n) : V_LOAD_TAIL(w.f + i, n);
 }
 
 /* M rows of x against M_J rows of w: M * M_J dot products, each in the
  * canonical order. M and MJ are constants at every call site. */
-static inline __attribute__((always_inline)) void kb_tile(const float *x, int K, kb_wrow w,
-                                                           float *y, int ldy, int bf16, int M,
-                                                           int MJ)
+static inline __attribute__((always_inline)) void
+kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, int MJ)
 {
     vec16 acc[KB_TILE_T][KB_TILE_J];
     for (int t = 0; t < M; t++)
@@ -107,9 +106,10 @@ static inline kb_wrow kb_row(const float *wf, const uint16_t *wh, size_t j, int 
  * rows of w over it, so w is streamed from memory once per block. */
 #define KB_TOKEN_BLOCK 32
 
-static inline __attribute__((always_inline)) void
-kb_linear(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
-          float *y, int ldy, int bf16)
+static inline __attribute__((always_inline)) void kb_linear(const float *x, int T, int K,
+                                                            const float *wf, const uint16_t *wh,
+                                                            int j0, int j1, float *y, int ldy,
+                                                            int bf16)
 {
     for (int t0 = 0; t0 < T; t0 += KB_TOKEN_BLOCK) {
         int t1 = t0 + KB_TOKEN_BLOCK < T ? t0 + KB_TOKEN_BLOCK : T;
@@ -121,13 +121,12 @@ kb_linear(const float *x, int T, int K, const float *wf, const uint16_t *wh, int
                 kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
                         KB_TILE_J);
             for (; t < t1; t++)
-                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, 1,
-                        KB_TILE_J);
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, 1, KB_TILE_J);
         }
         for (; j < j1; j++)
             for (int t = t0; t < t1; t++)
-                kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K),
-                        y + (size_t)t * ldy + j, ldy, bf16, 1, 1);
+                kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
+                        ldy, bf16, 1, 1);
     }
 }
 

@@ -273,8 +273,8 @@ int tp_default_threads(char *why, size_t len)
     char where[700] = "";
     int q = cgroup_cpus(where, sizeof where);
     if (q > 0 && q < n)
-        snprintf(why, len, "%d threads: the cgroup CPU quota %s (the affinity mask has %d CPUs)",
-                 q, where, n);
+        snprintf(why, len, "%d threads: the cgroup CPU quota %s (the affinity mask has %d CPUs)", q,
+                 where, n);
     else
         snprintf(why, len, "%d threads: the %d %s%s", n, n, src,
                  q > 0 ? " (within the cgroup CPU quota)" : ", no cgroup CPU quota");

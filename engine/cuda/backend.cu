@@ -77,7 +77,7 @@ static void dfree(mhla_cuda *g, void *p, size_t bytes)
  * so that a sequence released after its engine still has somewhere to go.
  */
 static std::mutex cache_mu;
-static std::unordered_map<void *, size_t> cache_live;                /* handed out */
+static std::unordered_map<void *, size_t> cache_live;              /* handed out */
 static std::unordered_map<size_t, std::vector<void *>> cache_free; /* by size */
 
 static void cache_drop_all()
@@ -202,14 +202,16 @@ static int upload_layer(uploader *u, const mhla_cuda_layer_src *s, dev_layer *d,
     if (dmalloc(g, &d->w_qkvg, (size_t)g->W * D * eb, err))
         return -1;
     p = static_cast<unsigned char *>(d->w_qkvg);
-    if (upload_mat(u, s->wq, qd * D, p, err) || upload_mat(u, s->wk, kd * D, p + qd * D * eb, err) ||
+    if (upload_mat(u, s->wq, qd * D, p, err) ||
+        upload_mat(u, s->wk, kd * D, p + qd * D * eb, err) ||
         upload_mat(u, s->wv, vd * D, p + (qd + kd) * D * eb, err))
         return -1;
     if (g->g_off >= 0 && upload_mat(u, s->wg, od * D, p + (qd + kd + vd) * D * eb, err))
         return -1;
     if (dmalloc(g, &d->wo, D * od * eb, err) || upload_mat(u, s->wo, D * od, d->wo, err))
         return -1;
-    if (dmalloc(g, &d->w_gu, 2 * I * D * eb, err) || upload_mat(u, s->w_gate, I * D, d->w_gu, err) ||
+    if (dmalloc(g, &d->w_gu, 2 * I * D * eb, err) ||
+        upload_mat(u, s->w_gate, I * D, d->w_gu, err) ||
         upload_mat(u, s->w_up, I * D, static_cast<unsigned char *>(d->w_gu) + I * D * eb, err))
         return -1;
     if (dmalloc(g, &d->w_down, D * I * eb, err) || upload_mat(u, s->w_down, D * I, d->w_down, err))
@@ -255,8 +257,8 @@ static int upload_model(mhla_cuda *g, const mhla_cuda_model_src *src, char *err)
         goto out;
     for (size_t l = 0; l < L; l++) {
         g->layers[l].mix = g->mix_all + l * Lm * Lm;
-        if (cudaMemcpy(g->layers[l].mix, src->layers[l].mix, Lm * Lm * 4,
-                       cudaMemcpyHostToDevice) != cudaSuccess) {
+        if (cudaMemcpy(g->layers[l].mix, src->layers[l].mix, Lm * Lm * 4, cudaMemcpyHostToDevice) !=
+            cudaSuccess) {
             fail(err, "CUDA: copying a mixing matrix to the GPU failed");
             goto out;
         }
@@ -312,7 +314,9 @@ extern "C" int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_
         return fail(err, "CUDA: cannot select device %d", opt->device_index);
     }
     snprintf(g->name, sizeof g->name, "cuda:%d %s (%s weights, %s state)", g->dev_index, p.name,
-             g->dt == DT_F32 ? "f32" : g->dt == DT_F16 ? "f16" : "bf16",
+             g->dt == DT_F32   ? "f32"
+             : g->dt == DT_F16 ? "f16"
+                               : "bf16",
              g->state_bf16 ? "bf16" : "f32");
     int rc = -1;
     if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess) {
@@ -352,9 +356,9 @@ out:
 void mhla_gpu::free_buffers(mhla_cuda *g)
 {
     drop_graphs(g);
-    void *dev[] = {g->x,      g->y,        g->qkvg,       g->att,        g->gu,
-                   g->logits, g->h,        g->hl,         g->pscr,       g->pkscr,
-                   g->sb.dev, g->sample_adj, g->sample_out, g->sscr,      g->scores};
+    void *dev[] = {g->x,      g->y,          g->qkvg,       g->att,  g->gu,
+                   g->logits, g->h,          g->hl,         g->pscr, g->pkscr,
+                   g->sb.dev, g->sample_adj, g->sample_out, g->sscr, g->scores};
     for (void *p : dev)
         if (p)
             cudaFree(p);
@@ -391,8 +395,8 @@ extern "C" void mhla_cuda_free(mhla_cuda *g)
     if (g->layers) {
         for (int l = 0; l < g->cfg.num_layers; l++) {
             dev_layer *d = &g->layers[l];
-            void *ps[] = {d->w_qkvg, d->wo, d->w_gu, d->w_down, d->attn_norm, d->g_norm,
-                          d->mlp_norm};
+            void *ps[] = {d->w_qkvg,    d->wo,     d->w_gu,    d->w_down,
+                          d->attn_norm, d->g_norm, d->mlp_norm};
             for (void *p : ps)
                 if (p)
                     cudaFree(p);
@@ -401,8 +405,8 @@ extern "C" void mhla_cuda_free(mhla_cuda *g)
     }
     if (g->lm_head && g->lm_head != g->emb)
         cudaFree(g->lm_head);
-    void *ps[] = {g->emb, g->final_norm, g->rope_cos, g->rope_sin, g->mix_all, g->blas_ws,
-                  g->restore_pages};
+    void *ps[] = {g->emb,     g->final_norm, g->rope_cos,     g->rope_sin,
+                  g->mix_all, g->blas_ws,    g->restore_pages};
     for (void *p : ps)
         if (p)
             cudaFree(p);
@@ -435,8 +439,8 @@ extern "C" int mhla_cuda_copy_bandwidth(mhla_cuda *g, double *bytes_per_s, char 
         cudaEventRecord(e0, g->stream) != cudaSuccess)
         goto copy_failed;
     for (int i = 0; i < 10; i++)
-        if (cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, n, cudaMemcpyDeviceToDevice,
-                            g->stream) != cudaSuccess)
+        if (cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, n, cudaMemcpyDeviceToDevice, g->stream) !=
+            cudaSuccess)
             goto copy_failed;
     if (cudaEventRecord(e1, g->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
         cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)

@@ -7,7 +7,8 @@
 
 #include "sample.cuh"
 
-namespace mhla_gpu {
+namespace mhla_gpu
+{
 
 struct dev_layer {
     void *w_qkvg; /* [qd+kd+vd+od, D]: q, k, v and gate rows in one product */
@@ -42,7 +43,7 @@ struct step_bufs {
 struct mhla_cuda {
     mhla_config cfg;
     int dev_index;
-    int dt;            /* weights and product inputs: DT_* */
+    int dt; /* weights and product inputs: DT_* */
     size_t dt_bytes;
     int state_bf16;
     int no_graphs;
@@ -55,7 +56,7 @@ struct mhla_cuda {
     cublasHandle_t blas;
     void *blas_ws;
 
-    int W; /* fused q|k|v|g row width */
+    int W;                          /* fused q|k|v|g row width */
     int q_off, k_off, v_off, g_off; /* g_off -1 without output gate */
     void *emb, *lm_head;
     float *final_norm, *rope_cos, *rope_sin, *mix_all;
@@ -88,14 +89,15 @@ struct mhla_cuda {
 };
 
 /* Checks a CUDA runtime call in a function with a char *err. */
-#define CU(call, what)                                                                         \
-    do {                                                                                       \
-        cudaError_t rc_ = (call);                                                              \
-        if (rc_ != cudaSuccess)                                                                \
-            return mhla_gpu::fail(err, "CUDA: %s: %s", what, cudaGetErrorString(rc_));         \
+#define CU(call, what)                                                                             \
+    do {                                                                                           \
+        cudaError_t rc_ = (call);                                                                  \
+        if (rc_ != cudaSuccess)                                                                    \
+            return mhla_gpu::fail(err, "CUDA: %s: %s", what, cudaGetErrorString(rc_));             \
     } while (0)
 
-namespace mhla_gpu {
+namespace mhla_gpu
+{
 /* Formats err and returns -1. */
 int fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drops every captured graph (buffers moved or the backend is going away). */

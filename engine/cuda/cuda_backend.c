@@ -45,10 +45,18 @@ static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, mhla_cu
     for (int l = 0; l < c->num_layers; l++) {
         const mhla_layer *y = &m->layers[l];
         ls[l] = (mhla_cuda_layer_src){
-            .attn_norm = y->attn_norm, .g_norm = y->g_norm, .mlp_norm = y->mlp_norm,
-            .mix = y->mix, .wq = hmat(y->wq), .wk = hmat(y->wk), .wv = hmat(y->wv),
-            .wg = hmat(y->wg), .wo = hmat(y->wo), .w_gate = hmat(y->w_gate),
-            .w_up = hmat(y->w_up), .w_down = hmat(y->w_down),
+            .attn_norm = y->attn_norm,
+            .g_norm = y->g_norm,
+            .mlp_norm = y->mlp_norm,
+            .mix = y->mix,
+            .wq = hmat(y->wq),
+            .wk = hmat(y->wk),
+            .wv = hmat(y->wv),
+            .wg = hmat(y->wg),
+            .wo = hmat(y->wo),
+            .w_gate = hmat(y->w_gate),
+            .w_up = hmat(y->w_up),
+            .w_down = hmat(y->w_down),
         };
     }
     mhla_cuda_model_src src = {

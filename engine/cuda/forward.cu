@@ -138,9 +138,9 @@ static int gemm(mhla_cuda *g, const void *x, int T, int K, const void *w, int N,
 {
     const float one = 1.0f, zero = 0.0f;
     cudaDataType t = g->dt == DT_F32 ? CUDA_R_32F : g->dt == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    cublasStatus_t rc = cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, t, K, x,
-                                     t, K, &zero, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F,
-                                     CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t rc =
+        cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, T, K, &one, w, t, K, x, t, K, &zero, y,
+                     CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (rc != CUBLAS_STATUS_SUCCESS)
         return fail(err, "cuBLAS: the %d x %d x %d product failed: %s", T, N, K,
                     cublasGetStatusString(rc));
@@ -224,8 +224,7 @@ static int mixer_products(mhla_cuda *g, const int32_t *fblocks, const float *mix
             int h = j / group;
             if (strided(g, CUBLAS_OP_N, CUBLAS_OP_N, dv, C, C, base + g->v_off + h * dv, W, rows,
                         g->scores + ((size_t)f0 * H + j) * cc, C, H * cc,
-                        g->att + (size_t)g->run_t0[r] * od + j * dv, od, (long long)C * od, n,
-                        err))
+                        g->att + (size_t)g->run_t0[r] * od + j * dv, od, (long long)C * od, n, err))
                 return -1;
         }
     }
@@ -298,8 +297,8 @@ static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err
         k_add_norm(g->x, l == 0 ? nullptr : g->y, ly->attn_norm, g->h, g->dt, T, D, eps, st);
         if (gemm(g, g->h, T, D, ly->w_qkvg, g->W, g->qkvg, g->W, err))
             return -1;
-        k_qk_prepare(g->qkvg, g->W, g->q_off, g->k_off, rowpos, g->rope_cos, g->rope_sin, T, H,
-                     Hkv, dk, c->feature_map, g->q_scale, st);
+        k_qk_prepare(g->qkvg, g->W, g->q_off, g->k_off, rowpos, g->rope_cos, g->rope_sin, T, H, Hkv,
+                     dk, c->feature_map, g->q_scale, st);
         a.layer = l;
         a.mix = ly->mix;
         if (g->n_full > 0 && mixer_products(g, fblocks, ly->mix, err))
@@ -384,10 +383,7 @@ static int host_rows(const mhla_cuda_item *it)
 }
 
 /* Whether item it needs its last position's logits only for sampling. */
-static int sample_only_row(const mhla_cuda_item *it)
-{
-    return it->sample && host_rows(it) == 0;
-}
+static int sample_only_row(const mhla_cuda_item *it) { return it->sample && host_rows(it) == 0; }
 
 /* Fills the host mirror of the step descriptors. Logit rows: first every row
  * the host gets back, in item order, then the rows only sampled. */
@@ -485,8 +481,7 @@ static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items
     }
 }
 
-extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items,
-                                 char *err)
+extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items, char *err)
 {
     if (g->failed)
         return fail(err, "CUDA backend unusable after an earlier device error; restart");
@@ -535,9 +530,9 @@ extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int 
             rc = fail(err, "CUDA: copying logits: %s", cudaGetErrorString(ec));
     }
     if (rc == 0 && nd.n_samp > 0) {
-        cudaError_t ec =
-            cudaMemcpyAsync(g->sample_out_host, g->sample_out, (size_t)nd.n_samp * sizeof(sample_result),
-                            cudaMemcpyDeviceToHost, g->stream);
+        cudaError_t ec = cudaMemcpyAsync(g->sample_out_host, g->sample_out,
+                                         (size_t)nd.n_samp * sizeof(sample_result),
+                                         cudaMemcpyDeviceToHost, g->stream);
         if (ec != cudaSuccess)
             rc = fail(err, "CUDA: copying sampled tokens: %s", cudaGetErrorString(ec));
     }
@@ -585,9 +580,9 @@ extern "C" int mhla_cuda_restore_prefix(mhla_cuda *g, const mhla_cuda_item *it, 
         CU(cudaMemcpyAsync(g->restore_pages, it->pages, (size_t)block * sizeof(void *),
                            cudaMemcpyHostToDevice, g->stream),
            "copying a page table");
-    k_restore_prefix(g->restore_pages, block, g->mix_all, it->prefix, it->prefix_k,
-                     c->num_layers, c->num_kv_heads, c->head_k_dim, c->head_v_dim, c->num_blocks,
-                     c->normalize, g->state_bf16, g->stream);
+    k_restore_prefix(g->restore_pages, block, g->mix_all, it->prefix, it->prefix_k, c->num_layers,
+                     c->num_kv_heads, c->head_k_dim, c->head_v_dim, c->num_blocks, c->normalize,
+                     g->state_bf16, g->stream);
     CU(cudaGetLastError(), "launching the prefix mix");
     cudaError_t ec = cudaStreamSynchronize(g->stream);
     if (ec != cudaSuccess) {

@@ -14,7 +14,8 @@
 
 #include <cmath>
 
-namespace mhla_gpu {
+namespace mhla_gpu
+{
 
 __device__ __forceinline__ float ld_dt(const void *p, size_t i, int dt)
 {
@@ -72,8 +73,8 @@ void k_convert(const void *src, int src_dt, void *dst, int dst_dt, size_t n, cud
 {
     if (n == 0)
         return;
-    MHLA_LAUNCH(convert_kernel, (unsigned)((n + 255) / 256), 256, 0, st)(src, src_dt, dst, dst_dt,
-                                                                          n);
+    MHLA_LAUNCH(convert_kernel, (unsigned)((n + 255) / 256), 256, 0, st)
+    (src, src_dt, dst, dst_dt, n);
 }
 
 __global__ void embed_kernel(float *x, const void *emb, int dt, const int32_t *tokens, int D)
@@ -173,8 +174,8 @@ void k_qk_prepare(float *qkvg, int W, int q_off, int k_off, const int32_t *rowpo
                   const float *rope_cos, const float *rope_sin, int T, int H, int Hkv, int dk,
                   int feature_map, float q_scale, cudaStream_t st)
 {
-    MHLA_LAUNCH(qk_prepare_kernel, T, 128, 0, st)(qkvg, W, q_off, k_off, rowpos, rope_cos,
-                                                  rope_sin, H, Hkv, dk, feature_map, q_scale);
+    MHLA_LAUNCH(qk_prepare_kernel, T, 128, 0, st)
+    (qkvg, W, q_off, k_off, rowpos, rope_cos, rope_sin, H, Hkv, dk, feature_map, q_scale);
 }
 
 /* ---- output norm with gate, SwiGLU ---------------------------------------- */
@@ -206,8 +207,8 @@ void k_out_norm(const float *att, const float *qkvg, int W, int g_off, const flo
                 void *ho, int dt, int T, int H, int dv, float eps, cudaStream_t st)
 {
     int warps = T * H;
-    MHLA_LAUNCH(out_norm_kernel, (warps + 3) / 4, 128, 0, st)(att, qkvg, W, g_off, g_norm, ho, dt,
-                                                              T, H, dv, eps);
+    MHLA_LAUNCH(out_norm_kernel, (warps + 3) / 4, 128, 0, st)
+    (att, qkvg, W, g_off, g_norm, ho, dt, T, H, dv, eps);
 }
 
 /* gu rows hold [gate | up], each I wide. */
@@ -345,7 +346,7 @@ __global__ void mix_output_kernel(mix_args a)
                       : s.r0 == 0  ? a.pkscr + slot * dk
                                    : it.prefix_k + head_index(a, g) * dk;
     float m_ii = a.mix[(size_t)i * a.Lm + i];
-    float *qs = smem;                    /* [MIX_TT][dk] */
+    float *qs = smem;                       /* [MIX_TT][dk] */
     float *sc = smem + (size_t)MIX_TT * dk; /* [MIX_TT][C] */
     int group = a.H / a.Hkv;
     for (int jj = 0; jj < group; jj++) {
@@ -354,9 +355,10 @@ __global__ void mix_output_kernel(mix_args a)
             int nt = s.n - tt0 < MIX_TT ? s.n - tt0 : MIX_TT;
             for (int idx = threadIdx.x; idx < MIX_TT * dk; idx += blockDim.x) {
                 int tt = idx / dk, ai = idx % dk;
-                qs[idx] = tt < nt ? a.qkvg[(size_t)(s.t0 + tt0 + tt) * a.W + a.q_off +
-                                           (size_t)j * dk + ai]
-                                  : 0.0f;
+                qs[idx] =
+                    tt < nt
+                        ? a.qkvg[(size_t)(s.t0 + tt0 + tt) * a.W + a.q_off + (size_t)j * dk + ai]
+                        : 0.0f;
             }
             __syncthreads();
             /* scores q~·k~_u for u up to each token's own row: a warp per pair */
@@ -465,8 +467,9 @@ void k_mixer_close_and_mix(const mix_args &a, cudaStream_t st)
 void k_mixer_outputs(const mix_args &a, cudaStream_t st)
 {
     unsigned ns = (unsigned)a.n_seg, hk = (unsigned)a.Hkv;
-    MHLA_LAUNCH(mix_output_kernel, dim3(ns, hk, tiles(a.dv, 128)), 128,
-                mixer_smem_bytes(a.dk, a.C), st)(a);
+    MHLA_LAUNCH(mix_output_kernel, dim3(ns, hk, tiles(a.dv, 128)), 128, mixer_smem_bytes(a.dk, a.C),
+                st)
+    (a);
     MHLA_LAUNCH(keep_rows_kernel, dim3(ns, hk, MIX_SPLIT), 256, 0, st)(a);
 }
 
@@ -488,8 +491,8 @@ void k_mask_scores(float *scores, const int32_t *blocks, const float *mix, int L
 {
     if (n_full <= 0)
         return;
-    MHLA_LAUNCH(mask_scores_kernel, (unsigned)(n_full * H), 256, 0, st)(scores, blocks, mix, Lm,
-                                                                        H, C);
+    MHLA_LAUNCH(mask_scores_kernel, (unsigned)(n_full * H), 256, 0, st)
+    (scores, blocks, mix, Lm, H, C);
 }
 
 /* grid (layer * Hkv + head, element tiles) */
@@ -520,9 +523,8 @@ void k_restore_prefix(void *const *pages, int block, const float *mix_all, float
                       int state_bf16, cudaStream_t st)
 {
     size_t per = (size_t)dk * dv;
-    MHLA_LAUNCH(restore_prefix_kernel, dim3((unsigned)(L * Hkv), tiles(per + dk, 256)), 256, 0,
-                st)(pages, block, mix_all, prefix, prefix_k, L, Hkv, dk, dv, Lm, normalize,
-                    state_bf16);
+    MHLA_LAUNCH(restore_prefix_kernel, dim3((unsigned)(L * Hkv), tiles(per + dk, 256)), 256, 0, st)
+    (pages, block, mix_all, prefix, prefix_k, L, Hkv, dk, dv, Lm, normalize, state_bf16);
 }
 
 } // namespace mhla_gpu

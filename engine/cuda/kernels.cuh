@@ -12,7 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace mhla_gpu {
+namespace mhla_gpu
+{
 
 /* Element types of weights and GEMM inputs. */
 enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 };
@@ -48,9 +49,9 @@ struct mix_args {
     int n_seg;
     const item_desc *items;
     void *const *pages;
-    const float *mix; /* this layer's [Lm, Lm] */
-    float *pscr;      /* [n_seg][Hkv][dk*dv]: P of blocks started in the step */
-    float *pkscr;     /* [n_seg][Hkv][dk] */
+    const float *mix;  /* this layer's [Lm, Lm] */
+    float *pscr;       /* [n_seg][Hkv][dk*dv]: P of blocks started in the step */
+    float *pkscr;      /* [n_seg][Hkv][dk] */
     const float *sscr; /* [n_full][Hkv][dk*dv]: S_b of the full blocks (products) */
 };
 

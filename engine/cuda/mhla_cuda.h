@@ -36,8 +36,8 @@ typedef struct {
 } mhla_cuda_hmat;
 
 typedef struct {
-    const float *attn_norm, *g_norm, *mlp_norm; /* g_norm [dv] */
-    const float *mix;                           /* [Lm, Lm], clamped */
+    const float *attn_norm, *g_norm, *mlp_norm;              /* g_norm [dv] */
+    const float *mix;                                        /* [Lm, Lm], clamped */
     mhla_cuda_hmat wq, wk, wv, wg, wo, w_gate, w_up, w_down; /* wg: both NULL without gate */
 } mhla_cuda_layer_src;
 
@@ -61,8 +61,8 @@ typedef struct {
 
 /* 0 when a usable device exists; otherwise -1 and why (no driver, no GPU). */
 int mhla_cuda_probe(int device_index, char *why);
-int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_options *opt,
-                     mhla_cuda **out, char *err);
+int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_options *opt, mhla_cuda **out,
+                     char *err);
 void mhla_cuda_free(mhla_cuda *g);
 const char *mhla_cuda_name(const mhla_cuda *g);
 
@@ -80,8 +80,8 @@ int mhla_cuda_mem_copy(void *ctx, void *dst, const void *src, size_t bytes, int 
  * mhla_sample_slot, unpacked by the engine). */
 typedef struct {
     float temperature, top_p, min_p, repetition, presence, frequency;
-    int top_k, n_top; /* n_top -1: no logprobs */
-    double u;         /* the uniform the host sampler would draw */
+    int top_k, n_top;          /* n_top -1: no logprobs */
+    double u;                  /* the uniform the host sampler would draw */
     const int32_t *pen_ids;    /* ids the penalties touch */
     const int32_t *pen_counts; /* their generated counts; bit 30: seen in the prompt */
     int n_pen;
@@ -99,13 +99,13 @@ typedef struct {
     int n_tokens; /* >= 1 */
     const int32_t *tokens;
     int logits_from;
-    float *logits;     /* host, (n_tokens - logits_from) * V; NULL: none (with sample) */
+    float *logits;            /* host, (n_tokens - logits_from) * V; NULL: none (with sample) */
     mhla_cuda_sample *sample; /* NULL, or sample the token after the last position */
-    float *prefix;     /* P_i [L][Hkv][dk*dv] */
-    float *prefix_k;   /* [L][Hkv][dk] or NULL */
-    float *cur_k;      /* [L][Hkv][C][dk] */
-    float *cur_v;      /* [L][Hkv][C][dv] */
-    void *const *pages; /* host array: device storage of blocks 0 .. n_pages-1 */
+    float *prefix;            /* P_i [L][Hkv][dk*dv] */
+    float *prefix_k;          /* [L][Hkv][dk] or NULL */
+    float *cur_k;             /* [L][Hkv][C][dk] */
+    float *cur_v;             /* [L][Hkv][C][dv] */
+    void *const *pages;       /* host array: device storage of blocks 0 .. n_pages-1 */
     int n_pages;
 } mhla_cuda_item;
 

@@ -19,7 +19,8 @@
 #include <climits>
 #include <cmath>
 
-namespace mhla_gpu {
+namespace mhla_gpu
+{
 
 #ifdef MHLA_CUDA_SIM
 using std::isfinite; /* nvcc's device headers declare them unqualified */
@@ -143,7 +144,7 @@ __device__ __forceinline__ bool kept(const row_view &r, int i, unsigned long lon
  * best-first mass (by_mass 1) does, among the kept ids; *above gets the
  * count or mass of the kept keys above it. */
 __device__ unsigned long long radix_select(const row_view &r, int V, bool by_mass, double want,
-                                          double *above)
+                                           double *above)
 {
     __shared__ double hist[256];
     __shared__ unsigned long long s_prefix;

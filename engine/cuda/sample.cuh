@@ -7,7 +7,8 @@
 
 #include "kernels.cuh"
 
-namespace mhla_gpu {
+namespace mhla_gpu
+{
 
 /* One sampled row. */
 struct sample_desc {

@@ -46,8 +46,8 @@ typedef enum {
 } mhla_feature_map;
 
 typedef struct {
-    int vocab_size;        /* V */
-    int hidden_size;       /* D */
+    int vocab_size;  /* V */
+    int hidden_size; /* D */
     int num_layers;
     int num_heads;         /* H */
     int num_kv_heads;      /* Hkv */
@@ -160,8 +160,8 @@ typedef struct {
 
 /* With device CUDA and no usable GPU this fails with the reason; with AUTO
  * it falls back to the CPU. */
-int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt,
-                       mhla_engine **out, mhla_error *err);
+int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, mhla_engine **out,
+                       mhla_error *err);
 void mhla_engine_free(mhla_engine *engine);
 /* The device the engine runs on: MHLA_DEVICE_CPU or MHLA_DEVICE_CUDA. */
 mhla_device mhla_engine_device(const mhla_engine *engine);
@@ -216,8 +216,7 @@ typedef struct {
  * state changes: on error no sequence has advanced. A sequence may appear at
  * most once per call. Positions past max_positions are refused.
  */
-int mhla_engine_forward(mhla_engine *engine, mhla_batch_item *items, int n_items,
-                        mhla_error *err);
+int mhla_engine_forward(mhla_engine *engine, mhla_batch_item *items, int n_items, mhla_error *err);
 
 /* ---- state memory: pool, prefix cache, resume, admission, snapshots -------- */
 /* These calls change the engine's state pool: make them from the thread that
@@ -259,7 +258,7 @@ int mhla_seq_load(mhla_seq *seq, const char *path, mhla_error *err);
 typedef struct {
     size_t page_bytes;
     long pages_total, pages_used, pages_cached, pages_free, pages_reserved;
-    long pages_available; /* what a new reservation can still get; -1: no limit */
+    long pages_available;   /* what a new reservation can still get; -1: no limit */
     uint64_t prefix_hits;   /* blocks served by the prefix cache */
     uint64_t prefix_misses; /* lookups that stopped at an uncached block */
     uint64_t evictions;
@@ -292,13 +291,13 @@ typedef struct {
 } mhla_logit_bias;
 
 typedef struct {
-    float temperature;        /* >= 0; 0: greedy */
-    int top_k;                /* >= 0; 0: off */
-    float top_p;              /* (0, 1]; 1: off */
-    float min_p;              /* [0, 1]; 0: off */
-    float presence_penalty;   /* 0: off */
-    float frequency_penalty;  /* 0: off */
-    float repetition_penalty; /* > 0; 1: off */
+    float temperature;                 /* >= 0; 0: greedy */
+    int top_k;                         /* >= 0; 0: off */
+    float top_p;                       /* (0, 1]; 1: off */
+    float min_p;                       /* [0, 1]; 0: off */
+    float presence_penalty;            /* 0: off */
+    float frequency_penalty;           /* 0: off */
+    float repetition_penalty;          /* > 0; 1: off */
     const mhla_logit_bias *logit_bias; /* copied by mhla_sampler_create */
     int n_logit_bias;
     uint64_t seed;

@@ -34,18 +34,18 @@ typedef struct {
     int max_queue;          /* waiting requests before 429 */
     const char *api_key;    /* NULL: no authentication */
     mhla_log_level log_level;
-    size_t max_body_bytes;    /* request body limit (413 past it) */
-    int max_connections;      /* concurrent HTTP connections */
-    int timeout_s;            /* idle connection timeout (also a stream's write deadline) */
-    int read_timeout_s;       /* deadline for a whole request's headers and body */
+    size_t max_body_bytes;          /* request body limit (413 past it) */
+    int max_connections;            /* concurrent HTTP connections */
+    int timeout_s;                  /* idle connection timeout (also a stream's write deadline) */
+    int read_timeout_s;             /* deadline for a whole request's headers and body */
     int max_connections_per_client; /* per client address; 0: all but a reserve */
-    int request_timeout_s;    /* per-request deadline, 0 = none */
-    int shutdown_timeout_s;   /* SIGTERM: how long running requests may still take */
-    int state_memory_mb;      /* state pool with prefix cache (kvstate/README.md), MiB; 0: unbounded
-                                 per-sequence state; -1 (the default): auto */
-    int weights_bf16;         /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
-    int device;               /* mhla_device: cpu, auto or cuda */
-    int gpu_weights;          /* mhla_gpu_weights */
+    int request_timeout_s;          /* per-request deadline, 0 = none */
+    int shutdown_timeout_s;         /* SIGTERM: how long running requests may still take */
+    int state_memory_mb; /* state pool with prefix cache (kvstate/README.md), MiB; 0: unbounded
+                            per-sequence state; -1 (the default): auto */
+    int weights_bf16;    /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
+    int device;          /* mhla_device: cpu, auto or cuda */
+    int gpu_weights;     /* mhla_gpu_weights */
     int gpu_index;
     int gpu_no_graphs;
 } mhla_server_options;
@@ -54,8 +54,7 @@ void mhla_server_options_default(mhla_server_options *o);
 
 /* Parses argv into o (which should hold the defaults). Returns 0, 1 when
  * --help was printed (the caller exits 0), or -1 with err set. */
-int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *err,
-                           size_t errlen);
+int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *err, size_t errlen);
 
 /* Prints the --help text to f (a FILE *). */
 void mhla_server_print_help(void *f);

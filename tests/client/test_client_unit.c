@@ -19,10 +19,7 @@ static void check(int cond, const char *what)
         failures++;
 }
 
-static int near(double a, double b, double tol)
-{
-    return fabs(a - b) <= tol;
-}
+static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }
 
 static void test_percentiles(void)
 {
@@ -40,8 +37,7 @@ static void test_percentiles(void)
     check(v[0] == 100 && v[99] == 1, "summarize leaves its input unchanged");
 
     v[0] = 7;
-    check(cl_summarize(v, 1, &s, err) == 0 && s.p50 == 7 && s.p99 == 7 && s.max == 7 &&
-              s.mean == 7,
+    check(cl_summarize(v, 1, &s, err) == 0 && s.p50 == 7 && s.p99 == 7 && s.max == 7 && s.mean == 7,
           "one sample: every figure is that sample");
 
     v[0] = 10;
@@ -133,19 +129,18 @@ static int feed3(const char *stream, size_t a, size_t b, sink *s)
 
 static void test_sse(void)
 {
-    const char *stream =
-        ": comment line\n"
-        "data: {\"a\":1}\n\n"
-        "event: message\r\n"
-        "id: 7\r\n"
-        "data:no-space\r\n\r\n"
-        "data: line one\r"
-        "data: line two\r\r"
-        "retry: 100\n"
-        "data\n\n"                 /* a data field with no value: one empty event */
-        "\n\n"                     /* blank lines alone dispatch nothing */
-        "data: [DONE]\n\n"
-        "data: never dispatched";  /* no blank line after it */
+    const char *stream = ": comment line\n"
+                         "data: {\"a\":1}\n\n"
+                         "event: message\r\n"
+                         "id: 7\r\n"
+                         "data:no-space\r\n\r\n"
+                         "data: line one\r"
+                         "data: line two\r\r"
+                         "retry: 100\n"
+                         "data\n\n" /* a data field with no value: one empty event */
+                         "\n\n"     /* blank lines alone dispatch nothing */
+                         "data: [DONE]\n\n"
+                         "data: never dispatched"; /* no blank line after it */
     const char *want = "{\"a\":1}|no-space|line one\nline two||[DONE]|";
     size_t n = strlen(stream);
     int all_ok = 1, cases = 0;
@@ -160,8 +155,7 @@ static void test_sse(void)
             }
         }
     char what[128];
-    snprintf(what, sizeof what, "SSE: same 5 events for all %d ways to cut the stream in 3",
-             cases);
+    snprintf(what, sizeof what, "SSE: same 5 events for all %d ways to cut the stream in 3", cases);
     check(all_ok, what);
 
     /* one byte at a time */

@@ -20,15 +20,15 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                 \
-            fprintf(stderr, __VA_ARGS__);                                                        \
-            fprintf(stderr, "\n");                                                               \
-            if (++failures > CHECK_MAX_FAILURES)                                                 \
-                exit(1);                                                                         \
-        }                                                                                        \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            if (++failures > CHECK_MAX_FAILURES)                                                   \
+                exit(1);                                                                           \
+        }                                                                                          \
     } while (0)
 
 static uint64_t rng_state = TEST_RNG_SEED;

@@ -175,8 +175,8 @@ static void check_config(mhla_engine *gpu, mhla_engine *cpu, const config *cf)
     run(gpu, cf, prompt, 1, tok, raw, slots);
     run(gpu, cf, prompt, 0, tok_graph, NULL, slots2);
     for (int k = 0; k <= STEPS; k++)
-        CHECK(tok[k] == tok_graph[k], "%s step %d: %d with logits, %d without (graph)", cf->name,
-              k, tok[k], tok_graph[k]);
+        CHECK(tok[k] == tok_graph[k], "%s step %d: %d with logits, %d without (graph)", cf->name, k,
+              tok[k], tok_graph[k]);
 
     /* the host rules on the device's raw logits, with the same draws */
     int *counts = calloc((size_t)V, sizeof *counts);
@@ -214,8 +214,8 @@ static void check_config(mhla_engine *gpu, mhla_engine *cpu, const config *cf)
         for (int j = 0; j < 5; j++)
             CHECK(top[j].id == slots[k].top[j].id &&
                       fabsf(top[j].logprob - slots[k].top[j].logprob) <= 1e-5f * (1 + fabsf(lp)),
-                  "%s step %d: top %d is %d (%g), host %d (%g)", cf->name, k, j,
-                  slots[k].top[j].id, slots[k].top[j].logprob, top[j].id, top[j].logprob);
+                  "%s step %d: top %d is %d (%g), host %d (%g)", cf->name, k, j, slots[k].top[j].id,
+                  slots[k].top[j].logprob, top[j].id, top[j].logprob);
         counts[tok[k]]++;
     }
     mhla_sampler_free(host);
@@ -261,8 +261,9 @@ int main(int argc, char **argv)
 
     mhla_logit_bias bias[3] = {{3, 2.5f}, {7, -100.0f}, {3, 0.5f}};
     config cfs[8];
-    const char *names[8] = {"greedy", "temperature 0.9", "top_k 5", "top_p 0.8", "min_p 0.2",
-                            "all filters", "penalties + bias", "greedy + penalties"};
+    const char *names[8] = {"greedy",           "temperature 0.9",   "top_k 5",
+                            "top_p 0.8",        "min_p 0.2",         "all filters",
+                            "penalties + bias", "greedy + penalties"};
     for (int i = 0; i < 8; i++) {
         cfs[i].name = names[i];
         mhla_sampling_defaults(&cfs[i].p);
@@ -298,7 +299,8 @@ int main(int argc, char **argv)
         die("sequence", &err);
     int32_t one = 1;
     mhla_sample_slot bad = {.sampler = NULL, .n_top = 0};
-    mhla_batch_item it = {.seq = q, .tokens = &one, .n_tokens = 1, .logits_from = 1, .sample = &bad};
+    mhla_batch_item it = {
+        .seq = q, .tokens = &one, .n_tokens = 1, .logits_from = 1, .sample = &bad};
     CHECK(mhla_engine_forward(gpu, &it, 1, &err) != 0 && strstr(err.msg, "sample slot"),
           "a slot without a sampler was taken (%s)", err.msg);
     CHECK(mhla_seq_pos(q) == 0, "a refused step advanced the sequence");

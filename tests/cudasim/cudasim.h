@@ -35,10 +35,15 @@
 
 // ---------------------------------------------------------------------------
 // Vector and index types.
-struct uint3 { unsigned int x, y, z; };
+struct uint3 {
+    unsigned int x, y, z;
+};
 struct dim3 {
     unsigned int x, y, z;
-    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+    constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1)
+        : x(vx), y(vy), z(vz)
+    {
+    }
     constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
     constexpr operator uint3() const { return uint3{x, y, z}; }
 };
@@ -53,7 +58,10 @@ inline float4 make_float4(float x, float y, float z, float w) { return float4{x,
 inline int2 make_int2(int x, int y) { return int2{x, y}; }
 inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
-inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w)
+{
+    return uint4{x, y, z, w};
+}
 
 // ---------------------------------------------------------------------------
 // Opaque handles and runtime enums (values match the CUDA 13 headers).
@@ -122,7 +130,7 @@ enum cudaFuncAttribute {
 #define cudaHostAllocMapped 0x02u
 #define cudaHostAllocWriteCombined 0x04u
 
-struct cudaDeviceProp {  // a subset of the real fields, same names and types
+struct cudaDeviceProp { // a subset of the real fields, same names and types
     char name[256];
     size_t totalGlobalMem, sharedMemPerBlock;
     int regsPerBlock, warpSize;
@@ -145,19 +153,32 @@ struct cudaDeviceProp {  // a subset of the real fields, same names and types
 // 16-bit float types: storage plus conversions (round to nearest even).
 // Implicit float conversions exist as in cuda_bf16.h / cuda_fp16.h, so the
 // structs stay trivially copyable and can live in cudaMalloc'd memory.
-namespace cudasim {
-inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float bits_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline uint16_t f32_to_bf16(float f) {
+namespace cudasim
+{
+inline uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float bits_f32(uint32_t u)
+{
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline uint16_t f32_to_bf16(float f)
+{
     uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even; overflow carries into inf
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return static_cast<uint16_t>((u >> 16) | 0x0040u); // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u); // round to nearest even; overflow carries into inf
     return static_cast<uint16_t>(u >> 16);
 }
 inline float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
 uint16_t f32_to_f16(float f);
 float f16_to_f32(uint16_t h);
-}  // namespace cudasim
+} // namespace cudasim
 
 struct __nv_bfloat16 {
     unsigned short __x;
@@ -173,11 +194,24 @@ struct __half {
 };
 typedef __nv_bfloat16 nv_bfloat16;
 typedef __half half;
-inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short v) { __nv_bfloat16 h; h.__x = v; return h; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short v)
+{
+    __nv_bfloat16 h;
+    h.__x = v;
+    return h;
+}
 inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.__x; }
-inline __half __ushort_as_half(unsigned short v) { __half h; h.__x = v; return h; }
+inline __half __ushort_as_half(unsigned short v)
+{
+    __half h;
+    h.__x = v;
+    return h;
+}
 inline unsigned short __half_as_ushort(__half h) { return h.__x; }
-inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __ushort_as_bfloat16(cudasim::f32_to_bf16(f)); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f)
+{
+    return __ushort_as_bfloat16(cudasim::f32_to_bf16(f));
+}
 inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
 inline float __bfloat162float(__nv_bfloat16 h) { return cudasim::bf16_to_f32(h.__x); }
 inline __half __float2half_rn(float f) { return __ushort_as_half(cudasim::f32_to_f16(f)); }
@@ -188,11 +222,12 @@ inline float __half2float(__half h) { return cudasim::f16_to_f32(h.__x); }
 // Built-in variables.  The scheduler rewrites the cudasim:: copies on every
 // fiber switch; kernels see them through const references so they cannot
 // assign to them by mistake.
-namespace cudasim {
+namespace cudasim
+{
 inline uint3 g_threadIdx{0, 0, 0}, g_blockIdx{0, 0, 0};
 inline dim3 g_blockDim, g_gridDim;
-inline unsigned char *g_dsmem = nullptr;  // this block's dynamic shared memory
-}  // namespace cudasim
+inline unsigned char *g_dsmem = nullptr; // this block's dynamic shared memory
+} // namespace cudasim
 inline const uint3 &threadIdx = cudasim::g_threadIdx;
 inline const uint3 &blockIdx = cudasim::g_blockIdx;
 inline const dim3 &blockDim = cudasim::g_blockDim;
@@ -202,13 +237,15 @@ constexpr int warpSize = 32;
 // ---------------------------------------------------------------------------
 // Barriers and warp exchange (implemented by the fiber scheduler).  The asm
 // memory clobber keeps the compiler from caching shared data across a barrier.
-namespace cudasim {
+namespace cudasim
+{
 enum WarpOp { OP_SYNCWARP, OP_SHFL_IDX, OP_SHFL_UP, OP_SHFL_DOWN, OP_SHFL_XOR };
 void syncthreads();
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t bits, int arg, int width);
-template <class T>
-inline T shfl(WarpOp op, unsigned mask, T v, int arg, int width) {
-    static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+template <class T> inline T shfl(WarpOp op, unsigned mask, T v, int arg, int width)
+{
+    static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8,
+                  "shuffle of a type wider than 8 bytes");
     uint64_t b = 0;
     std::memcpy(&b, &v, sizeof(T));
     asm volatile("" ::: "memory");
@@ -218,49 +255,141 @@ inline T shfl(WarpOp op, unsigned mask, T v, int arg, int width) {
     std::memcpy(&r, &b, sizeof(T));
     return r;
 }
-}  // namespace cudasim
-inline void __syncthreads() {
+} // namespace cudasim
+inline void __syncthreads()
+{
     asm volatile("" ::: "memory");
     cudasim::syncthreads();
     asm volatile("" ::: "memory");
 }
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
+inline void __syncwarp(unsigned mask = 0xffffffffu)
+{
     asm volatile("" ::: "memory");
     cudasim::warp_op(cudasim::OP_SYNCWARP, mask, 0, 0, 32);
     asm volatile("" ::: "memory");
 }
-template <class T> inline T __shfl_sync(unsigned mask, T v, int srcLane, int width = 32) {
+template <class T> inline T __shfl_sync(unsigned mask, T v, int srcLane, int width = 32)
+{
     return cudasim::shfl(cudasim::OP_SHFL_IDX, mask, v, srcLane, width);
 }
-template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
     return cudasim::shfl(cudasim::OP_SHFL_UP, mask, v, static_cast<int>(delta), width);
 }
-template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
     return cudasim::shfl(cudasim::OP_SHFL_DOWN, mask, v, static_cast<int>(delta), width);
 }
-template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int laneMask, int width = 32) {
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int laneMask, int width = 32)
+{
     return cudasim::shfl(cudasim::OP_SHFL_XOR, mask, v, laneMask, width);
 }
 
 // Atomics: fibers switch only at barriers, so a plain read-modify-write is
 // atomic with respect to every other simulated thread.
-inline float atomicAdd(float *p, float v) { float o = *p; *p = o + v; return o; }
-inline double atomicAdd(double *p, double v) { double o = *p; *p = o + v; return o; }
-inline int atomicAdd(int *p, int v) { int o = *p; *p = o + v; return o; }
-inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
-inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) { unsigned long long o = *p; *p = o + v; return o; }
-inline int atomicSub(int *p, int v) { int o = *p; *p = o - v; return o; }
-inline int atomicMax(int *p, int v) { int o = *p; if (v > o) *p = v; return o; }
-inline unsigned atomicMax(unsigned *p, unsigned v) { unsigned o = *p; if (v > o) *p = v; return o; }
-inline int atomicMin(int *p, int v) { int o = *p; if (v < o) *p = v; return o; }
-inline unsigned atomicMin(unsigned *p, unsigned v) { unsigned o = *p; if (v < o) *p = v; return o; }
-inline int atomicExch(int *p, int v) { int o = *p; *p = v; return o; }
-inline unsigned atomicExch(unsigned *p, unsigned v) { unsigned o = *p; *p = v; return o; }
-inline float atomicExch(float *p, float v) { float o = *p; *p = v; return o; }
-inline int atomicCAS(int *p, int c, int v) { int o = *p; if (o == c) *p = v; return o; }
-inline unsigned atomicCAS(unsigned *p, unsigned c, unsigned v) { unsigned o = *p; if (o == c) *p = v; return o; }
-inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) {
-    unsigned long long o = *p; if (o == c) *p = v; return o;
+inline float atomicAdd(float *p, float v)
+{
+    float o = *p;
+    *p = o + v;
+    return o;
+}
+inline double atomicAdd(double *p, double v)
+{
+    double o = *p;
+    *p = o + v;
+    return o;
+}
+inline int atomicAdd(int *p, int v)
+{
+    int o = *p;
+    *p = o + v;
+    return o;
+}
+inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    unsigned o = *p;
+    *p = o + v;
+    return o;
+}
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+{
+    unsigned long long o = *p;
+    *p = o + v;
+    return o;
+}
+inline int atomicSub(int *p, int v)
+{
+    int o = *p;
+    *p = o - v;
+    return o;
+}
+inline int atomicMax(int *p, int v)
+{
+    int o = *p;
+    if (v > o)
+        *p = v;
+    return o;
+}
+inline unsigned atomicMax(unsigned *p, unsigned v)
+{
+    unsigned o = *p;
+    if (v > o)
+        *p = v;
+    return o;
+}
+inline int atomicMin(int *p, int v)
+{
+    int o = *p;
+    if (v < o)
+        *p = v;
+    return o;
+}
+inline unsigned atomicMin(unsigned *p, unsigned v)
+{
+    unsigned o = *p;
+    if (v < o)
+        *p = v;
+    return o;
+}
+inline int atomicExch(int *p, int v)
+{
+    int o = *p;
+    *p = v;
+    return o;
+}
+inline unsigned atomicExch(unsigned *p, unsigned v)
+{
+    unsigned o = *p;
+    *p = v;
+    return o;
+}
+inline float atomicExch(float *p, float v)
+{
+    float o = *p;
+    *p = v;
+    return o;
+}
+inline int atomicCAS(int *p, int c, int v)
+{
+    int o = *p;
+    if (o == c)
+        *p = v;
+    return o;
+}
+inline unsigned atomicCAS(unsigned *p, unsigned c, unsigned v)
+{
+    unsigned o = *p;
+    if (o == c)
+        *p = v;
+    return o;
+}
+inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c,
+                                    unsigned long long v)
+{
+    unsigned long long o = *p;
+    if (o == c)
+        *p = v;
+    return o;
 }
 
 // Memory fences: every simulated thread shares one OS thread, so only the
@@ -270,8 +399,8 @@ inline void __threadfence_block() { asm volatile("" ::: "memory"); }
 
 // Loads and math intrinsics (<cmath> provides expf, logf, sqrtf, fmaf, ...).
 // CUDA declares global min/max overloads usable in kernels; mirror them.
-#define CUDASIM_MINMAX(T)                                   \
-    inline T min(T a, T b) { return b < a ? b : a; }      \
+#define CUDASIM_MINMAX(T)                                                                          \
+    inline T min(T a, T b) { return b < a ? b : a; }                                               \
     inline T max(T a, T b) { return a < b ? b : a; }
 CUDASIM_MINMAX(int)
 CUDASIM_MINMAX(unsigned int)
@@ -301,10 +430,30 @@ inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
-inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
-inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline int __float_as_int(float f)
+{
+    int i;
+    std::memcpy(&i, &f, 4);
+    return i;
+}
+inline unsigned __float_as_uint(float f)
+{
+    unsigned u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float __int_as_float(int i)
+{
+    float f;
+    std::memcpy(&f, &i, 4);
+    return f;
+}
+inline float __uint_as_float(unsigned u)
+{
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 
 // ---------------------------------------------------------------------------
 // Runtime API.
@@ -326,13 +475,21 @@ cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t bytes);
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags);
 cudaError_t cudaFreeHost(void *p);
-template <class T> cudaError_t cudaMalloc(T **p, size_t bytes) { return cudaMalloc(reinterpret_cast<void **>(p), bytes); }
-template <class T> cudaError_t cudaMallocHost(T **p, size_t bytes) { return cudaMallocHost(reinterpret_cast<void **>(p), bytes); }
-template <class T> cudaError_t cudaHostAlloc(T **p, size_t bytes, unsigned int flags) {
+template <class T> cudaError_t cudaMalloc(T **p, size_t bytes)
+{
+    return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+template <class T> cudaError_t cudaMallocHost(T **p, size_t bytes)
+{
+    return cudaMallocHost(reinterpret_cast<void **>(p), bytes);
+}
+template <class T> cudaError_t cudaHostAlloc(T **p, size_t bytes, unsigned int flags)
+{
     return cudaHostAlloc(reinterpret_cast<void **>(p), bytes, flags);
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s = 0);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t s = 0);
 cudaError_t cudaMemset(void *p, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t s = 0);
 
@@ -351,15 +508,19 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
-template <class... P> cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int value) {
+template <class... P>
+cudaError_t cudaFuncSetAttribute(void (*func)(P...), cudaFuncAttribute attr, int value)
+{
     return cudaFuncSetAttribute(reinterpret_cast<const void *>(func), attr, value);
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags = 0);
-cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                          unsigned long long flags = 0);
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
@@ -374,7 +535,8 @@ extern "C" size_t cudasim_graph_num_ops(cudaGraph_t graph);
 // Launch object; its operator() copies the arguments (converted to the
 // kernel's parameter types, by value, as CUDA does) into a closure that every
 // simulated thread calls.  A capturing stream stores the closure instead.
-namespace cudasim {
+namespace cudasim
+{
 struct LaunchSite {
     const void *fn;
     const char *name, *file;
@@ -387,18 +549,24 @@ void launch(const LaunchSite &site, std::function<void()> body);
 template <class... P> struct Launch {
     void (*fn)(P...);
     LaunchSite site;
-    template <class... A> void operator()(A &&...a) const {
-        static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
-        launch(site, [f = fn, args = std::tuple<std::decay_t<P>...>(std::forward<A>(a)...)]() { std::apply(f, args); });
+    template <class... A> void operator()(A &&...a) const
+    {
+        static_assert(sizeof...(A) == sizeof...(P),
+                      "kernel launched with the wrong number of arguments");
+        launch(site, [f = fn, args = std::tuple<std::decay_t<P>...>(std::forward<A>(a)...)]() {
+            std::apply(f, args);
+        });
     }
 };
 template <class... P>
-Launch<P...> make_launch(void (*fn)(P...), const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                         const char *file, int line) {
-    return Launch<P...>{fn, LaunchSite{reinterpret_cast<const void *>(fn), name, file, line, grid, block, smem, s}};
+Launch<P...> make_launch(void (*fn)(P...), const char *name, dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t s, const char *file, int line)
+{
+    return Launch<P...>{fn, LaunchSite{reinterpret_cast<const void *>(fn), name, file, line, grid,
+                                       block, smem, s}};
 }
-}  // namespace cudasim
-#define MHLA_LAUNCH(kernel, grid, block, smem, stream) \
+} // namespace cudasim
+#define MHLA_LAUNCH(kernel, grid, block, smem, stream)                                             \
     ::cudasim::make_launch(kernel, #kernel, grid, block, smem, stream, __FILE__, __LINE__)
 #define MHLA_DYNAMIC_SMEM(T, name) T *name = reinterpret_cast<T *>(::cudasim::g_dsmem)
 
@@ -439,20 +607,22 @@ cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *ws, size_t bytes);
 cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode);
 cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode);
 const char *cublasGetStatusString(cublasStatus_t s);
-cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                            const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
-                            cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
-                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                          int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
-                                          long long strideA, const void *B, cudaDataType Btype, int ldb,
-                                          long long strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,
-                                          long long strideC, int batchCount, cublasComputeType_t compute,
-                                          cublasGemmAlgo_t algo);
-cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                           const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
-                           float *C, int ldc);
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                                         int k, const float *alpha, const float *A, int lda, long long strideA,
-                                         const float *B, int ldb, long long strideB, const float *beta, float *C,
-                                         int ldc, long long strideC, int batchCount);
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType Atype,
+                            int lda, const void *B, cudaDataType Btype, int ldb, const void *beta,
+                            void *C, cudaDataType Ctype, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType Atype, int lda, long long strideA, const void *B,
+    cudaDataType Btype, int ldb, long long strideB, const void *beta, void *C, cudaDataType Ctype,
+    int ldc, long long strideC, int batchCount, cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                           int n, int k, const float *alpha, const float *A, int lda,
+                           const float *B, int ldb, const float *beta, float *C, int ldc);
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long strideA, const float *B, int ldb,
+                                         long long strideB, const float *beta, float *C, int ldc,
+                                         long long strideC, int batchCount);

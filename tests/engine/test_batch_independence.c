@@ -18,8 +18,6 @@
 
 #define N_SEQ 5
 
-
-
 static void die(const char *what, const mhla_error *err)
 {
     fprintf(stderr, "FAIL: %s: %s\n", what, err->msg);
@@ -42,7 +40,8 @@ static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens,
         int len = chunk ? chunk : n;
         if (len > n - done)
             len = n - done;
-        mhla_batch_item it = {s, tokens + done, len, 0, logits + (size_t)done * c->vocab_size, NULL};
+        mhla_batch_item it = {s,   tokens + done, len, 0, logits + (size_t)done * c->vocab_size,
+                              NULL};
         if (mhla_engine_forward(e, &it, 1, &err))
             die("forward alone", &err);
         done += len;
@@ -61,7 +60,7 @@ int main(int argc, char **argv)
     mhla_error err;
     mhla_model *m;
     mhla_model_options mo = {argc == 3 && strcmp(argv[2], "bf16") == 0 ? MHLA_WEIGHTS_BF16
-                                                                        : MHLA_WEIGHTS_F32};
+                                                                       : MHLA_WEIGHTS_F32};
     if (mhla_model_load_with(argv[1], &mo, &m, &err))
         die("load", &err);
     const mhla_config *c = mhla_model_config(m);
@@ -112,8 +111,8 @@ int main(int argc, char **argv)
             int chunk = rnd(3) == 0 ? 1 : 1 + rnd(2 * c->chunk_size + 3);
             if (chunk > len[i] - done[i])
                 chunk = len[i] - done[i];
-            items[n++] = (mhla_batch_item){seq[i], tok[i] + done[i], chunk, 0,
-                                           batched[i] + (size_t)done[i] * V, NULL};
+            items[n++] = (mhla_batch_item){
+                seq[i], tok[i] + done[i], chunk, 0, batched[i] + (size_t)done[i] * V, NULL};
             done[i] += chunk;
         }
         int left = 0;
@@ -135,7 +134,8 @@ int main(int argc, char **argv)
     mhla_seq *copy;
     if (mhla_seq_clone(seq[0], &copy, &err))
         die("clone", &err);
-    mhla_batch_item over[2] = {{seq[0], &one, 1, 0, l1, NULL}, {seq[N_SEQ - 1], &one, 1, 0, l2, NULL}};
+    mhla_batch_item over[2] = {{seq[0], &one, 1, 0, l1, NULL},
+                               {seq[N_SEQ - 1], &one, 1, 0, l2, NULL}};
     CHECK(mhla_engine_forward(e, over, 2, &err) != 0 && strstr(err.msg, "context"),
           "a token past the context was not refused (%s)", err.msg);
     mhla_batch_item badtok[2] = {{seq[0], &one, 1, 0, l1, NULL}, {seq[1], &bad, 1, 0, l2, NULL}};

@@ -255,8 +255,8 @@ int main(void)
         seq[i] = next(s, pl);
     mhla_sampler_free(s);
     CHECK(seq[0] == 0 && seq[1] == 1 && seq[2] == 2 && seq[3] == 0 && seq[4] == 1,
-          "frequency_penalty 0.3: 0 1 2 0 1 (got %d %d %d %d %d)", seq[0], seq[1], seq[2],
-          seq[3], seq[4]);
+          "frequency_penalty 0.3: 0 1 2 0 1 (got %d %d %d %d %d)", seq[0], seq[1], seq[2], seq[3],
+          seq[4]);
     p.frequency_penalty = 0;
     p.repetition_penalty = 2.0f;
     int32_t prompt[1] = {0};

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float *prompt_logits(const char *dir, mhla_weight_dtype wd, int n, size_t *bytes,
-                            int *vocab)
+static float *prompt_logits(const char *dir, mhla_weight_dtype wd, int n, size_t *bytes, int *vocab)
 {
     mhla_error err;
     mhla_model *m;
@@ -84,7 +83,8 @@ int main(int argc, char **argv)
         same_argmax += ia == ib;
     }
     printf("f32 checkpoint, bf16 weights: worst logit error %.3g of the largest logit; "
-           "argmax equal at %d/%d positions\n", worst, same_argmax, rows);
+           "argmax equal at %d/%d positions\n",
+           worst, same_argmax, rows);
     /* bf16 keeps 8 bits of mantissa: errors of a few 1e-3 are its rounding;
      * anything near 1e-1 means the conversion itself is wrong. */
     if (!(worst > 0) || worst > 5e-2) {

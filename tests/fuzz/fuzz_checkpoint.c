@@ -64,8 +64,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     seed_config = slurp(seed, "config.json", &seed_config_len);
     seed_weights = slurp(seed, "model.safetensors", &seed_weights_len);
-    snprintf(work, sizeof work, "%s/mhla-fuzz-%d", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
-             (int)getpid());
+    snprintf(work, sizeof work, "%s/mhla-fuzz-%d",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
     mkdir(work, 0700);
     return 0;
 }

@@ -59,7 +59,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int which = data[0] & 1;
     static const int positions[4] = {2048, 64, 1, 100000};
     static const int running[4] = {64, 4, 1, 256};
-    srv_limits lim = {codecs[which], &gen, "demo", vocab[which], positions[(data[0] >> 1) & 3],
+    srv_limits lim = {codecs[which],
+                      &gen,
+                      "demo",
+                      vocab[which],
+                      positions[(data[0] >> 1) & 3],
                       running[(data[0] >> 1) & 3]};
     /* the body in a buffer of its own size, so that reads past it are caught */
     size_t len = size - 1;
@@ -93,8 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FAIL("accepted max_tokens %d", p.max_tokens);
     for (int i = 0; i < p.n_prompts; i++) {
         if (p.prompts[i].n < 1 || (long)p.prompts[i].n + p.max_tokens > lim.max_positions)
-            FAIL("accepted a prompt of %d tokens with max_tokens %d", p.prompts[i].n,
-                 p.max_tokens);
+            FAIL("accepted a prompt of %d tokens with max_tokens %d", p.prompts[i].n, p.max_tokens);
         for (int k = 0; k < p.prompts[i].n; k++)
             if (p.prompts[i].ids[k] < 0 || p.prompts[i].ids[k] >= lim.vocab_size)
                 FAIL("accepted token id %d", (int)p.prompts[i].ids[k]);

@@ -49,10 +49,7 @@ typedef struct {
     const uint8_t *p, *end;
 } input;
 
-static unsigned take(input *in)
-{
-    return in->p < in->end ? *in->p++ : 0;
-}
+static unsigned take(input *in) { return in->p < in->end ? *in->p++ : 0; }
 
 /* The client side. A read when nothing is new makes the writer wait; after a
  * quarter second it asks whether the client is still there: here it has
@@ -129,12 +126,13 @@ static int json_texts(const char *s, size_t n, mhla_buf *out, int max)
             }
             if (e != 'u' || j + 4 > n)
                 FAIL("a bad escape in a JSON string");
-            unsigned cp = (unsigned)strtoul((char[5]){s[j], s[j + 1], s[j + 2], s[j + 3], 0}, NULL,
-                                            16);
+            unsigned cp =
+                (unsigned)strtoul((char[5]){s[j], s[j + 1], s[j + 2], s[j + 3], 0}, NULL, 16);
             j += 4;
             if (cp >= 0xD800 && cp < 0xDC00 && j + 6 <= n && s[j] == '\\' && s[j + 1] == 'u') {
-                unsigned lo = (unsigned)strtoul(
-                    (char[5]){s[j + 2], s[j + 3], s[j + 4], s[j + 5], 0}, NULL, 16);
+                unsigned lo =
+                    (unsigned)strtoul((char[5]){s[j + 2], s[j + 3], s[j + 4], s[j + 5], 0}, NULL,
+                                      16);
                 j += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
@@ -294,8 +292,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r->p.logprobs >= 0) {
                 int n = r->p.prompts[g].n;
                 r->groups[g].prompt_lp = calloc((size_t)n, sizeof(srv_lp));
-                r->groups[g].prompt_tops = calloc((size_t)n * (size_t)(K ? K : 1),
-                                                  sizeof(mhla_logprob));
+                r->groups[g].prompt_tops =
+                    calloc((size_t)n * (size_t)(K ? K : 1), sizeof(mhla_logprob));
                 for (int t = 0; t < n; t++)
                     r->groups[g].prompt_lp[t].text_offset = t;
             }

@@ -26,8 +26,6 @@
 #define MAX_LIVE 12
 #define ROOTS 3
 
-
-
 static const kv_geometry GEO = {.layers = 2,
                                 .kv_heads = 1,
                                 .dk = 2,
@@ -260,7 +258,7 @@ static void test_lru_order(void)
     run_and_free(p, z, C);
     CHECK(p->n_cached == 3, "3 blocks cached, counted %ld", p->n_cached);
     CHECK(cached_blocks(p, x, C + 1) == 1, "x not cached"); /* x is now the youngest */
-    run_and_free(p, w, C); /* needs a page: evicts y, the oldest */
+    run_and_free(p, w, C);                                  /* needs a page: evicts y, the oldest */
     CHECK(cached_blocks(p, y, C + 1) == 0, "LRU kept y, the least recently used block");
     CHECK(cached_blocks(p, x, C + 1) == 1 && cached_blocks(p, z, C + 1) == 1 &&
               cached_blocks(p, w, C + 1) == 1,
@@ -279,8 +277,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < CTX; i++)
             roots[r][i] = rnd(VOCAB);
     for (int dt = 0; dt < 2; dt++) {
-        kv_pool_options o = {
-            .geo = GEO, .dtype = dt ? KV_DTYPE_BF16 : KV_DTYPE_F32, .resume_slots = 3};
+        kv_pool_options o = {.geo = GEO,
+                             .dtype = dt ? KV_DTYPE_BF16 : KV_DTYPE_F32,
+                             .resume_slots = 3};
         kv_error err;
         kv_pool *p;
         o.budget_bytes = kv_page_floats(&GEO) * (dt ? 2 : 4) * 20; /* 20 pages */

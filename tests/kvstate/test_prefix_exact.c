@@ -19,8 +19,6 @@
 #define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
 #include "check.h"
 
-
-
 static void die(const char *what, const mhla_error *err)
 {
     fprintf(stderr, "FAIL: %s: %s\n", what, err->msg);
@@ -32,8 +30,10 @@ static int V, C, CTX;
 
 static mhla_engine *engine_with(const mhla_model *m, size_t bytes, mhla_state_dtype dt, int resume)
 {
-    mhla_engine_options o = {
-        .n_threads = 2, .state_bytes = bytes, .state_dtype = dt, .resume_slots = resume};
+    mhla_engine_options o = {.n_threads = 2,
+                             .state_bytes = bytes,
+                             .state_dtype = dt,
+                             .resume_slots = resume};
     mhla_engine *e;
     mhla_error err;
     if (mhla_engine_create(m, &o, &e, &err))

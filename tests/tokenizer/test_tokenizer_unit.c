@@ -9,27 +9,51 @@
 #include "tokenizer.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
+    } while (0)
 
 static char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
     fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
+    if (b) {
+        b[n] = 0;
+        *len = (size_t)n;
+    }
     return b;
 }
 
 static uint64_t rng = 88172645463325252ULL;
-static uint64_t next_rand(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
 
 /* ---- corpus ---- */
-typedef struct { char *s; size_t n; } str;
+typedef struct {
+    char *s;
+    size_t n;
+} str;
 static str *corpus;
 static size_t n_corpus;
 
@@ -37,7 +61,10 @@ static void load_corpus(const char *path)
 {
     size_t len;
     char *b = slurp(path, &len), *p = b;
-    if (!b) { printf("cannot read %s\n", path); exit(1); }
+    if (!b) {
+        printf("cannot read %s\n", path);
+        exit(1);
+    }
     corpus = calloc(4096, sizeof *corpus);
     while (p < b + len && n_corpus < 4096) {
         char *end;
@@ -50,7 +77,13 @@ static void load_corpus(const char *path)
 }
 
 /* ---- thread safety ---- */
-typedef struct { const mhla_tokenizer *tok; int32_t **want; size_t *want_n; int bad; int seed; } thread_arg;
+typedef struct {
+    const mhla_tokenizer *tok;
+    int32_t **want;
+    size_t *want_n;
+    int bad;
+    int seed;
+} thread_arg;
 
 static void *encode_all(void *varg)
 {
@@ -60,8 +93,12 @@ static void *encode_all(void *varg)
         size_t i = (r * 7 + (size_t)a->seed * 131) % n_corpus; /* different orders per thread */
         int32_t *ids;
         size_t n;
-        if (mhla_tok_encode(a->tok, corpus[i].s, corpus[i].n, 1, &ids, &n, err, sizeof err)) { a->bad++; continue; }
-        if (n != a->want_n[i] || memcmp(ids, a->want[i], n * sizeof *ids)) a->bad++;
+        if (mhla_tok_encode(a->tok, corpus[i].s, corpus[i].n, 1, &ids, &n, err, sizeof err)) {
+            a->bad++;
+            continue;
+        }
+        if (n != a->want_n[i] || memcmp(ids, a->want[i], n * sizeof *ids))
+            a->bad++;
         free(ids);
     }
     return NULL;
@@ -74,7 +111,9 @@ static void test_threads(const mhla_tokenizer *tok, const char *name)
     char err[256];
     /* reference results from a fresh tokenizer state (empty cache), one thread */
     for (size_t i = 0; i < n_corpus; i++)
-        CHECK(mhla_tok_encode(tok, corpus[i].s, corpus[i].n, 1, &want[i], &want_n[i], err, sizeof err) == 0, "%s", err);
+        CHECK(mhla_tok_encode(tok, corpus[i].s, corpus[i].n, 1, &want[i], &want_n[i], err,
+                              sizeof err) == 0,
+              "%s", err);
     pthread_t th[4];
     thread_arg args[4];
     for (int t = 0; t < 4; t++) {
@@ -82,12 +121,17 @@ static void test_threads(const mhla_tokenizer *tok, const char *name)
         pthread_create(&th[t], NULL, encode_all, &args[t]);
     }
     int bad = 0;
-    for (int t = 0; t < 4; t++) { pthread_join(th[t], NULL); bad += args[t].bad; }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        bad += args[t].bad;
+    }
     CHECK(bad == 0, "%s: %d encodings differ when run from 4 threads at once", name, bad);
-    for (size_t i = 0; i < n_corpus; i++) free(want[i]);
+    for (size_t i = 0; i < n_corpus; i++)
+        free(want[i]);
     free(want);
     free(want_n);
-    printf("threads %s: 4 x %zu concurrent encodings %s\n", name, n_corpus, bad ? "DIFFER" : "match");
+    printf("threads %s: 4 x %zu concurrent encodings %s\n", name, n_corpus,
+           bad ? "DIFFER" : "match");
 }
 
 /* ---- refusals ---- */
@@ -101,7 +145,8 @@ static void expect_refused(const char *json, const char *needle)
     mhla_tok_free(tok);
 }
 
-#define MODEL "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}"
+#define MODEL                                                                                      \
+    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}"
 
 static void test_refusals(void)
 {
@@ -112,25 +157,45 @@ static void test_refusals(void)
     expect_refused("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", "Unigram");
     expect_refused("{" MODEL ",\"normalizer\":{\"type\":\"BertNormalizer\"}}", "BertNormalizer");
     expect_refused("{" MODEL ",\"normalizer\":{\"type\":\"Precompiled\"}}", "Precompiled");
-    expect_refused("{" MODEL ",\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"}}", "BertPreTokenizer");
-    expect_refused("{" MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"CharDelimiterSplit\"}]}}", "CharDelimiterSplit");
+    expect_refused("{" MODEL ",\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"}}",
+                   "BertPreTokenizer");
+    expect_refused(
+        "{" MODEL
+        ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"CharDelimiterSplit\"}]}}",
+        "CharDelimiterSplit");
     expect_refused("{" MODEL ",\"decoder\":{\"type\":\"CTC\"}}", "CTC");
     expect_refused("{" MODEL ",\"decoder\":{\"type\":\"WordPiece\"}}", "WordPiece");
-    expect_refused("{" MODEL ",\"post_processor\":{\"type\":\"BertProcessing\"}}", "BertProcessing");
-    expect_refused("{" MODEL ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},\"behavior\":\"Isolated\"}}", "regex");
-    expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a zz\"]}}", "not in the vocab");
-    expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}", "merged token");
+    expect_refused("{" MODEL ",\"post_processor\":{\"type\":\"BertProcessing\"}}",
+                   "BertProcessing");
+    expect_refused(
+        "{" MODEL
+        ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},\"behavior\":\"Isolated\"}}",
+        "regex");
+    expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a zz\"]}}",
+                   "not in the vocab");
+    expect_refused(
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}",
+        "merged token");
     expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-3},\"merges\":[]}}", "vocab");
-    expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"nospace\"]}}", "merges[0]");
-    expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"unk_token\":\"<unk>\"}}", "unk_token");
+    expect_refused("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"nospace\"]}}",
+                   "merges[0]");
+    expect_refused(
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"unk_token\":\"<unk>\"}}",
+        "unk_token");
     expect_refused("{" MODEL ",\"added_tokens\":[{\"content\":\"x\"}]}", "added_tokens[0]");
-    expect_refused("{" MODEL ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}}]}}", "<s>");
+    expect_refused(
+        "{" MODEL
+        ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}}]}}",
+        "<s>");
     mhla_tokenizer *tok = NULL;
     char err[512];
     const char *ok = "{" MODEL "}";
-    CHECK(mhla_tok_load_mem(ok, strlen(ok), "{\"add_bos_token\":true}", strlen("{\"add_bos_token\":true}"), &tok, err, sizeof err) == -1 &&
-          strstr(err, "bos"), "add_bos_token without a bos token must be refused: %s", err);
-    CHECK(mhla_tok_load("/nonexistent/tokenizer.json", NULL, &tok, err, sizeof err) == -1 && strstr(err, "/nonexistent"),
+    CHECK(mhla_tok_load_mem(ok, strlen(ok), "{\"add_bos_token\":true}",
+                            strlen("{\"add_bos_token\":true}"), &tok, err, sizeof err) == -1 &&
+              strstr(err, "bos"),
+          "add_bos_token without a bos token must be refused: %s", err);
+    CHECK(mhla_tok_load("/nonexistent/tokenizer.json", NULL, &tok, err, sizeof err) == -1 &&
+              strstr(err, "/nonexistent"),
           "missing file: %s", err);
     printf("refusals: checked\n");
 }
@@ -140,11 +205,22 @@ static int valid_utf8(const char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        if (!k || i + k > n) return 0;
-        for (size_t j = 1; j < k; j++) if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
-        if (k == 3 && ((c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) || (c == 0xED && (unsigned char)s[i + 1] > 0x9F))) return 0;
-        if (k == 4 && ((c == 0xF0 && (unsigned char)s[i + 1] < 0x90) || (c == 0xF4 && (unsigned char)s[i + 1] > 0x8F))) return 0;
+        size_t k = c < 0x80                 ? 1
+                   : c >= 0xC2 && c <= 0xDF ? 2
+                   : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4
+                                            : 0;
+        if (!k || i + k > n)
+            return 0;
+        for (size_t j = 1; j < k; j++)
+            if (((unsigned char)s[i + j] & 0xC0) != 0x80)
+                return 0;
+        if (k == 3 && ((c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) ||
+                       (c == 0xED && (unsigned char)s[i + 1] > 0x9F)))
+            return 0;
+        if (k == 4 && ((c == 0xF0 && (unsigned char)s[i + 1] < 0x90) ||
+                       (c == 0xF4 && (unsigned char)s[i + 1] > 0x8F)))
+            return 0;
         i += k;
     }
     return 1;
@@ -156,14 +232,23 @@ static void test_bytes(const mhla_tokenizer *gpt2)
     int bad = 0;
     for (int r = 0; r < 3000; r++) {
         size_t n = next_rand() % sizeof buf;
-        for (size_t i = 0; i < n; i++) buf[i] = (char)(next_rand() % 4 ? next_rand() : 0x80 | next_rand() % 64);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (char)(next_rand() % 4 ? next_rand() : 0x80 | next_rand() % 64);
         int32_t *ids;
         size_t ni, tl;
         char *text;
-        if (mhla_tok_encode(gpt2, buf, n, 0, &ids, &ni, err, sizeof err)) { bad++; continue; }
-        if (mhla_tok_decode(gpt2, ids, ni, 0, &text, &tl, err, sizeof err)) { bad++; free(ids); continue; }
+        if (mhla_tok_encode(gpt2, buf, n, 0, &ids, &ni, err, sizeof err)) {
+            bad++;
+            continue;
+        }
+        if (mhla_tok_decode(gpt2, ids, ni, 0, &text, &tl, err, sizeof err)) {
+            bad++;
+            free(ids);
+            continue;
+        }
         /* byte-level BPE is lossless on the sanitized text: valid input must come back as is */
-        if (!valid_utf8(text, tl) || (valid_utf8(buf, n) && (tl != n || memcmp(text, buf, n)))) bad++;
+        if (!valid_utf8(text, tl) || (valid_utf8(buf, n) && (tl != n || memcmp(text, buf, n))))
+            bad++;
         free(ids);
         free(text);
     }
@@ -172,14 +257,17 @@ static void test_bytes(const mhla_tokenizer *gpt2)
     size_t big = 1 << 20;
     char *s = malloc(big);
     for (int variant = 0; variant < 2; variant++) {
-        for (size_t i = 0; i < big; i++) s[i] = variant ? ' ' : (char)('a' + (next_rand() % 26));
+        for (size_t i = 0; i < big; i++)
+            s[i] = variant ? ' ' : (char)('a' + (next_rand() % 26));
         int32_t *ids;
         size_t ni, tl;
         char *text;
         int rc = mhla_tok_encode(gpt2, s, big, 0, &ids, &ni, err, sizeof err);
         CHECK(rc == 0, "1 MB input: %s", err);
-        if (rc) continue;
-        CHECK(mhla_tok_decode(gpt2, ids, ni, 0, &text, &tl, err, sizeof err) == 0 && tl == big && !memcmp(text, s, big),
+        if (rc)
+            continue;
+        CHECK(mhla_tok_decode(gpt2, ids, ni, 0, &text, &tl, err, sizeof err) == 0 && tl == big &&
+                  !memcmp(text, s, big),
               "1 MB input does not round-trip");
         free(ids);
         free(text);
@@ -188,9 +276,12 @@ static void test_bytes(const mhla_tokenizer *gpt2)
     int32_t bad_ids[] = {1, -5};
     char *text;
     size_t tl;
-    CHECK(mhla_tok_decode(gpt2, bad_ids, 2, 0, &text, &tl, err, sizeof err) == -1 && strstr(err, "-5"), "bad id: %s", err);
+    CHECK(mhla_tok_decode(gpt2, bad_ids, 2, 0, &text, &tl, err, sizeof err) == -1 &&
+              strstr(err, "-5"),
+          "bad id: %s", err);
     int32_t big_id[] = {1 << 30};
-    CHECK(mhla_tok_decode(gpt2, big_id, 1, 0, &text, &tl, err, sizeof err) == -1, "huge id accepted");
+    CHECK(mhla_tok_decode(gpt2, big_id, 1, 0, &text, &tl, err, sizeof err) == -1,
+          "huge id accepted");
     printf("bytes: random / invalid UTF-8 / 1 MB inputs checked\n");
 }
 
@@ -206,11 +297,15 @@ static void test_stream_random(const mhla_tokenizer *tok, const char *name)
         for (size_t i = 0; i < n; i++) {
             /* bias towards low ids (byte tokens) to create split characters */
             ids[i] = (int32_t)(next_rand() % 3 ? next_rand() % 300 : next_rand() % V);
-            if (!mhla_tok_id_to_token(tok, ids[i], NULL)) ids[i] = 5;
+            if (!mhla_tok_id_to_token(tok, ids[i], NULL))
+                ids[i] = 5;
         }
         char *full;
         size_t fl;
-        if (mhla_tok_decode(tok, ids, n, 0, &full, &fl, err, sizeof err)) { bad++; continue; }
+        if (mhla_tok_decode(tok, ids, n, 0, &full, &fl, err, sizeof err)) {
+            bad++;
+            continue;
+        }
         mhla_tok_stream *st;
         mhla_tok_stream_new(tok, 0, &st, err, sizeof err);
         char *acc = malloc(fl + 1);
@@ -219,12 +314,17 @@ static void test_stream_random(const mhla_tokenizer *tok, const char *name)
         for (size_t i = 0; i <= n && ok; i++) {
             const char *p;
             size_t pl;
-            int rc = i < n ? mhla_tok_stream_push(st, ids[i], &p, &pl, err, sizeof err) : mhla_tok_stream_finish(st, &p, &pl, err, sizeof err);
-            if (rc || !valid_utf8(p, pl) || al + pl > fl) { ok = 0; break; }
+            int rc = i < n ? mhla_tok_stream_push(st, ids[i], &p, &pl, err, sizeof err)
+                           : mhla_tok_stream_finish(st, &p, &pl, err, sizeof err);
+            if (rc || !valid_utf8(p, pl) || al + pl > fl) {
+                ok = 0;
+                break;
+            }
             memcpy(acc + al, p, pl);
             al += pl;
         }
-        if (!ok || al != fl || memcmp(acc, full, fl)) bad++;
+        if (!ok || al != fl || memcmp(acc, full, fl))
+            bad++;
         free(acc);
         free(full);
         mhla_tok_stream_free(st);
@@ -235,7 +335,10 @@ static void test_stream_random(const mhla_tokenizer *tok, const char *name)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) { printf("usage: test_tokenizer_unit DATADIR\n"); return 2; }
+    if (argc != 2) {
+        printf("usage: test_tokenizer_unit DATADIR\n");
+        return 2;
+    }
     char path[4096], cfg[4096], err[512];
     snprintf(path, sizeof path, "%s/corpus.bin", argv[1]);
     load_corpus(path);
@@ -244,13 +347,17 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s/tokenizer.json", argv[1], names[i]);
         snprintf(cfg, sizeof cfg, "%s/%s/tokenizer_config.json", argv[1], names[i]);
-        if (mhla_tok_load(path, cfg, &toks[i], err, sizeof err)) { printf("%s\n", err); return 1; }
+        if (mhla_tok_load(path, cfg, &toks[i], err, sizeof err)) {
+            printf("%s\n", err);
+            return 1;
+        }
         test_threads(toks[i], names[i]);
         test_stream_random(toks[i], names[i]);
     }
     test_bytes(toks[0]);
     test_refusals();
-    for (int i = 0; i < 2; i++) mhla_tok_free(toks[i]);
+    for (int i = 0; i < 2; i++)
+        mhla_tok_free(toks[i]);
     printf(failures ? "%d failures\n" : "all unit checks passed\n", failures);
     return failures ? 1 : 0;
 }

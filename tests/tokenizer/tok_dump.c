@@ -12,9 +12,12 @@ static void put_json_string(const char *s, size_t n)
     putchar('"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7f) printf("\\u%04x", c);
-        else putchar(c);
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
     }
     putchar('"');
 }
@@ -22,7 +25,8 @@ static void put_json_string(const char *s, size_t n)
 static void put_ids(const int32_t *ids, size_t n)
 {
     putchar('[');
-    for (size_t i = 0; i < n; i++) printf(i ? ",%ld" : "%ld", (long)ids[i]);
+    for (size_t i = 0; i < n; i++)
+        printf(i ? ",%ld" : "%ld", (long)ids[i]);
     putchar(']');
 }
 
@@ -32,35 +36,66 @@ static int valid_utf8(const char *s, size_t n)
     size_t i = 0;
     while (i < n) {
         unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        if (!k || i + k > n) return 0;
-        for (size_t j = 1; j < k; j++) if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
-        if (k == 3 && ((c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) || (c == 0xED && (unsigned char)s[i + 1] > 0x9F))) return 0;
-        if (k == 4 && ((c == 0xF0 && (unsigned char)s[i + 1] < 0x90) || (c == 0xF4 && (unsigned char)s[i + 1] > 0x8F))) return 0;
+        size_t k = c < 0x80                 ? 1
+                   : c >= 0xC2 && c <= 0xDF ? 2
+                   : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4
+                                            : 0;
+        if (!k || i + k > n)
+            return 0;
+        for (size_t j = 1; j < k; j++)
+            if (((unsigned char)s[i + j] & 0xC0) != 0x80)
+                return 0;
+        if (k == 3 && ((c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) ||
+                       (c == 0xED && (unsigned char)s[i + 1] > 0x9F)))
+            return 0;
+        if (k == 4 && ((c == 0xF0 && (unsigned char)s[i + 1] < 0x90) ||
+                       (c == 0xF4 && (unsigned char)s[i + 1] > 0x8F)))
+            return 0;
         i += k;
     }
     return 1;
 }
 
-static int stream_check(const mhla_tokenizer *tok, const int32_t *ids, size_t n, const char *full, size_t full_len, char *why, size_t whylen)
+static int stream_check(const mhla_tokenizer *tok, const int32_t *ids, size_t n, const char *full,
+                        size_t full_len, char *why, size_t whylen)
 {
     mhla_tok_stream *st;
     char err[256];
-    if (mhla_tok_stream_new(tok, 0, &st, err, sizeof err)) { snprintf(why, whylen, "%s", err); return 0; }
+    if (mhla_tok_stream_new(tok, 0, &st, err, sizeof err)) {
+        snprintf(why, whylen, "%s", err);
+        return 0;
+    }
     char *acc = malloc(full_len + 64);
     size_t al = 0, cap = full_len + 64;
     int ok = 1;
     for (size_t i = 0; i <= n && ok; i++) {
         const char *p;
         size_t pl;
-        int rc = i < n ? mhla_tok_stream_push(st, ids[i], &p, &pl, err, sizeof err) : mhla_tok_stream_finish(st, &p, &pl, err, sizeof err);
-        if (rc) { snprintf(why, whylen, "%s", err); ok = 0; break; }
-        if (!valid_utf8(p, pl)) { snprintf(why, whylen, "piece after id #%zu is not valid UTF-8", i); ok = 0; break; }
-        if (al + pl > cap) { snprintf(why, whylen, "stream produced more text than the one-shot decode"); ok = 0; break; }
+        int rc = i < n ? mhla_tok_stream_push(st, ids[i], &p, &pl, err, sizeof err)
+                       : mhla_tok_stream_finish(st, &p, &pl, err, sizeof err);
+        if (rc) {
+            snprintf(why, whylen, "%s", err);
+            ok = 0;
+            break;
+        }
+        if (!valid_utf8(p, pl)) {
+            snprintf(why, whylen, "piece after id #%zu is not valid UTF-8", i);
+            ok = 0;
+            break;
+        }
+        if (al + pl > cap) {
+            snprintf(why, whylen, "stream produced more text than the one-shot decode");
+            ok = 0;
+            break;
+        }
         memcpy(acc + al, p, pl);
         al += pl;
     }
-    if (ok && (al != full_len || memcmp(acc, full, al) != 0)) { snprintf(why, whylen, "stream concatenation differs from decode"); ok = 0; }
+    if (ok && (al != full_len || memcmp(acc, full, al) != 0)) {
+        snprintf(why, whylen, "stream concatenation differs from decode");
+        ok = 0;
+    }
     free(acc);
     mhla_tok_stream_free(st);
     return ok;
@@ -68,7 +103,10 @@ static int stream_check(const mhla_tokenizer *tok, const int32_t *ids, size_t n,
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) { fprintf(stderr, "usage: tok_dump tokenizer.json config.json|- corpus.bin\n"); return 2; }
+    if (argc != 4) {
+        fprintf(stderr, "usage: tok_dump tokenizer.json config.json|- corpus.bin\n");
+        return 2;
+    }
     mhla_tokenizer *tok;
     char err[512];
     if (mhla_tok_load(argv[1], strcmp(argv[2], "-") ? argv[2] : NULL, &tok, err, sizeof err)) {
@@ -76,12 +114,21 @@ int main(int argc, char **argv)
         return 1;
     }
     FILE *f = fopen(argv[3], "rb");
-    if (!f) { perror(argv[3]); return 1; }
+    if (!f) {
+        perror(argv[3]);
+        return 1;
+    }
     size_t len;
     while (fscanf(f, "%zu", &len) == 1) {
-        if (fgetc(f) != '\n') { fprintf(stderr, "tok_dump: bad corpus record\n"); return 1; }
+        if (fgetc(f) != '\n') {
+            fprintf(stderr, "tok_dump: bad corpus record\n");
+            return 1;
+        }
         char *s = malloc(len + 1);
-        if (!s || fread(s, 1, len, f) != len || fgetc(f) != '\n') { fprintf(stderr, "tok_dump: truncated corpus\n"); return 1; }
+        if (!s || fread(s, 1, len, f) != len || fgetc(f) != '\n') {
+            fprintf(stderr, "tok_dump: truncated corpus\n");
+            return 1;
+        }
         int32_t *ids = NULL, *plain = NULL;
         size_t n = 0, np = 0, tl = 0;
         char *text = NULL, why[256] = "";
@@ -104,7 +151,10 @@ int main(int argc, char **argv)
             put_json_string(why, strlen(why));
             printf("}\n");
         }
-        free(ids); free(plain); free(text); free(s);
+        free(ids);
+        free(plain);
+        free(text);
+        free(s);
     }
     fclose(f);
     mhla_tok_free(tok);

@@ -20,8 +20,8 @@ typedef struct mhla_tok_stream mhla_tok_stream;
 
 /* Load tokenizer.json (path) and, optionally, tokenizer_config.json (config_path may be
  * NULL; it supplies add_bos_token / add_eos_token / clean_up_tokenization_spaces). */
-int mhla_tok_load(const char *path, const char *config_path, mhla_tokenizer **out,
-                  char *err, size_t errlen);
+int mhla_tok_load(const char *path, const char *config_path, mhla_tokenizer **out, char *err,
+                  size_t errlen);
 /* Same from memory; config_json may be NULL. */
 int mhla_tok_load_mem(const char *json, size_t len, const char *config_json, size_t config_len,
                       mhla_tokenizer **out, char *err, size_t errlen);
@@ -37,9 +37,10 @@ int mhla_tok_encode(const mhla_tokenizer *tok, const char *text, size_t len, int
 int mhla_tok_decode(const mhla_tokenizer *tok, const int32_t *ids, size_t n_ids, int skip_special,
                     char **text, size_t *len, char *err, size_t errlen);
 
-size_t mhla_tok_vocab_size(const mhla_tokenizer *tok);               /* max id + 1 */
+size_t mhla_tok_vocab_size(const mhla_tokenizer *tok);                              /* max id + 1 */
 int32_t mhla_tok_token_to_id(const mhla_tokenizer *tok, const char *s, size_t len); /* -1 if none */
-const char *mhla_tok_id_to_token(const mhla_tokenizer *tok, int32_t id, size_t *len); /* NULL if none */
+const char *mhla_tok_id_to_token(const mhla_tokenizer *tok, int32_t id,
+                                 size_t *len); /* NULL if none */
 int mhla_tok_is_special(const mhla_tokenizer *tok, int32_t id);
 int32_t mhla_tok_bos_id(const mhla_tokenizer *tok); /* -1 when the tokenizer has none */
 int32_t mhla_tok_eos_id(const mhla_tokenizer *tok);
@@ -52,8 +53,8 @@ int mhla_tok_stream_new(const mhla_tokenizer *tok, int skip_special, mhla_tok_st
                         char *err, size_t errlen);
 int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, size_t *len,
                          char *err, size_t errlen);
-int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len,
-                           char *err, size_t errlen);
+int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len, char *err,
+                           size_t errlen);
 void mhla_tok_stream_free(mhla_tok_stream *st);
 
 /* Train a byte-level BPE (GPT-2 pre-tokenization, <|endoftext|> special token id 0) on the
