@@ -1,7 +1,16 @@
 /* Incremental decoding for streaming. Each push decodes a short window of recent ids
  * twice (without and with the new ids) and emits the difference once it ends on a
  * complete character; finish reconciles with the one-shot decode so the concatenation
- * of all pieces always equals mhla_tok_decode of every id. */
+ * of all pieces always equals mhla_tok_decode of every id.
+ *
+ * Text that ends in U+FFFD after every push (ids that decode to invalid UTF-8) must not
+ * hold the window in place, or each push re-decodes everything since the last emission
+ * (quadratic work, no text until finish). A trailing U+FFFD that later ids turn into more
+ * text is final: an unfinished UTF-8 sequence only grows its one U+FFFD, so text after it
+ * means the sequence ended. Such text is emitted up to the previous push and the window
+ * moves on. Windows that still cannot move (ids that add no text, decoders whose output
+ * is not prefix-stable) are re-decoded only when their pending length doubles, which
+ * keeps the total work linear in the ids pushed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +24,11 @@ struct mhla_tok_stream {
     mhla_buf emitted;    /* everything handed out so far */
     mhla_buf piece;      /* the last piece handed out */
     long holdback;       /* characters a Strip decoder may still remove from the end */
+    size_t decoded;      /* ids passed through the decoder so far: the stream's work */
 };
+
+/* pending ids re-decoded at every push; beyond that only when their count doubles */
+enum { STREAM_EAGER_IDS = 16 };
 
 static long max_strip_stop(const tok_decoder *d)
 {
@@ -60,6 +73,21 @@ static bool ends_incomplete(const mhla_buf *b)
     return b->len >= 3 && memcmp(b->p + b->len - 3, "\xEF\xBF\xBD", 3) == 0;
 }
 
+static bool starts_with(const mhla_buf *b, const mhla_buf *head)
+{
+    return b->len >= head->len && (head->len == 0 || memcmp(b->p, head->p, head->len) == 0);
+}
+
+/* raw decode: the cleanup pass is not prefix-stable, so streaming never applies it */
+static int decode_window(mhla_tok_stream *st, const int32_t *ids, size_t n, mhla_buf *out,
+                         char *err, size_t errlen)
+{
+    st->decoded += n;
+    return tok_decode_internal(st->tok, ids, n, st->skip_special, false, out, err, errlen);
+}
+
+size_t mhla_tok_stream_decoded_ids(const mhla_tok_stream *st) { return st->decoded; }
+
 static int set_piece(mhla_tok_stream *st, const char *s, size_t n, const char **piece, size_t *len)
 {
     st->piece.len = 0;
@@ -85,13 +113,14 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
         tok_err(err, errlen, "out of memory");
         return -1;
     }
-    mhla_buf before = {0}, after = {0};
+    if (st->skip_special && st->tok->is_special[id])
+        return 0; /* adds no text: nothing to decode */
+    mhla_buf before = {0}, after = {0}, mid = {0};
     int rc = -1;
     if (st->holdback > 0) {
         /* a decoder that strips characters off the end is not prefix-stable: re-decode
          * everything and keep the last `holdback` characters back until finish */
-        if (tok_decode_internal(st->tok, st->ids.v, st->ids.n, st->skip_special, false, &after, err,
-                                errlen))
+        if (decode_window(st, st->ids.v, st->ids.n, &after, err, errlen))
             goto done;
         size_t end = after.len;
         for (long k = 0; k < st->holdback && end > 0; k++) {
@@ -110,26 +139,43 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
         rc = 0;
         goto done;
     }
-    const int32_t *w = st->ids.v + st->prefix;
-    /* raw decode: the cleanup pass is not prefix-stable, so streaming never applies it */
-    if (tok_decode_internal(st->tok, w, st->read - st->prefix, st->skip_special, false, &before,
-                            err, errlen) ||
-        tok_decode_internal(st->tok, w, st->ids.n - st->prefix, st->skip_special, false, &after,
-                            err, errlen))
+    size_t pending = st->ids.n - st->read;
+    if (pending > STREAM_EAGER_IDS && (pending & (pending - 1)) != 0) {
+        rc = 0;
         goto done;
-    if (after.len > before.len && memcmp(after.p, before.p ? before.p : "", before.len) == 0 &&
-        !ends_incomplete(&after)) {
+    }
+    const int32_t *w = st->ids.v + st->prefix;
+    if (decode_window(st, w, st->read - st->prefix, &before, err, errlen) ||
+        decode_window(st, w, st->ids.n - st->prefix, &after, err, errlen))
+        goto done;
+    bool extends = after.len > before.len && starts_with(&after, &before);
+    if (extends && !ends_incomplete(&after)) {
         if (set_piece(st, after.p + before.len, after.len - before.len, piece, len)) {
             tok_err(err, errlen, "out of memory");
             goto done;
         }
         st->prefix = st->read;
         st->read = st->ids.n;
+    } else if (extends && st->ids.n - 1 > st->read) {
+        /* the text up to the previous push is final when it still starts this text and
+         * more follows it: emit it and move the window on to there */
+        if (decode_window(st, w, st->ids.n - 1 - st->prefix, &mid, err, errlen))
+            goto done;
+        if (mid.len > before.len && after.len > mid.len && starts_with(&mid, &before) &&
+            starts_with(&after, &mid)) {
+            if (set_piece(st, mid.p + before.len, mid.len - before.len, piece, len)) {
+                tok_err(err, errlen, "out of memory");
+                goto done;
+            }
+            st->prefix = st->read;
+            st->read = st->ids.n - 1;
+        }
     }
     rc = 0;
 done:
     mhla_buf_free(&before);
     mhla_buf_free(&after);
+    mhla_buf_free(&mid);
     return rc;
 }
 
@@ -141,8 +187,7 @@ int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len,
     *piece = "";
     *len = 0;
     mhla_buf full = {0};
-    if (tok_decode_internal(st->tok, st->ids.v, st->ids.n, st->skip_special, false, &full, err,
-                            errlen)) {
+    if (decode_window(st, st->ids.v, st->ids.n, &full, err, errlen)) {
         mhla_buf_free(&full);
         return -1;
     }

@@ -1,6 +1,7 @@
 /* Unit tests: thread-safe encoding, refusal of malformed / unsupported tokenizer.json with
  * a message naming the cause, invalid UTF-8 and large inputs, and the streaming decoder on
- * random id sequences. usage: test_tokenizer_unit DATADIR */
+ * random id sequences and on ids that decode to invalid UTF-8.
+ * usage: test_tokenizer_unit DATADIR */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +334,137 @@ static void test_stream_random(const mhla_tokenizer *tok, const char *name)
     printf("stream %s: 300 random id sequences checked\n", name);
 }
 
+/* ---- streaming ids that decode to invalid UTF-8 ---- */
+/* The id of the token for one raw byte: a byte-fallback "<0xAB>" token, or GPT-2's
+ * byte-level character for the byte. -1 when the vocabulary has neither. */
+static int32_t byte_id(const mhla_tokenizer *tok, unsigned b)
+{
+    char s[8];
+    snprintf(s, sizeof s, "<0x%02X>", b);
+    int32_t id = mhla_tok_token_to_id(tok, s, strlen(s));
+    if (id >= 0)
+        return id;
+    unsigned cp = b, k = 0;
+    if (!((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE)) {
+        for (unsigned c = 0; c < b; c++)
+            if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE))
+                k++;
+        cp = 256 + k;
+    }
+    if (cp < 0x80)
+        return mhla_tok_token_to_id(tok, s, (size_t)snprintf(s, sizeof s, "%c", (char)cp));
+    s[0] = (char)(0xC0 | cp >> 6);
+    s[1] = (char)(0x80 | (cp & 0x3F));
+    return mhla_tok_token_to_id(tok, s, 2);
+}
+
+/* Streams ids[0..n) and checks that every piece is valid UTF-8 and that the pieces
+ * together equal the one-shot decode. Gives the stream's work (ids decoded) and the
+ * bytes it handed out before finish. */
+static int stream_all(const mhla_tokenizer *tok, int skip_special, const int32_t *ids, size_t n,
+                      size_t *work, size_t *early)
+{
+    char err[256], *full;
+    size_t fl;
+    if (mhla_tok_decode(tok, ids, n, skip_special, &full, &fl, err, sizeof err))
+        return -1;
+    mhla_tok_stream *st;
+    if (mhla_tok_stream_new(tok, skip_special, &st, err, sizeof err)) {
+        free(full);
+        return -1;
+    }
+    char *acc = malloc(fl + 1);
+    size_t al = 0;
+    int ok = acc != NULL;
+    *early = 0;
+    for (size_t i = 0; i <= n && ok; i++) {
+        const char *p;
+        size_t pl;
+        int rc = i < n ? mhla_tok_stream_push(st, ids[i], &p, &pl, err, sizeof err)
+                       : mhla_tok_stream_finish(st, &p, &pl, err, sizeof err);
+        if (rc || !valid_utf8(p, pl) || al + pl > fl) {
+            ok = 0;
+            break;
+        }
+        memcpy(acc + al, p, pl);
+        al += pl;
+        if (i < n)
+            *early += pl;
+    }
+    ok = ok && al == fl && memcmp(acc, full, fl) == 0;
+    *work = mhla_tok_stream_decoded_ids(st);
+    free(acc);
+    free(full);
+    mhla_tok_stream_free(st);
+    return ok ? 0 : -1;
+}
+
+/* Streams n ids made by repeating pattern[0..np) and checks the pieces, that text arrives
+ * before finish (at least `early_per_rep` bytes per repetition), and that the work is
+ * linear: at most a fixed number of decoded ids per id pushed, the same for 8 times as
+ * many ids. Text held back until finish or a window that never moves fails both. */
+static void check_stream_pattern(const mhla_tokenizer *tok, const char *name, const char *what,
+                                 int skip_special, const int32_t *pattern, size_t np,
+                                 size_t early_per_rep)
+{
+    enum { BASE = 256, PER_ID = 16 };
+    size_t work[2] = {0}, early[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        size_t n = (k ? 8 : 1) * BASE * np;
+        int32_t *ids = malloc(n * sizeof *ids);
+        if (!ids) {
+            CHECK(0, "out of memory");
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            ids[i] = pattern[i % np];
+        int rc = stream_all(tok, skip_special, ids, n, &work[k], &early[k]);
+        CHECK(rc == 0, "%s %s (%zu ids): streamed pieces differ from the decode", name, what, n);
+        CHECK(early[k] >= early_per_rep * (n / np - 1),
+              "%s %s (%zu ids): only %zu bytes came out before finish", name, what, n, early[k]);
+        CHECK(work[k] <= PER_ID * n, "%s %s (%zu ids): %zu ids decoded, over %d per id", name, what,
+              n, work[k], PER_ID);
+        free(ids);
+    }
+    printf("stream %s %s: %zu ids -> %zu decoded, %zu ids -> %zu decoded\n", name, what, BASE * np,
+           work[0], 8 * BASE * np, work[1]);
+}
+
+static void test_stream_invalid(const mhla_tokenizer *tok, const char *name)
+{
+    int32_t b80 = byte_id(tok, 0x80), e2 = byte_id(tok, 0xE2), b82 = byte_id(tok, 0x82),
+            bac = byte_id(tok, 0xAC), b41 = byte_id(tok, 0x41);
+    CHECK(b80 >= 0 && e2 >= 0 && b82 >= 0 && bac >= 0 && b41 >= 0, "%s: byte tokens not found",
+          name);
+    if (b80 < 0 || e2 < 0 || b82 < 0 || bac < 0 || b41 < 0)
+        return;
+    char err[256], *text;
+    size_t tl;
+    int32_t euro[] = {e2, b82, bac};
+    CHECK(mhla_tok_decode(tok, euro, 3, 0, &text, &tl, err, sizeof err) == 0 && tl == 3 &&
+              memcmp(text, "\xE2\x82\xAC", 3) == 0,
+          "%s: E2 82 AC does not decode to the euro sign", name);
+    if (tl == 3)
+        free(text);
+    /* every id a lone continuation byte: the text ends in U+FFFD after every push */
+    int32_t lone[] = {b80};
+    check_stream_pattern(tok, name, "invalid bytes", 0, lone, 1, 3);
+    /* a character split over three ids between an invalid byte and an unfinished sequence
+     * that the next byte ("A") ends: U+FFFD, the euro sign whole, U+FFFD, "A" */
+    int32_t mixed[] = {b80, e2, b82, bac, e2, b41};
+    check_stream_pattern(tok, name, "split characters", 0, mixed, 6, 3 + 3 + 3 + 1);
+    int32_t eos = mhla_tok_eos_id(tok);
+    if (eos >= 0 && mhla_tok_is_special(tok, eos)) {
+        /* skipped special ids add no text and must not cost a re-decode each */
+        int32_t quiet[16] = {e2};
+        for (int i = 1; i < 14; i++)
+            quiet[i] = eos;
+        quiet[14] = b82;
+        quiet[15] = bac;
+        check_stream_pattern(tok, name, "skipped special ids", 1, quiet, 16, 3);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -353,6 +485,7 @@ int main(int argc, char **argv)
         }
         test_threads(toks[i], names[i]);
         test_stream_random(toks[i], names[i]);
+        test_stream_invalid(toks[i], names[i]);
     }
     test_bytes(toks[0]);
     test_refusals();

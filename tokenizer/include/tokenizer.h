@@ -56,6 +56,9 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
 int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len, char *err,
                            size_t errlen);
 void mhla_tok_stream_free(mhla_tok_stream *st);
+/* Ids the stream has passed through the decoder so far (its work, for tests and
+ * monitoring): linear in the ids pushed. */
+size_t mhla_tok_stream_decoded_ids(const mhla_tok_stream *st);
 
 /* Train a byte-level BPE (GPT-2 pre-tokenization, <|endoftext|> special token id 0) on the
  * given files and write a tokenizer.json to out_path. */
