@@ -206,48 +206,86 @@ void tp_run(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
     }
 }
 
-/* CPUs allowed by cgroup v2 cpu.max along the process's cgroup path, or 0
- * without a quota; *where gets the cgroup that sets the lowest one. */
-static int cgroup_cpus(char *where, size_t len)
+/* The quota of one cgroup directory in CPUs (rounded up), 0 without one:
+ * cgroup v2 cpu.max ("QUOTA PERIOD" or "max PERIOD"), or v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us (quota -1: none). */
+static int dir_quota(const char *dir, char *where, size_t len)
 {
-    FILE *f = fopen("/proc/self/cgroup", "r");
+    char file[1240];
+    long quota = -1, period = 0;
+    snprintf(file, sizeof file, "%s/cpu.max", dir);
+    FILE *f = fopen(file, "r");
+    if (f) {
+        char q[32] = "";
+        if (fscanf(f, "%31s %ld", q, &period) == 2 && strcmp(q, "max") != 0)
+            quota = atol(q);
+        fclose(f);
+    } else {
+        snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", dir);
+        if ((f = fopen(file, "r"))) {
+            if (fscanf(f, "%ld", &quota) != 1)
+                quota = -1;
+            fclose(f);
+            char pf[1240];
+            snprintf(pf, sizeof pf, "%s/cpu.cfs_period_us", dir);
+            if ((f = fopen(pf, "r"))) {
+                if (fscanf(f, "%ld", &period) != 1)
+                    period = 0;
+                fclose(f);
+            }
+        }
+    }
+    if (quota <= 0 || period <= 0)
+        return 0;
+    snprintf(where, len, "%s (%ld/%ld)", file, quota, period);
+    int cpus = (int)((quota + period - 1) / period);
+    return cpus < 1 ? 1 : cpus;
+}
+
+int tp_quota_cpus(const char *proc_cgroup, const char *root, char *where, size_t len)
+{
+    FILE *f = fopen(proc_cgroup, "r");
     if (!f)
         return 0;
-    char line[512], path[512] = "";
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "0::", 3) == 0) {
-            snprintf(path, sizeof path, "%s", line + 3);
-            path[strcspn(path, "\n")] = 0;
-            break;
+    /* the cgroup's path, and the folder its hierarchy is mounted at */
+    char line[512], path[512] = "", mount[600] = "";
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c1 = *c2 = 0;
+        const char *ctrl = c1 + 1;
+        if (strcmp(line, "0") == 0 && !ctrl[0] && !mount[0]) { /* v2; v1 cpu wins below */
+            snprintf(path, sizeof path, "%s", c2 + 1);
+            snprintf(mount, sizeof mount, "%s", root);
+            char uni[600];
+            snprintf(uni, sizeof uni, "%s/unified", root);
+            FILE *u = fopen(strcat(uni, "/cgroup.controllers"), "r");
+            if (u) { /* hybrid layout: v2 mounted at unified/ */
+                fclose(u);
+                snprintf(mount, sizeof mount, "%s/unified", root);
+            }
+        } else if (strcmp(ctrl, "cpu") == 0 || strcmp(ctrl, "cpu,cpuacct") == 0 ||
+                   strcmp(ctrl, "cpuacct,cpu") == 0) {
+            snprintf(path, sizeof path, "%s", c2 + 1);
+            snprintf(mount, sizeof mount, "%s/%s", root, ctrl);
         }
+    }
     fclose(f);
     if (!path[0])
         return 0;
     int best = 0;
     for (;;) {
-        char file[600];
-        snprintf(file, sizeof file, "/sys/fs/cgroup%s%scpu.max", path,
-                 path[strlen(path) - 1] == '/' ? "" : "/");
-        FILE *m = fopen(file, "r");
-        if (m) {
-            char q[32] = "";
-            long period = 0;
-            if (fscanf(m, "%31s %ld", q, &period) == 2 && strcmp(q, "max") != 0 && period > 0) {
-                long quota = atol(q);
-                int cpus = (int)((quota + period - 1) / period);
-                if (cpus < 1)
-                    cpus = 1;
-                if (!best || cpus < best) {
-                    best = cpus;
-                    snprintf(where, len, "%s (%ld/%ld)", file, quota, period);
-                }
-            }
-            fclose(m);
+        char dir[1200], w[1300];
+        snprintf(dir, sizeof dir, "%s%s", mount, strcmp(path, "/") == 0 ? "" : path);
+        int q = dir_quota(dir, w, sizeof w);
+        if (q > 0 && (!best || q < best)) {
+            best = q;
+            snprintf(where, len, "%s", w);
         }
-        if (strcmp(path, "/") == 0 || !path[0])
-            break;
         char *slash = strrchr(path, '/');
-        if (!slash)
+        if (!slash || strcmp(path, "/") == 0)
             break;
         if (slash == path)
             path[1] = 0;
@@ -270,8 +308,8 @@ int tp_default_threads(char *why, size_t len)
     }
     if (n < 1)
         n = 1;
-    char where[700] = "";
-    int q = cgroup_cpus(where, sizeof where);
+    char where[1300] = "";
+    int q = tp_quota_cpus("/proc/self/cgroup", "/sys/fs/cgroup", where, sizeof where);
     if (q > 0 && q < n)
         snprintf(why, len, "%d threads: the cgroup CPU quota %s (the affinity mask has %d CPUs)", q,
                  where, n);

@@ -33,4 +33,10 @@ void tp_run(tp_pool *pool, int n_tasks, tp_task_fn fn, void *ctx);
  * it (rounded up). `why` gets how the number was found. */
 int tp_default_threads(char *why, size_t len);
 
+/* The CPU quota of the cgroup that proc_cgroup (/proc/self/cgroup) names,
+ * under root (/sys/fs/cgroup): the lowest of its and its ancestors' cgroup
+ * v2 cpu.max (or v1 cpu.cfs_quota_us) in CPUs, rounded up; 0 without a
+ * quota. `where` gets the file that sets it. */
+int tp_quota_cpus(const char *proc_cgroup, const char *root, char *where, size_t len);
+
 #endif
