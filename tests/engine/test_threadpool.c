@@ -16,13 +16,13 @@
 #include <sys/stat.h>
 
 static int failures;
-#define CHECK(cond, ...)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "FAIL: " __VA_ARGS__);                                               \
-            fprintf(stderr, "\n");                                                               \
-            failures++;                                                                          \
-        }                                                                                        \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL: " __VA_ARGS__);                                                 \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 typedef struct {
@@ -139,8 +139,8 @@ int main(int argc, char **argv)
                     break;
                 }
         }
-        CHECK(atomic_load(&c.wrong_job) == 0, "%d threads: %d tasks ran outside their job",
-              threads, atomic_load(&c.wrong_job));
+        CHECK(atomic_load(&c.wrong_job) == 0, "%d threads: %d tasks ran outside their job", threads,
+              atomic_load(&c.wrong_job));
         tp_free(p);
     }
     check_quota(argv[1]);
