@@ -161,7 +161,12 @@ static void token_mixer(mhla_cpu *e, int layer, mhla_batch_item *items, int n_it
                         const int *row_start)
 {
     step_job sj = {.e = e, .items = items, .row_start = row_start, .layer = layer};
-    tp_run(e->workers, n_items * e->model->cfg.num_kv_heads, token_mixer_unit, &sj);
+    /* a step too small to be worth waking threads for (a small model's
+     * decode): q~ᵀ P_i, the bulk of the work, under 64K products */
+    const mhla_config *c = &e->model->cfg;
+    long work = (long)row_start[n_items] * c->num_heads * c->head_k_dim * c->head_v_dim;
+    tp_run(work >= 64L * 1024 ? e->workers : NULL, n_items * c->num_kv_heads, token_mixer_unit,
+           &sj);
 }
 
 static void output_norm_row(void *ctx, int t)
