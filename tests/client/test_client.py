@@ -26,16 +26,10 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fake_sse_server  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
+from checks import FAILURES, check, finish  # noqa: E402
 
-FAILURES = []
 TOL = 0.05
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 def within(measured, programmed, tol=TOL):
@@ -450,11 +444,7 @@ def main():
         fake_tests(c)
     if a.part in ("all", "server"):
         server_tests(c, a)
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

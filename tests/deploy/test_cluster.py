@@ -33,6 +33,8 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+from checks import check, finish  # noqa: E402
 SCRIPT = os.path.join(ROOT, "deploy", "local-cluster.sh")
 CFG = os.path.join(ROOT, "deploy", "haproxy", "mhla-haproxy.cfg")
 REPLICAS = 3
@@ -40,14 +42,6 @@ REPLICAS = 3
 # a second alone.
 HTTP_TIMEOUT = 300
 
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 # ---- the cluster ----
@@ -527,11 +521,7 @@ def main():
         check(False, "%s: %s: %s" % (a.part, type(e).__name__, e))
     finally:
         _down_all()
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

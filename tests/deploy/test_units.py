@@ -25,17 +25,11 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+from checks import check, finish  # noqa: E402
 SYSTEMD = os.path.join(ROOT, "deploy", "systemd")
 CONTAINER = os.path.join(ROOT, "deploy", "container")
-FAILURES = []
 HTTP_TIMEOUT = 300
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 def help_flags(binary):
@@ -323,11 +317,7 @@ def main():
         {"systemd": part_systemd, "container": part_container}[a.part](a, flags)
     except Exception as e:
         check(False, "%s: %s: %s" % (a.part, type(e).__name__, e))
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":
