@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ sys.path.insert(0, HERE)
 import fake_sse_server  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 from checks import FAILURES, check, finish  # noqa: E402
+from server_proc import listening_port, start_logged, stop  # noqa: E402
 
 TOL = 0.05
 
@@ -366,24 +366,20 @@ def fake_tests(c):
 
 def start_server(binary, work, extra):
     log_path = os.path.join(work, "server.log")
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", "0", "--log-level", "info"]
-                            + extra, stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.time() + 30
-    while time.time() < deadline:
+    proc = start_logged([binary, "--host", "127.0.0.1", "--port", "0", "--log-level", "info"]
+                        + extra, log_path)
+    port, err = listening_port(proc, log_path, 30)
+    if port is None:
         if proc.poll() is not None:
-            raise RuntimeError("server exited early: " + open(log_path).read())
-        for line in open(log_path, errors="replace"):
-            if '"event":"listening"' in line:
-                return proc, log, json.loads(line)["port"]
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("server did not start: " + open(log_path).read())
+            raise RuntimeError("server exited early: " + err)
+        proc.kill()
+        raise RuntimeError("server did not start: " + open(log_path).read())
+    return proc, port
 
 
 def server_tests(c, a):
-    proc, log, port = start_server(os.path.join(a.bin, "mhla-server"), c.work,
-                                   ["--model", a.model] if a.model else [])
+    proc, port = start_server(os.path.join(a.bin, "mhla-server"), c.work,
+                              ["--model", a.model] if a.model else [])
     url = "http://127.0.0.1:%d" % port
     try:
         # exact synthesized lengths through /tokenize
@@ -420,13 +416,7 @@ def server_tests(c, a):
             check(all(k in lv[m] for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
                       for k in ("mean", "p50", "p90", "p99", "max")), "JSON has every figure")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop(proc, 20)
 
 
 def main():

@@ -27,6 +27,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 from checks import check, finish  # noqa: E402
+from server_proc import listening_port, start_logged, stop  # noqa: E402
 SYSTEMD = os.path.join(ROOT, "deploy", "systemd")
 CONTAINER = os.path.join(ROOT, "deploy", "container")
 HTTP_TIMEOUT = 300
@@ -108,35 +109,9 @@ def flag_value(args, flag):
 
 def start(binary, args, work, name):
     log_path = os.path.join(work, name + ".log")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([binary] + args, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=log)
-    t0 = time.time()
-    while time.time() - t0 < HTTP_TIMEOUT:
-        if proc.poll() is not None:
-            return proc, None, open(log_path).read()
-        for line in open(log_path, errors="replace"):
-            if '"event":"listening"' in line and '"port":' in line:
-                try:
-                    return proc, json.loads(line)["port"], None
-                except ValueError:
-                    pass
-        time.sleep(0.05)
-    return proc, None, "did not listen"
-
-
-def stop(proc, grace):
-    """SIGTERM; returns (exit code, seconds) or (None, grace) after a SIGKILL."""
-    if proc.poll() is not None:
-        return proc.returncode, 0.0
-    t = time.time()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(grace), time.time() - t
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return None, grace
+    proc = start_logged([binary] + args, log_path)
+    port, err = listening_port(proc, log_path, HTTP_TIMEOUT)
+    return proc, port, err
 
 
 def complete(port):
