@@ -38,9 +38,10 @@ def help_flags(binary):
     return set(re.findall(r"^\s+(--[a-z][a-z0-9-]*)", out, re.M))
 
 
-def unit_sections(path):
-    """{section: [(key, value)]} of a unit file (continuation lines joined)."""
-    out, sec, pending = {}, None, ""
+def logical_lines(path, comment_marks):
+    """The stripped lines of a file with continuation lines (ending in a backslash) joined,
+    leaving out blank lines and those that start with one of comment_marks."""
+    pending = ""
     for raw in open(path):
         line = pending + raw.rstrip("\n")
         pending = ""
@@ -48,8 +49,14 @@ def unit_sections(path):
             pending = line[:-1] + " "
             continue
         s = line.strip()
-        if not s or s[0] in "#;":
-            continue
+        if s and s[0] not in comment_marks:
+            yield s
+
+
+def unit_sections(path):
+    """{section: [(key, value)]} of a unit file (continuation lines joined)."""
+    out, sec = {}, None
+    for s in logical_lines(path, "#;"):
         if s.startswith("[") and s.endswith("]"):
             sec = s[1:-1]
             out.setdefault(sec, [])
@@ -191,16 +198,8 @@ def part_systemd(a, flags):
 
 def containerfile(path):
     """[(instruction, argument)] of a Containerfile, continuation lines joined."""
-    out, pending = [], ""
-    for raw in open(path):
-        line = pending + raw.rstrip("\n")
-        pending = ""
-        if line.endswith("\\"):
-            pending = line[:-1] + " "
-            continue
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
+    out = []
+    for s in logical_lines(path, "#"):
         k, _, v = s.partition(" ")
         out.append((k.upper(), v.strip()))
     return out
