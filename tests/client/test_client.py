@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -26,16 +25,11 @@ import xml.etree.ElementTree as ET
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fake_sse_server  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
+from checks import FAILURES, check, finish  # noqa: E402
+from server_proc import listening_port, start_logged, stop  # noqa: E402
 
-FAILURES = []
 TOL = 0.05
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 def within(measured, programmed, tol=TOL):
@@ -372,24 +366,20 @@ def fake_tests(c):
 
 def start_server(binary, work, extra):
     log_path = os.path.join(work, "server.log")
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([binary, "--host", "127.0.0.1", "--port", "0", "--log-level", "info"]
-                            + extra, stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.time() + 30
-    while time.time() < deadline:
+    proc = start_logged([binary, "--host", "127.0.0.1", "--port", "0", "--log-level", "info"]
+                        + extra, log_path)
+    port, err = listening_port(proc, log_path, 30)
+    if port is None:
         if proc.poll() is not None:
-            raise RuntimeError("server exited early: " + open(log_path).read())
-        for line in open(log_path, errors="replace"):
-            if '"event":"listening"' in line:
-                return proc, log, json.loads(line)["port"]
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("server did not start: " + open(log_path).read())
+            raise RuntimeError("server exited early: " + err)
+        proc.kill()
+        raise RuntimeError("server did not start: " + open(log_path).read())
+    return proc, port
 
 
 def server_tests(c, a):
-    proc, log, port = start_server(os.path.join(a.bin, "mhla-server"), c.work,
-                                   ["--model", a.model] if a.model else [])
+    proc, port = start_server(os.path.join(a.bin, "mhla-server"), c.work,
+                              ["--model", a.model] if a.model else [])
     url = "http://127.0.0.1:%d" % port
     try:
         # exact synthesized lengths through /tokenize
@@ -426,13 +416,7 @@ def server_tests(c, a):
             check(all(k in lv[m] for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
                       for k in ("mean", "p50", "p90", "p99", "max")), "JSON has every figure")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop(proc, 20)
 
 
 def main():
@@ -450,11 +434,7 @@ def main():
         fake_tests(c)
     if a.part in ("all", "server"):
         server_tests(c, a)
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+from checks import check, finish  # noqa: E402
+from server_proc import listening_port, start_logged, stop  # noqa: E402
 SCRIPT = os.path.join(ROOT, "deploy", "local-cluster.sh")
 CFG = os.path.join(ROOT, "deploy", "haproxy", "mhla-haproxy.cfg")
 REPLICAS = 3
@@ -40,14 +43,6 @@ REPLICAS = 3
 # a second alone.
 HTTP_TIMEOUT = 300
 
-FAILURES = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 # ---- the cluster ----
@@ -187,33 +182,16 @@ def metrics(port):
 def start_single(a, flags):
     """One mhla-server outside the cluster (the reference); returns (proc, url)."""
     log_path = os.path.join(a.work, "single.log")
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([os.path.join(a.bin, "mhla-server"), "--host", "127.0.0.1", "--port",
-                             "0", "--model", a.model, "--threads", "1"] + flags,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
-    log.close()
-    t0 = time.time()
-    while True:
+    proc = start_logged([os.path.join(a.bin, "mhla-server"), "--host", "127.0.0.1", "--port",
+                         "0", "--model", a.model, "--threads", "1"] + flags, log_path)
+    port, err = listening_port(proc, log_path, HTTP_TIMEOUT)
+    if port is None:
         if proc.poll() is not None:
-            raise RuntimeError("single server exited: " + open(log_path).read())
-        for line in open(log_path, errors="replace"):
-            if '"event":"listening"' in line:
-                return proc, "http://127.0.0.1:%d" % json.loads(line)["port"]
-        if time.time() - t0 > HTTP_TIMEOUT:
-            proc.kill()
-            proc.wait()
-            raise RuntimeError("single server did not start")
-        time.sleep(0.05)
-
-
-def stop_proc(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            raise RuntimeError("single server exited: " + err)
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("single server did not start")
+    return proc, "http://127.0.0.1:%d" % port
 
 
 def parallel(fn, items, threads):
@@ -284,7 +262,7 @@ def part_answers(a):
                   "8 different prompts with one %s go to one replica (%s)" % (kind, seen))
     finally:
         cl.down()
-        stop_proc(single)
+        stop(single, 60)
 
 
 def affinity_workload(seed=5, groups=8, per_group=5, prefix=1000, suffix=8):
@@ -527,11 +505,7 @@ def main():
         check(False, "%s: %s: %s" % (a.part, type(e).__name__, e))
     finally:
         _down_all()
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -25,17 +25,12 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+from checks import check, finish  # noqa: E402
+from server_proc import listening_port, start_logged, stop  # noqa: E402
 SYSTEMD = os.path.join(ROOT, "deploy", "systemd")
 CONTAINER = os.path.join(ROOT, "deploy", "container")
-FAILURES = []
 HTTP_TIMEOUT = 300
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILURES.append(what)
-    return cond
 
 
 def help_flags(binary):
@@ -43,9 +38,10 @@ def help_flags(binary):
     return set(re.findall(r"^\s+(--[a-z][a-z0-9-]*)", out, re.M))
 
 
-def unit_sections(path):
-    """{section: [(key, value)]} of a unit file (continuation lines joined)."""
-    out, sec, pending = {}, None, ""
+def logical_lines(path, comment_marks):
+    """The stripped lines of a file with continuation lines (ending in a backslash) joined,
+    leaving out blank lines and those that start with one of comment_marks."""
+    pending = ""
     for raw in open(path):
         line = pending + raw.rstrip("\n")
         pending = ""
@@ -53,8 +49,14 @@ def unit_sections(path):
             pending = line[:-1] + " "
             continue
         s = line.strip()
-        if not s or s[0] in "#;":
-            continue
+        if s and s[0] not in comment_marks:
+            yield s
+
+
+def unit_sections(path):
+    """{section: [(key, value)]} of a unit file (continuation lines joined)."""
+    out, sec = {}, None
+    for s in logical_lines(path, "#;"):
         if s.startswith("[") and s.endswith("]"):
             sec = s[1:-1]
             out.setdefault(sec, [])
@@ -114,35 +116,9 @@ def flag_value(args, flag):
 
 def start(binary, args, work, name):
     log_path = os.path.join(work, name + ".log")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([binary] + args, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=log)
-    t0 = time.time()
-    while time.time() - t0 < HTTP_TIMEOUT:
-        if proc.poll() is not None:
-            return proc, None, open(log_path).read()
-        for line in open(log_path, errors="replace"):
-            if '"event":"listening"' in line and '"port":' in line:
-                try:
-                    return proc, json.loads(line)["port"], None
-                except ValueError:
-                    pass
-        time.sleep(0.05)
-    return proc, None, "did not listen"
-
-
-def stop(proc, grace):
-    """SIGTERM; returns (exit code, seconds) or (None, grace) after a SIGKILL."""
-    if proc.poll() is not None:
-        return proc.returncode, 0.0
-    t = time.time()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(grace), time.time() - t
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return None, grace
+    proc = start_logged([binary] + args, log_path)
+    port, err = listening_port(proc, log_path, HTTP_TIMEOUT)
+    return proc, port, err
 
 
 def complete(port):
@@ -222,16 +198,8 @@ def part_systemd(a, flags):
 
 def containerfile(path):
     """[(instruction, argument)] of a Containerfile, continuation lines joined."""
-    out, pending = [], ""
-    for raw in open(path):
-        line = pending + raw.rstrip("\n")
-        pending = ""
-        if line.endswith("\\"):
-            pending = line[:-1] + " "
-            continue
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
+    out = []
+    for s in logical_lines(path, "#"):
         k, _, v = s.partition(" ")
         out.append((k.upper(), v.strip()))
     return out
@@ -323,11 +291,7 @@ def main():
         {"systemd": part_systemd, "container": part_container}[a.part](a, flags)
     except Exception as e:
         check(False, "%s: %s: %s" % (a.part, type(e).__name__, e))
-    if FAILURES:
-        print("%d check(s) failed" % len(FAILURES))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

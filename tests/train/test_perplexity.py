@@ -18,14 +18,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 UNIGRAM_EXCERPT_PPL = 897.5
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 sys.path.insert(0, os.path.join(ROOT, "train"))
 
-try:
-    import torch
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch; "
-          "deploy/bootstrap-debian.sh installs it)")
-    sys.exit(77)
+from torch_or_skip import torch  # noqa: E402
 
 import eval as ev  # noqa: E402
 import mhla_torch as mt  # noqa: E402

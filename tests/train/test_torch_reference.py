@@ -27,12 +27,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 sys.path.insert(0, os.path.join(ROOT, "train"))
 
-try:
-    import torch
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch; "
-          "deploy/bootstrap-debian.sh installs it)")
-    sys.exit(77)
+from torch_or_skip import torch  # noqa: E402
 
 import gen_checkpoint  # noqa: E402
 import mhla_reference  # noqa: E402

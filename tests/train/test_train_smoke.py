@@ -27,12 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 
-try:
-    import torch  # noqa: F401
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch; "
-          "deploy/bootstrap-debian.sh installs it)")
-    sys.exit(77)
+import torch_or_skip  # noqa: E402,F401
 
 import safetensors_np as st  # noqa: E402
 
