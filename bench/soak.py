@@ -40,6 +40,8 @@ import sys
 import threading
 import time
 
+from soak_cgroup import CgroupError, MemoryCgroup
+
 GAUGES = ("mhla_requests_running", "mhla_requests_waiting", "mhla_sequences_running",
           "mhla_state_bytes", 'mhla_state_pages{kind="used"}', 'mhla_state_pages{kind="reserved"}')
 
@@ -64,6 +66,7 @@ class Soak:
         self.side = {"cancelled": 0, "slow_done": 0, "slow_cut": 0, "errors": 0}
         self.side_status = {}
         self.t0 = time.time()
+        self.cgroup = None
 
     def write(self, obj):
         self.out.write(json.dumps(obj) + "\n")
@@ -80,7 +83,15 @@ class Soak:
             cmd += ["--model", a.model]
         cmd += a.server_args.split()
         self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
+        join = None
+        if a.memory_limit:
+            try:
+                self.cgroup = MemoryCgroup(a.memory_limit, "mhla-soak-%d" % os.getpid())
+            except CgroupError as e:
+                sys.exit("soak: --memory-limit: %s" % e)
+            join = self.cgroup.join
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log,
+                                     preexec_fn=join)
         self.port = None
         while self.port is None:  # loading a large checkpoint takes what it takes
             if self.proc.poll() is not None:
@@ -91,6 +102,17 @@ class Soak:
                     self.listening = line.strip()
             time.sleep(0.2)
         self.url = "http://127.0.0.1:%d" % self.port
+
+    def state_memory_log(self):
+        """The server's state_memory log lines (the pool's budget and its arithmetic)."""
+        out = []
+        for line in open(self.log_path, errors="replace"):
+            if '"event":"state_memory' in line:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
 
     def metrics(self):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
@@ -183,7 +205,9 @@ class Soak:
         secs = int(a.minutes * 60)
         self.write({"event": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "minutes": a.minutes, "server": self.cmd, "listening": self.listening,
-                    "rss_slope_limit_mib_per_min": a.rss_slope, "concurrency": a.concurrency})
+                    "rss_slope_limit_mib_per_min": a.rss_slope, "concurrency": a.concurrency,
+                    "memory_cgroup": self.cgroup and self.cgroup.describe(),
+                    "state_memory": self.state_memory_log()})
         bench_json = a.out + ".bench.json"
         bench = subprocess.Popen(
             [os.path.join(a.bin, "mhla-bench"), "--url", self.url, "--concurrency",
@@ -245,6 +269,12 @@ class Soak:
             rc = "killed after 120 s"
         if rc != 0:
             reasons.append("server exit status %s on SIGTERM" % rc)
+        cgroup_end = None
+        if self.cgroup:
+            cgroup_end = self.cgroup.usage()
+            err = self.cgroup.remove()
+            if err:
+                print("soak: " + err, file=sys.stderr)
         verdict = {"event": "verdict", "pass": not reasons, "reasons": reasons,
                    "rss_slope_mib_per_min": slope, "samples": len(samples),
                    "bench": bench_res and {k: bench_res.get(k) for k in (
@@ -253,6 +283,7 @@ class Soak:
                        "ttft_p99_ms": bench_res["ttft_ms"]["p99"],
                        "e2e_p99_ms": bench_res["e2e_ms"]["p99"]},
                    "side": self.side, "side_status": self.side_status,
+                   "memory_cgroup": cgroup_end,
                    "elapsed_s": round(time.time() - self.t0, 1)}
         self.write(verdict)
         print(json.dumps(verdict, indent=1))
@@ -269,6 +300,8 @@ class Soak:
              "counters": {k: v for k, v in m.items() if k.endswith("_total") or
                           k.startswith("mhla_requests_finished_total")},
              "side": dict(self.side), "side_status": dict(self.side_status)}
+        if self.cgroup:
+            s["memory_cgroup"] = self.cgroup.usage()
         self.write(s)
         s["rss_besides_pages_mib"] = round(s["rss_mib"] - s["pages_mib"], 2)
         print("soak t=%6.0fs rss=%8.1f MiB (pages %.1f) running=%s waiting=%s statuses=%s side=%s" % (
@@ -310,8 +343,19 @@ def main():
     ap.add_argument("--slow-readers", type=int, default=2)
     ap.add_argument("--rss-slope", type=float, default=2.0,
                     help="RSS growth limit after the warm-up, MiB per minute (default 2)")
+    ap.add_argument("--memory-limit", type=int, default=0, metavar="MIB",
+                    help="run the server in a fresh memory cgroup (v2 or v1) with this limit, "
+                         "removed at the end (needs root or a delegated cgroup)")
     a = ap.parse_args()
-    return Soak(a).run()
+    soak = Soak(a)
+    try:
+        return soak.run()
+    finally:
+        if soak.cgroup and os.path.isdir(soak.cgroup.path):
+            if getattr(soak, "proc", None) and soak.proc.poll() is None:
+                soak.proc.kill()
+                soak.proc.wait()
+            soak.cgroup.remove()
 
 
 if __name__ == "__main__":

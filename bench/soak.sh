@@ -7,14 +7,16 @@
 # idle, or on a server that does not exit 0 at SIGTERM. See bench/soak.py.
 #
 # usage: bench/soak.sh MINUTES [soak.py flags: --model DIR --server-args "..."
-#                               --concurrency N --cancellers N --slow-readers N]
+#                               --concurrency N --cancellers N --slow-readers N
+#                               --memory-limit MiB (the server in a fresh memory
+#                               cgroup, v2 or v1, with that limit; needs root)]
 # env:   BUILD (default build), SOAK_OUT (default soak-<UTC time>.jsonl),
 #        SOAK_RSS_SLOPE (MiB/min, default 2)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 if [ $# -lt 1 ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 minutes=$1

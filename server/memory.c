@@ -1,7 +1,8 @@
 /*
  * memory.c — --state-memory auto: the state pool's budget from the memory
- * this process may use. The limit is the cgroup v2 memory.max of the
- * process's cgroup (less what the cgroup already uses) when one is set,
+ * this process may use. The limit is the memory cgroup's (v2 memory.max or
+ * v1 memory.limit_in_bytes, the smallest along the path to the root that
+ * binds the process, less what that cgroup already uses) when one is set,
  * else MemAvailable, never more than the other when both are known. From
  * it go the weights, an estimate of the engine's and the scheduler's
  * per-step buffers, and a headroom for everything else (HTTP threads,
@@ -26,10 +27,12 @@
  * the prefix cache; past this many times that, more is not worth the tables. */
 #define CACHE_FACTOR 4
 
-/* A "key: N kB" line of /proc/meminfo, in bytes; 0 when absent. */
-static size_t meminfo(const char *key)
+/* A "key: N kB" line of <root>/proc/meminfo, in bytes; 0 when absent. */
+static size_t meminfo(const char *root, const char *key)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
+    char path[600];
+    snprintf(path, sizeof path, "%s/proc/meminfo", root);
+    FILE *f = fopen(path, "r");
     if (!f)
         return 0;
     char line[256];
@@ -41,53 +44,121 @@ static size_t meminfo(const char *key)
     return v;
 }
 
-/* A number in a cgroup file; 0 when absent or "max". */
-static size_t cgroup_value(const char *dir, const char *name)
+/* cgroup v1 writes "no limit" as LONG_MAX rounded down to a page; anything
+ * this large is no limit. */
+#define CGROUP_NO_LIMIT ((size_t)1 << 62)
+
+/* A number in a cgroup file: 1 with *v, 0 when the file is absent, -1 when it
+ * holds no number ("max" in v2: no limit). */
+static int cgroup_value(const char *dir, const char *name, size_t *v)
 {
-    char path[512];
-    snprintf(path, sizeof path, "/sys/fs/cgroup%s/%s", dir, name);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
     char buf[64] = {0};
-    size_t v = 0;
-    if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9')
-        v = (size_t)strtoull(buf, NULL, 10);
+    int got = fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9';
     fclose(f);
-    return v;
+    if (!got)
+        return -1;
+    *v = (size_t)strtoull(buf, NULL, 10);
+    return 1;
 }
 
-/* cgroup v2: memory.max - memory.current of this process's cgroup; 0: none. */
-static size_t cgroup_room(size_t *max_out)
+/* The process's memory cgroup from <root>/proc/self/cgroup: the v1 line
+ * naming the memory controller ("N:memory:/path", controllers may be
+ * comma-joined) wins over the v2 unified line ("0::/path"), since on a hybrid
+ * machine the memory controller is v1's. The version, 0 when none. */
+static int own_cgroup(const char *root, char *path, size_t pathlen)
 {
-    *max_out = 0;
-    FILE *f = fopen("/proc/self/cgroup", "r");
+    char file[600], line[1024];
+    snprintf(file, sizeof file, "%s/proc/self/cgroup", root);
+    FILE *f = fopen(file, "r");
     if (!f)
         return 0;
-    char line[512], dir[400] = {0};
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "0::", 3) == 0)
-            snprintf(dir, sizeof dir, "%.*s", (int)strcspn(line + 3, "\n"), line + 3);
+    int version = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = 0;
+        if (strncmp(line, "0:", 2) == 0 && c1 + 1 == c2 && version == 0) {
+            snprintf(path, pathlen, "%s", c2 + 1);
+            version = 2;
+        }
+        char controllers[256];
+        snprintf(controllers, sizeof controllers, ",%s,", c1 + 1);
+        if (strstr(controllers, ",memory,")) {
+            snprintf(path, pathlen, "%s", c2 + 1);
+            version = 1;
+        }
+    }
     fclose(f);
-    if (strcmp(dir, "/") == 0)
-        dir[0] = 0;
-    size_t max = cgroup_value(dir, "memory.max"), cur = cgroup_value(dir, "memory.current");
-    *max_out = max;
-    return max > cur ? max - cur : (max ? 1 : 0);
+    return version;
 }
 
-void srv_memory_probe(srv_memory_plan *m)
+/* The room the memory cgroup leaves: the smallest of limit - usage over the
+ * process's cgroup and the ancestors whose limits bind it (all of them in v2;
+ * in v1 those with memory.use_hierarchy 1). Levels without the files are
+ * skipped, so a container that sees its own cgroup as the mount's root (v1
+ * without a cgroup namespace) still finds its limit there. 0 when no level
+ * has a limit; *max_out the smallest limit, *from the level it was read at. */
+static size_t cgroup_room(const char *root, srv_memory_plan *m)
+{
+    char rel[512] = {0}, dir[1024];
+    int version = own_cgroup(root, rel, sizeof rel);
+    if (!version)
+        return 0;
+    const char *lim_name = version == 1 ? "memory.limit_in_bytes" : "memory.max";
+    const char *use_name = version == 1 ? "memory.usage_in_bytes" : "memory.current";
+    size_t room = 0;
+    int first = 1;
+    for (;;) {
+        size_t len = strlen(rel);
+        while (len > 0 && rel[len - 1] == '/')
+            rel[--len] = 0;
+        snprintf(dir, sizeof dir, "%s/sys/fs/cgroup%s%s", root, version == 1 ? "/memory" : "", rel);
+        size_t lim = 0, use = 0, hier = 1;
+        int has = cgroup_value(dir, lim_name, &lim);
+        int binds = first || version == 2 || cgroup_value(dir, "memory.use_hierarchy", &hier) <= 0 ||
+                    hier != 0;
+        if (has == 1 && lim < CGROUP_NO_LIMIT && binds) {
+            cgroup_value(dir, use_name, &use);
+            size_t r = lim > use ? lim - use : 1;
+            if (!room || r < room) {
+                room = r;
+                m->cgroup_max = lim;
+                m->cgroup_version = version;
+                snprintf(m->cgroup_path, sizeof m->cgroup_path, "%s", rel[0] ? rel : "/");
+            }
+        }
+        if (has)
+            first = 0;
+        if (!len)
+            break;
+        char *up = strrchr(rel, '/');
+        *(up ? up : rel) = 0;
+    }
+    return room;
+}
+
+void srv_memory_probe_at(srv_memory_plan *m, const char *root)
 {
     memset(m, 0, sizeof *m);
-    size_t avail = meminfo("MemAvailable"), cg_max = 0, cg = cgroup_room(&cg_max);
+    size_t avail = meminfo(root, "MemAvailable"), cg = cgroup_room(root, m);
     m->limit = avail;
     m->limit_from = "MemAvailable";
     if (cg && (!avail || cg < avail)) {
         m->limit = cg;
-        m->limit_from = "cgroup memory.max - memory.current";
+        m->limit_from = m->cgroup_version == 1
+                            ? "cgroup v1 memory.limit_in_bytes - memory.usage_in_bytes"
+                            : "cgroup memory.max - memory.current";
     }
-    m->cgroup_max = cg_max;
 }
+
+void srv_memory_probe(srv_memory_plan *m) { srv_memory_probe_at(m, ""); }
 
 /* Bytes of one page of state (f32): one finished block of every layer. */
 static size_t page_bytes(const mhla_config *c)
@@ -127,7 +198,7 @@ int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_
     const mhla_config *c = mhla_model_config(model);
     if (!m->limit) {
         snprintf(err, errlen,
-                 "--state-memory auto: neither a cgroup memory.max nor "
+                 "--state-memory auto: neither a cgroup memory limit nor "
                  "/proc/meminfo's MemAvailable is readable; give --state-memory MB");
         return -1;
     }
@@ -166,8 +237,11 @@ void srv_memory_log(const srv_memory_plan *m)
     if (f) {
         cJSON_AddStringToObject(f, "limit_from", m->limit_from);
         cJSON_AddNumberToObject(f, "limit_mib", (double)(m->limit / MIB));
-        if (m->cgroup_max)
+        if (m->cgroup_max) {
             cJSON_AddNumberToObject(f, "cgroup_memory_max_mib", (double)(m->cgroup_max / MIB));
+            cJSON_AddNumberToObject(f, "cgroup_version", m->cgroup_version);
+            cJSON_AddStringToObject(f, "cgroup", m->cgroup_path);
+        }
         cJSON_AddNumberToObject(f, "weights_mib", (double)(m->weights / MIB));
         cJSON_AddNumberToObject(f, "step_buffers_mib", (double)(m->step_buffers / MIB));
         cJSON_AddNumberToObject(f, "headroom_mib", (double)(m->headroom / MIB));

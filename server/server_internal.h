@@ -101,7 +101,9 @@ void srv_logf(mhla_log_level lvl, const char *event, const char *fmt, ...)
 typedef struct {
     size_t limit;           /* bytes this process may use */
     const char *limit_from; /* where the limit came from */
-    size_t cgroup_max;      /* memory.max when set, else 0 */
+    size_t cgroup_max;      /* the cgroup's limit when one binds, else 0 */
+    int cgroup_version;     /* 1 or 2, with cgroup_max */
+    char cgroup_path[256];  /* the cgroup whose limit it is */
     size_t weights, step_buffers, headroom;
     size_t seq_buffer_bytes; /* one sequence's buffers outside the pages */
     size_t sequences;        /* max_running of them */
@@ -113,6 +115,8 @@ typedef struct {
 
 /* Reads the limit (before the weights are loaded). */
 void srv_memory_probe(srv_memory_plan *m);
+/* The same, reading <root>/proc and <root>/sys (a test's fake trees). */
+void srv_memory_probe_at(srv_memory_plan *m, const char *root);
 /* The state pool's budget for this model and these limits; -1 with err when
  * not even one full-context sequence would fit. */
 int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_running,
