@@ -84,7 +84,8 @@ def run_memory(a, model, long_model):
     try:
         ev = log_events(s, "state_memory")
         check(len(ev) == 1 and ev[0]["pages_mib"] > 0 and ev[0]["limit_mib"] > 0 and
-              ev[0]["limit_from"] in ("MemAvailable", "cgroup memory.max - memory.current"),
+              ev[0]["limit_from"] in ("MemAvailable", "cgroup memory.max - memory.current",
+                                      "cgroup v1 memory.limit_in_bytes - memory.usage_in_bytes"),
               "default --state-memory auto: the budget is logged (%s)" % (ev[:1],))
         arith = log_events(s, "state_memory_arithmetic")
         check(len(arith) == 1 and "weights" in arith[0]["message"] and
