@@ -41,6 +41,9 @@ typedef struct {
     size_t (*step_weight_bytes)(const void *ctx);
     /* The memory bandwidth a step can stream at (mhla_engine_memory_bandwidth). */
     int (*memory_bandwidth)(void *ctx, double *bytes_per_s, mhla_error *err);
+    /* Free and total bytes of the device's memory (mhla_engine_device_memory);
+     * NULL: the backend works in host memory. */
+    int (*device_memory)(void *ctx, size_t *free_bytes, size_t *total_bytes, mhla_error *err);
     /* Counters (mhla_engine_device_stats); NULL: all 0. */
     void (*stats)(const void *ctx, mhla_device_stats *out);
 } mhla_backend_ops;

@@ -146,5 +146,6 @@ const mhla_backend_ops mhla_cpu_backend = {
     .describe = cpu_describe,
     .step_weight_bytes = cpu_step_weight_bytes,
     .memory_bandwidth = cpu_memory_bandwidth,
+    .device_memory = NULL,
     .stats = NULL,
 };

@@ -156,6 +156,16 @@ int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error
     return e->ops->memory_bandwidth(e->backend, bytes_per_s, err);
 }
 
+int mhla_engine_device_memory(mhla_engine *e, size_t *free_bytes, size_t *total_bytes,
+                              mhla_error *err)
+{
+    *free_bytes = *total_bytes = 0;
+    if (!e->ops->device_memory)
+        return mhla_fail(err, "the %s engine keeps its state in host memory: no device memory",
+                         e->ops->name);
+    return e->ops->device_memory(e->backend, free_bytes, total_bytes, err);
+}
+
 void mhla_engine_device_stats(const mhla_engine *e, mhla_device_stats *out)
 {
     memset(out, 0, sizeof *out);

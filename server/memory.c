@@ -9,8 +9,11 @@
  * response buffers, allocator slack); what stays is the state budget. The
  * per-sequence buffers outside the pages (max_running of them) and the
  * resume entries are taken from that budget before it becomes pages, so the
- * pool's admission never promises memory they need. The arithmetic is
- * logged at start.
+ * pool's admission never promises memory they need. On a GPU engine the
+ * pages and the sequences' buffers live in device memory: there the limit is
+ * the device's free memory, read with the weights and the engine's buffers
+ * already on it, and the same arithmetic follows. The arithmetic is logged at
+ * start.
  */
 #include "server_internal.h"
 
@@ -192,19 +195,16 @@ static int sequence_buffers(const mhla_model *model, size_t *out, char *err, siz
 
 static size_t minus(size_t a, size_t b) { return a > b ? a - b : 0; }
 
-int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_running,
-                           int max_batch_tokens, char *err, size_t errlen)
+/* What stays of m->limit for pages once m->weights (0 where they are not in
+ * the limit's memory), the step buffers, the headroom, the sequences'
+ * buffers and the resume entries are taken; -1 with err when not one
+ * full-context sequence fits. */
+static int plan_pages(srv_memory_plan *m, const mhla_model *model, int max_running,
+                      int max_batch_tokens, char *err, size_t errlen)
 {
     const mhla_config *c = mhla_model_config(model);
-    if (!m->limit) {
-        snprintf(err, errlen,
-                 "--state-memory auto: neither a cgroup memory limit nor "
-                 "/proc/meminfo's MemAvailable is readable; give --state-memory MB");
-        return -1;
-    }
     if (sequence_buffers(model, &m->seq_buffer_bytes, err, errlen))
         return -1;
-    m->weights = mhla_model_weight_bytes(model);
     m->step_buffers = step_buffers(c, max_batch_tokens);
     m->headroom = HEADROOM_FIXED + m->limit / 100 * HEADROOM_PERCENT;
     m->sequences = (size_t)max_running * m->seq_buffer_bytes;
@@ -231,6 +231,37 @@ int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_
     return 0;
 }
 
+int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_running,
+                           int max_batch_tokens, char *err, size_t errlen)
+{
+    if (!m->limit) {
+        snprintf(err, errlen,
+                 "--state-memory auto: neither a cgroup memory limit nor "
+                 "/proc/meminfo's MemAvailable is readable; give --state-memory MB");
+        return -1;
+    }
+    m->weights = mhla_model_weight_bytes(model);
+    return plan_pages(m, model, max_running, max_batch_tokens, err, errlen);
+}
+
+int srv_memory_plan_device(srv_memory_plan *m, mhla_engine *engine, const mhla_model *model,
+                           int max_running, int max_batch_tokens, char *err, size_t errlen)
+{
+    mhla_error e = {0};
+    size_t free_bytes = 0, total = 0;
+    if (mhla_engine_device_memory(engine, &free_bytes, &total, &e)) {
+        snprintf(err, errlen, "--state-memory auto: %s; give --state-memory MB", e.msg);
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    m->limit = free_bytes;
+    m->limit_from = "device free memory";
+    m->device_total = total;
+    m->device_weights = mhla_engine_step_weight_bytes(engine);
+    m->weights = 0; /* already on the device: not in the free memory */
+    return plan_pages(m, model, max_running, max_batch_tokens, err, errlen);
+}
+
 void srv_memory_log(const srv_memory_plan *m)
 {
     cJSON *f = cJSON_CreateObject();
@@ -242,6 +273,10 @@ void srv_memory_log(const srv_memory_plan *m)
             cJSON_AddNumberToObject(f, "cgroup_version", m->cgroup_version);
             cJSON_AddStringToObject(f, "cgroup", m->cgroup_path);
         }
+        if (m->device_total) {
+            cJSON_AddNumberToObject(f, "device_total_mib", (double)(m->device_total / MIB));
+            cJSON_AddNumberToObject(f, "device_weights_mib", (double)(m->device_weights / MIB));
+        }
         cJSON_AddNumberToObject(f, "weights_mib", (double)(m->weights / MIB));
         cJSON_AddNumberToObject(f, "step_buffers_mib", (double)(m->step_buffers / MIB));
         cJSON_AddNumberToObject(f, "headroom_mib", (double)(m->headroom / MIB));
@@ -252,6 +287,16 @@ void srv_memory_log(const srv_memory_plan *m)
         cJSON_AddNumberToObject(f, "pages", (double)(m->pages / m->page_bytes));
     }
     srv_log(MHLA_LOG_INFO, "state_memory", f);
+    if (m->device_total) {
+        srv_logf(MHLA_LOG_INFO, "state_memory_arithmetic",
+                 "pages %zu MiB = min(cap %zu, device free %zu of %zu MiB (the weights' %zu MiB "
+                 "and the engine's buffers already there) - step buffers %zu - headroom %zu "
+                 "(256 MiB + %d%%) - sequence buffers %zu - resume entries %zu) MiB",
+                 m->pages / MIB, m->cap / MIB, m->limit / MIB, m->device_total / MIB,
+                 m->device_weights / MIB, m->step_buffers / MIB, m->headroom / MIB,
+                 HEADROOM_PERCENT, m->sequences / MIB, m->resume / MIB);
+        return;
+    }
     srv_logf(MHLA_LOG_INFO, "state_memory_arithmetic",
              "pages %zu MiB = min(cap %zu, limit %zu (%s) - weights %zu - step buffers %zu - "
              "headroom %zu (256 MiB + %d%%) - sequence buffers %zu - resume entries %zu) MiB",

@@ -76,34 +76,37 @@ static int create_engine(server *sv, const mhla_server_options *o, char *err, si
 }
 
 /* The engine with the state pool --state-memory asks for. auto sizes the
- * pool from host memory; a GPU engine keeps its pages in device memory,
- * which the engine does not report yet, so there auto falls back to
- * unbounded state (as --state-memory 0) and says so. */
+ * pool from host memory; a GPU engine keeps its pages and its sequences'
+ * buffers in device memory, so there the engine is made once to learn the
+ * device's free memory with the weights on it, then made again with the
+ * pool that memory holds (host memory does not bound it then). */
 static int start_engine(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
     int is_auto = o->state_memory_mb == SRV_STATE_MEMORY_AUTO;
+    char host_err[512] = "";
     sv->state_bytes = (size_t)(o->state_memory_mb > 0 ? o->state_memory_mb : 0) << 20;
-    if (is_auto) {
-        if (srv_memory_plan_budget(&sv->mem, sv->model, o->max_running, o->max_batch_tokens, err,
-                                   errlen))
-            return -1;
+    if (is_auto && srv_memory_plan_budget(&sv->mem, sv->model, o->max_running,
+                                          o->max_batch_tokens, host_err, sizeof host_err) == 0)
         sv->state_bytes = sv->mem.pages;
-    }
     if (create_engine(sv, o, err, errlen))
         return -1;
     if (!is_auto)
         return 0;
     if (mhla_engine_device(sv->engine) != MHLA_DEVICE_CUDA) {
+        if (host_err[0]) {
+            snprintf(err, errlen, "%s", host_err);
+            return -1;
+        }
         srv_memory_log(&sv->mem);
         return 0;
     }
-    srv_logf(MHLA_LOG_WARN, "state_memory",
-             "--state-memory auto: the engine runs on a GPU, whose free memory is not known "
-             "here; the state is unbounded (give --state-memory MB for a pool with the prefix "
-             "cache)");
+    if (srv_memory_plan_device(&sv->mem, sv->engine, sv->model, o->max_running,
+                               o->max_batch_tokens, err, errlen))
+        return -1;
+    srv_memory_log(&sv->mem);
     mhla_engine_free(sv->engine);
     sv->engine = NULL;
-    sv->state_bytes = 0;
+    sv->state_bytes = sv->mem.pages;
     return create_engine(sv, o, err, errlen);
 }
 

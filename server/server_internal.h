@@ -104,6 +104,8 @@ typedef struct {
     size_t cgroup_max;      /* the cgroup's limit when one binds, else 0 */
     int cgroup_version;     /* 1 or 2, with cgroup_max */
     char cgroup_path[256];  /* the cgroup whose limit it is */
+    size_t device_total;   /* a GPU engine's device memory, else 0 */
+    size_t device_weights; /* the weights already on that device */
     size_t weights, step_buffers, headroom;
     size_t seq_buffer_bytes; /* one sequence's buffers outside the pages */
     size_t sequences;        /* max_running of them */
@@ -121,6 +123,10 @@ void srv_memory_probe_at(srv_memory_plan *m, const char *root);
  * not even one full-context sequence would fit. */
 int srv_memory_plan_budget(srv_memory_plan *m, const mhla_model *model, int max_running,
                            int max_batch_tokens, char *err, size_t errlen);
+/* The same on a GPU engine: the pool's budget from the device's free memory
+ * (the weights are already there). */
+int srv_memory_plan_device(srv_memory_plan *m, mhla_engine *engine, const mhla_model *model,
+                           int max_running, int max_batch_tokens, char *err, size_t errlen);
 /* The budget with its arithmetic, one log line. */
 void srv_memory_log(const srv_memory_plan *m);
 

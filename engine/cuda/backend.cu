@@ -420,6 +420,15 @@ extern "C" void mhla_cuda_free(mhla_cuda *g)
 
 extern "C" const char *mhla_cuda_name(const mhla_cuda *g) { return g->name; }
 
+extern "C" int mhla_cuda_mem_info(mhla_cuda *g, size_t *free_bytes, size_t *total_bytes, char *err)
+{
+    *free_bytes = *total_bytes = 0;
+    if (cudaSetDevice(g->dev_index) != cudaSuccess ||
+        cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess)
+        return fail(err, "CUDA: cannot read device %d's free memory", g->dev_index);
+    return 0;
+}
+
 extern "C" int mhla_cuda_copy_bandwidth(mhla_cuda *g, double *bytes_per_s, char *err)
 {
     const size_t n = 512u << 20;

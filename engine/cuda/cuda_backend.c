@@ -275,6 +275,15 @@ static int cuda_memory_bandwidth(void *ctx, double *bytes_per_s, mhla_error *err
     return 0;
 }
 
+static int cuda_device_memory(void *ctx, size_t *free_bytes, size_t *total_bytes,
+                              mhla_error *err)
+{
+    char cerr[MHLA_CUDA_ERR];
+    if (mhla_cuda_mem_info(((cuda_ctx *)ctx)->gpu, free_bytes, total_bytes, cerr))
+        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+    return 0;
+}
+
 static void cuda_stats(const void *ctx, mhla_device_stats *out)
 {
     mhla_cuda_stats(((const cuda_ctx *)ctx)->gpu, &out->steps, &out->graph_captures,
@@ -292,5 +301,6 @@ const mhla_backend_ops mhla_cuda_backend = {
     .describe = cuda_describe,
     .step_weight_bytes = cuda_step_weight_bytes,
     .memory_bandwidth = cuda_memory_bandwidth,
+    .device_memory = cuda_device_memory,
     .stats = cuda_stats,
 };

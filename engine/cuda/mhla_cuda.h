@@ -67,6 +67,8 @@ void mhla_cuda_free(mhla_cuda *g);
 const char *mhla_cuda_name(const mhla_cuda *g);
 
 void mhla_cuda_stats(const mhla_cuda *g, uint64_t *steps, uint64_t *captures, uint64_t *replays);
+/* The device's free and total memory now (cudaMemGetInfo). */
+int mhla_cuda_mem_info(mhla_cuda *g, size_t *free_bytes, size_t *total_bytes, char *err);
 /* Device-to-device copy bandwidth, bytes read + written per second. */
 int mhla_cuda_copy_bandwidth(mhla_cuda *g, double *bytes_per_s, char *err);
 

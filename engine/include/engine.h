@@ -185,6 +185,12 @@ typedef struct {
     uint64_t graph_replays;  /* decode steps run by replaying one */
 } mhla_device_stats;
 void mhla_engine_device_stats(const mhla_engine *engine, mhla_device_stats *out);
+/* The free and total bytes of the engine's device memory now, for sizing a
+ * state pool there: on a GPU (cudaMemGetInfo) the weights and the engine's
+ * buffers are already allocated. -1 with a message on the CPU, whose state
+ * lives in host memory. */
+int mhla_engine_device_memory(mhla_engine *engine, size_t *free_bytes, size_t *total_bytes,
+                              mhla_error *err);
 /* Measures the memory bandwidth a step can stream at, for benchmarks'
  * memory-bandwidth bounds: on a GPU a device-to-device copy (bytes read +
  * written per second), on the CPU a read of 256 MiB with the engine's
