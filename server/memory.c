@@ -107,7 +107,7 @@ static int own_cgroup(const char *root, char *path, size_t pathlen)
  * in v1 those with memory.use_hierarchy 1). Levels without the files are
  * skipped, so a container that sees its own cgroup as the mount's root (v1
  * without a cgroup namespace) still finds its limit there. 0 when no level
- * has a limit; *max_out the smallest limit, *from the level it was read at. */
+ * has a limit; else m's cgroup fields name the level that binds. */
 static size_t cgroup_room(const char *root, srv_memory_plan *m)
 {
     char rel[512] = {0}, dir[1024];
@@ -125,8 +125,8 @@ static size_t cgroup_room(const char *root, srv_memory_plan *m)
         snprintf(dir, sizeof dir, "%s/sys/fs/cgroup%s%s", root, version == 1 ? "/memory" : "", rel);
         size_t lim = 0, use = 0, hier = 1;
         int has = cgroup_value(dir, lim_name, &lim);
-        int binds = first || version == 2 || cgroup_value(dir, "memory.use_hierarchy", &hier) <= 0 ||
-                    hier != 0;
+        int binds = first || version == 2 ||
+                    cgroup_value(dir, "memory.use_hierarchy", &hier) <= 0 || hier != 0;
         if (has == 1 && lim < CGROUP_NO_LIMIT && binds) {
             cgroup_value(dir, use_name, &use);
             size_t r = lim > use ? lim - use : 1;

@@ -85,8 +85,8 @@ static int start_engine(server *sv, const mhla_server_options *o, char *err, siz
     int is_auto = o->state_memory_mb == SRV_STATE_MEMORY_AUTO;
     char host_err[512] = "";
     sv->state_bytes = (size_t)(o->state_memory_mb > 0 ? o->state_memory_mb : 0) << 20;
-    if (is_auto && srv_memory_plan_budget(&sv->mem, sv->model, o->max_running,
-                                          o->max_batch_tokens, host_err, sizeof host_err) == 0)
+    if (is_auto && srv_memory_plan_budget(&sv->mem, sv->model, o->max_running, o->max_batch_tokens,
+                                          host_err, sizeof host_err) == 0)
         sv->state_bytes = sv->mem.pages;
     if (create_engine(sv, o, err, errlen))
         return -1;
@@ -100,8 +100,8 @@ static int start_engine(server *sv, const mhla_server_options *o, char *err, siz
         srv_memory_log(&sv->mem);
         return 0;
     }
-    if (srv_memory_plan_device(&sv->mem, sv->engine, sv->model, o->max_running,
-                               o->max_batch_tokens, err, errlen))
+    if (srv_memory_plan_device(&sv->mem, sv->engine, sv->model, o->max_running, o->max_batch_tokens,
+                               err, errlen))
         return -1;
     srv_memory_log(&sv->mem);
     mhla_engine_free(sv->engine);

@@ -104,8 +104,8 @@ typedef struct {
     size_t cgroup_max;      /* the cgroup's limit when one binds, else 0 */
     int cgroup_version;     /* 1 or 2, with cgroup_max */
     char cgroup_path[256];  /* the cgroup whose limit it is */
-    size_t device_total;   /* a GPU engine's device memory, else 0 */
-    size_t device_weights; /* the weights already on that device */
+    size_t device_total;    /* a GPU engine's device memory, else 0 */
+    size_t device_weights;  /* the weights already on that device */
     size_t weights, step_buffers, headroom;
     size_t seq_buffer_bytes; /* one sequence's buffers outside the pages */
     size_t sequences;        /* max_running of them */

@@ -275,8 +275,7 @@ static int cuda_memory_bandwidth(void *ctx, double *bytes_per_s, mhla_error *err
     return 0;
 }
 
-static int cuda_device_memory(void *ctx, size_t *free_bytes, size_t *total_bytes,
-                              mhla_error *err)
+static int cuda_device_memory(void *ctx, size_t *free_bytes, size_t *total_bytes, mhla_error *err)
 {
     char cerr[MHLA_CUDA_ERR];
     if (mhla_cuda_mem_info(((cuda_ctx *)ctx)->gpu, free_bytes, total_bytes, cerr))

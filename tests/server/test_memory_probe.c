@@ -120,7 +120,8 @@ int main(void)
     v2("/system.slice", "max", 500);
     srv_memory_plan m = probe();
     CHECK(m.limit == 4000 * MIB && strcmp(m.limit_from, V2_FROM) == 0 && m.cgroup_version == 2 &&
-              m.cgroup_max == 4096 * MIB && strcmp(m.cgroup_path, "/system.slice/mhla.service") == 0,
+              m.cgroup_max == 4096 * MIB &&
+              strcmp(m.cgroup_path, "/system.slice/mhla.service") == 0,
           "v2 memory.max: limit %zu MiB from %s (%s)", m.limit / MIB, m.limit_from, m.cgroup_path);
 
     /* v2 "max" everywhere: MemAvailable */
