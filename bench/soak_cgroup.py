@@ -51,8 +51,13 @@ class MemoryCgroup:
                 self._enable_v2_memory()
             os.mkdir(self.path)
         except OSError as e:
-            raise CgroupError("cannot create the memory cgroup %s (cgroup v%d): %s; it needs "
-                              "root or a delegated cgroup" % (self.path, self.version, e))
+            hint = "it needs root or a delegated cgroup"
+            if self.version == 2:
+                hint += (" (v2 hands the memory controller to a child only from a cgroup with "
+                         "no processes of its own: run the soak in a delegated scope, e.g. "
+                         "systemd-run --scope -p Delegate=yes)")
+            raise CgroupError("cannot create the memory cgroup %s (cgroup v%d): %s; %s" %
+                              (self.path, self.version, e, hint))
         try:
             self._write(self.limit_file, str(self.limit))
         except OSError as e:
