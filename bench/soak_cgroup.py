@@ -1,7 +1,8 @@
 """A fresh memory cgroup with a limit for the soak's server (soak.py --memory-limit).
 
-The cgroup is made under this process's own memory cgroup, v2 (memory.max in the
-unified hierarchy) or v1 (memory.limit_in_bytes under /sys/fs/cgroup/memory), and
+The cgroup is made under this process's own memory cgroup (v1: memory.limit_in_bytes
+under /sys/fs/cgroup/memory), or in v2 (memory.max) there or beside it, wherever the
+memory controller is delegated to children, and
 the server joins it between fork and exec, so that --state-memory auto reads the
 limit at start the way it would in a container. Only the server is in it: the load
 generators' memory does not count against the limit. Needs write access to the
@@ -34,45 +35,52 @@ def own_memory_cgroup():
                       "a v2 unified hierarchy at %s)" % ROOT)
 
 
+def v2_memory_parent(own):
+    """The v2 cgroup to make the child in: our own when it delegates memory to children,
+    else its parent when that one does (the child is then a sibling of ours); None."""
+    for d in (own, os.path.dirname(own)):
+        if not d.startswith(ROOT):
+            break
+        try:
+            with open(os.path.join(d, "cgroup.subtree_control")) as f:
+                if "memory" in f.read().split():
+                    return d
+        except OSError:
+            pass
+    return None
+
+
 class MemoryCgroup:
     """mkdir, limit, join (in the child), usage, rmdir."""
 
     def __init__(self, limit_mib, name):
-        self.version, parent = own_memory_cgroup()
+        self.version, own = own_memory_cgroup()
         base = ROOT + ("/memory" if self.version == 1 else "")
-        self.parent = base + parent.rstrip("/")
-        self.path = os.path.join(self.parent, name)
+        own = base + own.rstrip("/")
         self.limit = limit_mib << 20
         self.limit_file = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
         self.usage_file = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
         self.peak_file = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        # v1: a child of our own memory cgroup. v2 gives a child the memory controller only
+        # where the parent lists it in cgroup.subtree_control, which a cgroup holding
+        # processes (ours does) cannot do: there a sibling, under a parent that delegates it
+        self.parent = own if self.version == 1 else v2_memory_parent(own)
+        self.path = os.path.join(self.parent or own, name)
         try:
-            if self.version == 2:
-                self._enable_v2_memory()
+            if self.parent is None:
+                raise OSError("neither %s nor its parent lists memory in "
+                              "cgroup.subtree_control" % own)
             os.mkdir(self.path)
         except OSError as e:
-            hint = "it needs root or a delegated cgroup"
-            if self.version == 2:
-                hint += (" (v2 hands the memory controller to a child only from a cgroup with "
-                         "no processes of its own: run the soak in a delegated scope, e.g. "
-                         "systemd-run --scope -p Delegate=yes)")
-            raise CgroupError("cannot create the memory cgroup %s (cgroup v%d): %s; %s" %
-                              (self.path, self.version, e, hint))
+            raise CgroupError("cannot create the memory cgroup %s (cgroup v%d): %s; it needs "
+                              "root or a delegated cgroup (v2: e.g. systemd-run --scope -p "
+                              "Delegate=yes)" % (self.path, self.version, e))
         try:
             self._write(self.limit_file, str(self.limit))
         except OSError as e:
             self.remove()
             raise CgroupError("cannot set %s/%s to %d: %s" % (self.path, self.limit_file,
                                                               self.limit, e))
-
-    def _enable_v2_memory(self):
-        # v2 gives a child the memory controller only when its parent delegates it
-        ctl = os.path.join(self.parent, "cgroup.subtree_control")
-        with open(ctl) as f:
-            if "memory" in f.read().split():
-                return
-        with open(ctl, "w") as f:
-            f.write("+memory")
 
     def _write(self, name, value):
         with open(os.path.join(self.path, name), "w") as f:
