@@ -65,6 +65,7 @@ class Soak:
         self.lock = threading.Lock()
         self.side = {"cancelled": 0, "slow_done": 0, "slow_cut": 0, "errors": 0}
         self.side_status = {}
+        self.side_errors = []
         self.t0 = time.time()
         self.cgroup = None
 
@@ -130,10 +131,13 @@ class Soak:
         return float("nan")
 
     # ---- side clients --------------------------------------------------------------
-    def count(self, key, status=None):
+    def count(self, key, status=None, error=None):
         with self.lock:
             if key:
                 self.side[key] += 1
+            if error is not None and len(self.side_errors) < 20:  # what went wrong, kept
+                self.side_errors.append("t=%.0fs %s: %s" % (time.time() - self.t0,
+                                                           type(error).__name__, error))
             if status is not None:
                 self.side_status[str(status)] = self.side_status.get(str(status), 0) + 1
 
@@ -176,8 +180,8 @@ class Soak:
                         got += d
                 sk.close()  # gone mid-request: the server must cancel it and free its state
                 self.count("cancelled")
-            except OSError:
-                self.count("errors")
+            except OSError as e:
+                self.count("errors", error=e)
             self.stop.wait(rnd.uniform(0.05, 1.0))
 
     def slow_reader(self, rnd):
@@ -195,8 +199,8 @@ class Soak:
                     got += d
                 self.count("slow_done" if b"[DONE]" in got else "slow_cut")
                 sk.close()
-            except OSError:
-                self.count("errors")
+            except OSError as e:
+                self.count("errors", error=e)
 
     # ---- the run -------------------------------------------------------------------
     def run(self):
@@ -283,7 +287,7 @@ class Soak:
                        "ttft_p99_ms": bench_res["ttft_ms"]["p99"],
                        "e2e_p99_ms": bench_res["e2e_ms"]["p99"]},
                    "side": self.side, "side_status": self.side_status,
-                   "memory_cgroup": cgroup_end,
+                   "side_errors": self.side_errors, "memory_cgroup": cgroup_end,
                    "elapsed_s": round(time.time() - self.t0, 1)}
         self.write(verdict)
         print(json.dumps(verdict, indent=1))
