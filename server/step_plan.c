@@ -1,0 +1,82 @@
+/*
+ * step_plan.c — how many prompt tokens one engine step feeds, and whose.
+ * Decode rows always run; prefill gets the time the target leaves after
+ * them (at least a minimum share, so prompts move even when decoding alone
+ * exceeds the target), in chunks of any length. Prompts share that budget
+ * shortest-remaining first with aging (docs/architecture.md, "The step's time
+ * budget").
+ */
+#include "step_plan.h"
+
+#define PROBE_FIRST 16 /* the first prefill chunk beside decode rows while per_token is unknown */
+#define PROBE_STEPS 3  /* prefill steps (chunks of 16, 32, 64) before the fit is trusted */
+#define MIN_SHARE 0.2  /* prefill's time: at least this share of max(target, decode time) */
+#define MIN_TOKENS 4   /* and at least this many tokens */
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows)
+{
+    int cap = l->max_tokens - decode_rows;
+    if (cap <= 0)
+        return 0;
+    if (l->target_s <= 0 || decode_rows == 0)
+        return cap; /* nobody waits for this step: whole chunks for throughput */
+    double per_token = c->theta[SRV_COST_PER_TOKEN];
+    if (c->prefill_steps < PROBE_STEPS)
+        return min_int(cap, PROBE_FIRST << c->prefill_steps);
+    if (per_token <= 0)
+        return cap;
+    double decode = srv_step_cost_predict(c, decode_rows, 0);
+    double left = l->target_s - decode;
+    double floor_s = MIN_SHARE * (decode > l->target_s ? decode : l->target_s);
+    if (left < floor_s)
+        left = floor_s;
+    double tokens = left / per_token;
+    if (tokens >= cap)
+        return cap;
+    return min_int(cap, tokens < MIN_TOKENS ? MIN_TOKENS : (int)tokens);
+}
+
+/* Lower goes first: the tokens left, less the tokens the engine could have
+ * fed while the prompt waited; without a per-token cost, arrival order. */
+static double priority(const srv_step_cost *c, const srv_plan_prompt *p)
+{
+    double per_token = c->theta[SRV_COST_PER_TOKEN];
+    if (c->prefill_steps < PROBE_STEPS || per_token <= 0)
+        return -p->age_s;
+    return p->remaining - p->age_s / per_token;
+}
+
+/* Stable insertion sort of order by priority (n is the running prompts: small). */
+static void sort_prompts(const srv_step_cost *c, const srv_plan_prompt *p, int n, int *order)
+{
+    for (int k = 1; k < n; k++) {
+        int i = order[k], j = k;
+        double key = priority(c, &p[i]);
+        while (j > 0 && priority(c, &p[order[j - 1]]) > key) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+}
+
+int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
+                     const srv_plan_prompt *p, int n, int *order, int *chunk)
+{
+    int budget = srv_plan_budget(l, c, decode_rows), planned = 0;
+    for (int i = 0; i < n; i++) {
+        order[i] = i;
+        chunk[i] = 0;
+    }
+    if (l->target_s > 0)
+        sort_prompts(c, p, n, order);
+    for (int k = 0; k < n && budget > 0; k++) {
+        int i = order[k], take = min_int(p[i].remaining, budget);
+        chunk[i] = take;
+        budget -= take;
+        planned += take;
+    }
+    return planned;
+}
