@@ -551,6 +551,12 @@ static void learn(srv_sched *s, double seconds)
     srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
                           s->step_prefill, seconds);
     srv_metrics_observe(SRV_HIST_STEP, seconds);
+    if (srv_log_enabled(MHLA_LOG_DEBUG)) /* every step: the planner's record */
+        srv_logf(MHLA_LOG_DEBUG, "step",
+                 "decode_rows %d prefill_tokens %d took %.3f ms; costs now fixed %.4f ms, "
+                 "per row %.4f ms, per prompt token %.5f ms",
+                 s->step_rows, s->step_prefill, seconds * 1e3, s->cost.theta[0] * 1e3,
+                 s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
     srv_metrics_step_plan(s->step_prefill, s->cost.theta);
 }
 

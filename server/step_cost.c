@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#define FORGET 0.92     /* each older step weighs 8 % less: about the last 12 steps count */
+#define FORGET 0.95     /* each older step weighs 5 % less: about the last 20 steps count */
 #define RIDGE 1e-3      /* the pull towards the previous estimates, relative to the data */
 #define OUTLIER 3.0     /* a step counts as at most this many times its prediction ... */
 #define OUTLIER_AFTER 8 /* ... once the fit has seen this many steps (preemption spikes) */
@@ -62,20 +62,23 @@ static int solve3(double m[3][3], double v[3], double x[3])
     return 0;
 }
 
-/* The regularised normal equations with the costs not in free held at 0. */
+/* The regularised normal equations with the costs not in free held at
+ * their previous estimates. */
 static void build(const srv_step_cost *c, const int free_[3], double m[3][3], double v[3])
 {
     for (int i = 0; i < 3; i++) {
         double r = RIDGE * c->a[i][i] + 1e-12;
         for (int j = 0; j < 3; j++)
-            m[i][j] = free_[i] && free_[j] ? c->a[i][j] : 0;
-        m[i][i] = free_[i] ? c->a[i][i] + r : 1;
-        v[i] = free_[i] ? c->b[i] + r * c->theta[i] : 0;
+            m[i][j] = free_[i] ? c->a[i][j] : i == j;
+        m[i][i] += free_[i] ? r : 0;
+        v[i] = free_[i] ? c->b[i] + r * c->theta[i] : c->theta[i];
     }
 }
 
-/* New estimates from the sums; a cost the fit makes negative is held at 0
- * and the others refitted without it (costs are never negative). */
+/* New estimates from the sums. A cost the fit makes negative (noise, or steps
+ * too alike to tell the costs apart) keeps its previous estimate and the
+ * others are refitted around it: costs are never negative, and a per-token
+ * cost once learned never collapses to nothing. */
 static void refit(srv_step_cost *c)
 {
     int free_[3] = {1, 1, 1};
@@ -116,5 +119,7 @@ void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, d
     }
     c->steps++;
     c->prefill_steps += tokens > 0;
+    if (tokens > 0 && rows > 0)
+        c->last_prefill = tokens;
     refit(c);
 }

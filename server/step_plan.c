@@ -12,6 +12,7 @@
 #define PROBE_STEPS 3  /* prefill steps (chunks of 16, 32, 64) before the fit is trusted */
 #define MIN_SHARE 0.2  /* prefill's time: at least this share of max(target, decode time) */
 #define MIN_TOKENS 4   /* and at least this many tokens */
+#define GROWTH 2       /* a step's prompt tokens beside decode rows: at most this × the last's */
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -25,6 +26,8 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
     double per_token = c->theta[SRV_COST_PER_TOKEN];
     if (c->prefill_steps < PROBE_STEPS)
         return min_int(cap, PROBE_FIRST << c->prefill_steps);
+    int grow = GROWTH * (c->last_prefill > PROBE_FIRST ? c->last_prefill : PROBE_FIRST);
+    cap = min_int(cap, grow);
     if (per_token <= 0)
         return cap;
     double decode = srv_step_cost_predict(c, decode_rows, 0);

@@ -14,6 +14,7 @@ typedef struct {
     double theta[3];      /* the estimates: fixed, per decode row, per prefill token (seconds) */
     long steps;           /* steps observed since the last reset */
     long prefill_steps;   /* of them, steps that fed prompt tokens */
+    int last_prefill;     /* prompt tokens of the last step that also decoded */
     int device;           /* the engine's device the costs belong to */
 } srv_step_cost;
 
@@ -42,7 +43,8 @@ typedef struct {
 /* Prompt tokens this step may feed besides decode_rows decode rows (which
  * always run): the cap when there is no target or no decode row; else what
  * the time left after the decode rows buys, at least a minimum share, a
- * small probe while the per-token cost is still unknown. */
+ * small probe while the per-token cost is still unknown, and never more than
+ * twice the last such step's (a wrong estimate costs one step, not a stall). */
 int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows);
 
 /* Splits the budget among n waiting prompts (given in admission order):
