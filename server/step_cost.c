@@ -10,10 +10,8 @@
 
 #include <string.h>
 
-#define FORGET 0.95     /* each older step weighs 5 % less: about the last 20 steps count */
-#define RIDGE 1e-3      /* the pull towards the previous estimates, relative to the data */
-#define OUTLIER 3.0     /* a step counts as at most this many times its prediction ... */
-#define OUTLIER_AFTER 8 /* ... once the fit has seen this many steps (preemption spikes) */
+#define FORGET 0.95 /* each older step weighs 5 % less: about the last 20 steps count */
+#define RIDGE 1e-3  /* the pull towards the previous estimates, relative to the data */
 
 void srv_step_cost_reset(srv_step_cost *c, int device)
 {
@@ -106,11 +104,6 @@ void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, d
         srv_step_cost_reset(c, device);
     if (!(seconds >= 0) || rows < 0 || tokens < 0 || rows + tokens == 0)
         return;
-    if (c->steps >= OUTLIER_AFTER) {
-        double cap = OUTLIER * srv_step_cost_predict(c, rows, tokens);
-        if (cap > 0 && seconds > cap)
-            seconds = cap;
-    }
     double x[3] = {1, rows, tokens};
     for (int i = 0; i < 3; i++) {
         for (int j = 0; j < 3; j++)
