@@ -2,20 +2,18 @@
 """Mixed load for the step time budget: streams decoding while long prompts arrive.
 
 Starts build/bin/mhla-server on MODEL with --itl-target-ms TARGET (0: the token budget
-alone, the behaviour before the time budget), then for --duration seconds keeps --streams
-streams decoding (closed loop: each stream sends its next request when one ends; a request
-is a 32-token prompt with --stream-tokens tokens of output) while prompts arrive at random
-(Poisson, --rate per second): --long-share of them long (1,000-2,000 tokens), the others
-short (16-128 tokens), each asking for 4 tokens. Prompts are token ids, so any model works
-(a byte-level stand-in included).
+alone, the behaviour before the time budget) and runs two build/bin/mhla-bench beside each
+other for --duration seconds:
+  - the streams: a closed loop of --streams requests (32-token prompts, --stream-tokens
+    tokens of output each, streamed), whose inter-token gaps are what a reader sees;
+  - the arrivals: an open loop, Poisson at --rate requests per second, of prompts given as
+    token ids (any model, a byte-level stand-in included): --long-share of them 1,000-2,000
+    tokens long, the others 16-128, each asking for 4 tokens.
 
-Reports, over the measured window (after --warmup seconds):
-  - the streams' inter-token gaps (one per event after a stream's first): p50, p99, max,
-    and max / p50 (the stall ratio);
-  - TTFT of the short and the long arrivals: p50, p99, max;
-  - the server's learned step costs from /metrics.
-The gaps are measured by this client, on the same machine as the server. One JSON line
-with every figure goes to --json.
+Reports the streams' inter-token latency p50, p99, max and max / p50 (mhla-bench's: a
+chunk that carries k tokens counts as k gaps of a k-th of its wait each), the TTFT of the
+short and the long arrivals (p50, p99, max, from mhla-bench's per-request samples) and the
+server's learned step costs from /metrics. One JSON line with every figure goes to --json.
 
 usage: bench/mixed_load.py [--bin build/bin] [--model models/brown-mhla] [--itl-target-ms N]
                            [--server-args "--weights bf16"] [--duration 60] [--json FILE]
@@ -26,8 +24,9 @@ import json
 import os
 import random
 import shlex
+import subprocess
 import sys
-import threading
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
@@ -42,89 +41,22 @@ def pct(v, p):
     return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
 
 
-class Load:
-    def __init__(self, a, port):
-        self.a = a
-        self.port = port
-        self.t0 = time.time()
-        self.stop_at = self.t0 + a.warmup + a.duration
-        self.lock = threading.Lock()
-        self.gaps = []  # (time, seconds) of every stream gap
-        self.ttft = {"short": [], "long": []}
-        self.errors = []
+def arrival_prompts(a, path):
+    """The arrivals' prompts (mhla-bench --prompts): token ids, 1 in --long-share long."""
+    rng = random.Random(7)
+    with open(path, "w") as f:
+        for _ in range(200):
+            n = rng.randint(1000, 2000) if rng.random() < a.long_share else rng.randint(16, 128)
+            n = min(n, a.context - 8)
+            f.write(json.dumps({"prompt": [rng.randrange(1, a.vocab) for _ in range(n)],
+                                "max_tokens": 4}) + "\n")
 
-    def measured(self, t):
-        return t >= self.t0 + self.a.warmup
 
-    def stream(self, prompt, max_tokens, on_event):
-        """One streaming request; on_event(time, n_ids) per token event. Returns the status."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
-        body = {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
-                "return_token_ids": True, "temperature": 0.8}
-        c.request("POST", "/v1/completions", json.dumps(body),
-                  {"Content-Type": "application/json"})
-        r = c.getresponse()
-        if r.status != 200:
-            c.close()
-            return r.status
-        while True:
-            line = r.fp.readline()
-            if not line or line.startswith(b"data: [DONE]"):
-                break
-            if line.startswith(b"data: "):
-                ev = json.loads(line[6:])
-                ch = ev.get("choices") or [{}]
-                n = len(ch[0].get("token_ids") or []) if ch else 0
-                if n:
-                    on_event(time.time(), n)
-        c.close()
-        return 200
-
-    def streamer(self, k):
-        rng = random.Random(1000 + k)
-        while time.time() < self.stop_at:
-            prompt = [rng.randrange(1, self.a.vocab) for _ in range(32)]
-            last = [None]
-
-            def on_event(t, n):
-                if last[0] is not None and self.measured(last[0]) and t < self.stop_at:
-                    with self.lock:
-                        self.gaps.append((t, t - last[0]))
-                last[0] = t
-            st = self.stream(prompt, self.a.stream_tokens, on_event)
-            if st != 200:
-                self.errors.append(st)
-                time.sleep(0.5)
-
-    def arrival(self, kind, prompt):
-        t_start = time.time()
-        first = []
-        st = self.stream(prompt, 4, lambda t, n: first.append(t) if not first else None)
-        if st != 200 or not first:
-            self.errors.append(st)
-        elif self.measured(t_start):
-            with self.lock:
-                self.ttft[kind].append(first[0] - t_start)
-
-    def arrivals(self):
-        rng = random.Random(7)
-        threads = []
-        t = time.time()
-        while True:
-            t += rng.expovariate(self.a.rate)
-            if t >= self.stop_at:
-                break
-            time.sleep(max(0.0, t - time.time()))
-            is_long = rng.random() < self.a.long_share
-            n = rng.randint(1000, 2000) if is_long else rng.randint(16, 128)
-            n = min(n, self.a.context - 8)
-            prompt = [rng.randrange(1, self.a.vocab) for _ in range(n)]
-            th = threading.Thread(target=self.arrival,
-                                  args=("long" if is_long else "short", prompt))
-            th.start()
-            threads.append(th)
-        for th in threads:
-            th.join()
+def bench(a, url, extra, out_json):
+    return subprocess.Popen([os.path.join(a.bin, "mhla-bench"), "--url", url, "--duration",
+                             str(a.duration), "--warmup", str(a.warmup), "--no-progress",
+                             "--json", out_json] + extra,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def metrics(port):
@@ -140,6 +72,17 @@ def metrics(port):
     return out
 
 
+def hist_tail(m, name):
+    """From a /metrics histogram: (count, the bucket bound under which every observation
+    falls, the bucket bound under which 99 % fall), bounds in ms."""
+    b = sorted((float(k.split('le="')[1].split('"')[0]), v) for k, v in m.items()
+               if k.startswith(name + "_bucket{"))
+    n = m.get(name + "_count", 0)
+    top = next((le for le, c in b if c >= n), float("inf"))
+    p99 = next((le for le, c in b if c >= 0.99 * n), float("inf"))
+    return n, top * 1e3, p99 * 1e3
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="build/bin")
@@ -153,61 +96,80 @@ def main():
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--warmup", type=float, default=5)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--log", default="/tmp/mixed_load_server.log")
     a = ap.parse_args()
     cfg = json.load(open(os.path.join(a.model, "config.json")))
     a.vocab = min(cfg["vocab_size"], 256)  # ids every codec turns into text
     a.context = cfg.get("max_position_embeddings", 2048)
+    work = tempfile.mkdtemp(prefix="mixed_load_")
+    arrival_prompts(a, os.path.join(work, "arrivals.jsonl"))
+    log = os.path.join(work, "server.log")
     argv = [os.path.join(a.bin, "mhla-server"), "--model", a.model, "--port", "0",
             "--itl-target-ms", str(a.itl_target_ms)] + shlex.split(a.server_args)
-    proc = server_proc.start_logged(argv, a.log)
-    port, why = server_proc.listening_port(proc, a.log, 600)
+    proc = server_proc.start_logged(argv, log)
+    port, why = server_proc.listening_port(proc, log, 600)
     if port is None:
         server_proc.stop(proc, 10)
         sys.exit("server did not start: " + why)
-    listening = next(json.loads(l) for l in open(a.log) if '"event":"listening"' in l)
-    load = Load(a, port)
+    listening = next(json.loads(l) for l in open(log) if '"event":"listening"' in l)
+    url = "http://127.0.0.1:%d" % port
     try:
-        threads = [threading.Thread(target=load.streamer, args=(k,)) for k in range(a.streams)]
-        threads.append(threading.Thread(target=load.arrivals))
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        streams = bench(a, url, ["--concurrency", str(a.streams), "--input-len", "32",
+                                 "--output-len", str(a.stream_tokens), "--temperature", "0.8"],
+                        os.path.join(work, "streams.json"))
+        arrivals = bench(a, url, ["--rate", str(a.rate), "--arrivals", "poisson", "--prompts",
+                                  os.path.join(work, "arrivals.jsonl"), "--samples",
+                                  os.path.join(work, "arrivals_samples.jsonl")],
+                         os.path.join(work, "arrivals.json"))
+        out_s, out_a = streams.communicate()[0], arrivals.communicate()[0]
         m = metrics(port)
     finally:
         server_proc.stop(proc, 30)
-    gaps = [g * 1e3 for _, g in load.gaps]
+    if streams.returncode or arrivals.returncode:
+        sys.stdout.write(out_s.decode() + out_a.decode())
+    lv = json.load(open(os.path.join(work, "streams.json")))["levels"][0]
+    samples = [json.loads(l) for l in open(os.path.join(work, "arrivals_samples.jsonl"))]
+    ttft = {"short": [x["ttft_ms"] for x in samples if x["ok"] and x["input_tokens"] < 1000],
+            "long": [x["ttft_ms"] for x in samples if x["ok"] and x["input_tokens"] >= 1000]}
+    itl = lv["itl_ms"]
     res = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "model": a.model, "device": listening.get("device"), "cpu_isa": listening.get("cpu_isa"),
-        "weights": listening.get("weights"), "itl_target_ms": a.itl_target_ms,
-        "server_args": a.server_args, "streams": a.streams, "rate": a.rate,
-        "duration_s": a.duration, "stream_gaps": len(gaps),
-        "itl_ms": {"p50": pct(gaps, 50), "p99": pct(gaps, 99), "max": max(gaps, default=0)},
-        "stall_ratio": max(gaps, default=0) / pct(gaps, 50) if gaps else float("nan"),
-        "ttft_ms": {k: {"n": len(v), "p50": pct(v, 50) * 1e3, "p99": pct(v, 99) * 1e3,
-                        "max": max(v, default=0) * 1e3} for k, v in load.ttft.items()},
+        "text_codec": listening.get("text_codec"), "weights": listening.get("weights"),
+        "itl_target_ms": a.itl_target_ms, "server_args": a.server_args, "streams": a.streams,
+        "rate": a.rate, "duration_s": a.duration,
+        "itl_ms": {"n": itl["n"], "p50": itl["p50"], "p99": itl["p99"], "max": itl["max"]},
+        "stall_ratio": itl["max"] / itl["p50"] if itl["p50"] else float("nan"),
+        "ttft_ms": {k: {"n": len(v), "p50": pct(v, 50), "p99": pct(v, 99),
+                        "max": max(v, default=0)} for k, v in ttft.items()},
+        "stream_tokens_per_s": lv["output_token_throughput"],
         "step_cost_ms": {p: m.get('mhla_step_cost_seconds{part="%s"}' % p, 0) * 1e3
                          for p in ("fixed", "per_decode_row", "per_prefill_token")},
-        "errors": len(load.errors),
+        "server_steps": hist_tail(m, "mhla_engine_step_seconds"),
+        "server_itl": hist_tail(m, "mhla_inter_token_latency_seconds"),
+        "failed": lv["failed"] + sum(1 for x in samples if not x["ok"]),
     }
-    print("model %s (%s weights, %s), --itl-target-ms %d %s" %
-          (a.model, res["weights"], res["device"], a.itl_target_ms, a.server_args))
-    print("streams' ITL over %d gaps: p50 %.1f ms, p99 %.1f ms, max %.1f ms (max/p50 %.1f)" %
-          (len(gaps), res["itl_ms"]["p50"], res["itl_ms"]["p99"], res["itl_ms"]["max"],
-           res["stall_ratio"]))
+    print("model %s (%s weights, %s, %s), --itl-target-ms %d %s" %
+          (a.model, res["weights"], res["device"], res["text_codec"], a.itl_target_ms,
+           a.server_args))
+    print("streams' ITL over %d gaps: p50 %.1f ms, p99 %.1f ms, max %.1f ms (max/p50 %.1f); "
+          "%.0f tokens/s" % (itl["n"], itl["p50"], itl["p99"], itl["max"], res["stall_ratio"],
+                             res["stream_tokens_per_s"]))
     for k in ("short", "long"):
         t = res["ttft_ms"][k]
         print("TTFT %-5s (%d): p50 %.0f ms, p99 %.0f ms, max %.0f ms" %
               (k, t["n"], t["p50"], t["p99"], t["max"]))
+    for k, what in (("server_steps", "engine steps"), ("server_itl", "token gaps")):
+        n, top, p99 = res[k]
+        print("server side, %d %s: 99 %% within %g ms, all within %g ms (/metrics buckets)" %
+              (n, what, p99, top))
     c = res["step_cost_ms"]
     print("learned costs: fixed %.3f ms, per decode row %.4f ms, per prompt token %.4f ms; "
-          "errors %d" % (c["fixed"], c["per_decode_row"], c["per_prefill_token"], res["errors"]))
+          "failed requests %d" % (c["fixed"], c["per_decode_row"], c["per_prefill_token"],
+                                  res["failed"]))
     if a.json:
         with open(a.json, "a") as f:
             f.write(json.dumps(res) + "\n")
-    return 1 if load.errors else 0
+    return 1 if res["failed"] else 0
 
 
 if __name__ == "__main__":
