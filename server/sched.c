@@ -477,7 +477,9 @@ static int gather_prompts(srv_sched *s)
             if (grow_prompts(s, n + 1))
                 return -1;
             s->prompts[n] = (prompt_ref){r, g};
-            s->pp[n++] = (srv_plan_prompt){.remaining = rem, .age_s = now - r->t_arrive};
+            s->pp[n++] = (srv_plan_prompt){.remaining = rem,
+                                           .fed = r->groups[g].pos,
+                                           .age_s = now - r->t_arrive};
         }
     }
     return n;

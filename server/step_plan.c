@@ -41,28 +41,40 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
     return min_int(cap, tokens < MIN_TOKENS ? MIN_TOKENS : (int)tokens);
 }
 
-/* Lower goes first: the tokens left, less the tokens the engine could have
- * fed while the prompt waited; without a per-token cost, arrival order. */
-static double priority(const srv_step_cost *c, const srv_plan_prompt *p)
+/* Lower goes first: the tokens left, less the credit of its wait: the prompt
+ * tokens steps like this one would have fed it since it arrived (rate,
+ * tokens per second) beyond those it got. A prompt served all along keeps
+ * its length (shortest first); one overtaken again and again climbs. With no
+ * rate known yet, arrival order. */
+static double priority(double rate, const srv_plan_prompt *p)
 {
-    double per_token = c->theta[SRV_COST_PER_TOKEN];
-    if (c->prefill_steps < PROBE_STEPS || per_token <= 0)
+    if (rate <= 0)
         return -p->age_s;
-    return p->remaining - p->age_s / per_token;
+    double credit = p->age_s * rate - p->fed;
+    return p->remaining - (credit > 0 ? credit : 0);
 }
 
 /* Stable insertion sort of order by priority (n is the running prompts: small). */
-static void sort_prompts(const srv_step_cost *c, const srv_plan_prompt *p, int n, int *order)
+static void sort_prompts(double rate, const srv_plan_prompt *p, int n, int *order)
 {
     for (int k = 1; k < n; k++) {
         int i = order[k], j = k;
-        double key = priority(c, &p[i]);
-        while (j > 0 && priority(c, &p[order[j - 1]]) > key) {
+        double key = priority(rate, &p[i]);
+        while (j > 0 && priority(rate, &p[order[j - 1]]) > key) {
             order[j] = order[j - 1];
             j--;
         }
         order[j] = i;
     }
+}
+
+/* The prompt tokens per second that steps of this budget feed. */
+static double prefill_rate(const srv_step_cost *c, int decode_rows, int budget)
+{
+    double t = srv_step_cost_predict(c, decode_rows, budget);
+    if (c->prefill_steps < PROBE_STEPS || c->theta[SRV_COST_PER_TOKEN] <= 0 || t <= 0)
+        return 0;
+    return budget / t;
 }
 
 int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
@@ -74,7 +86,7 @@ int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decod
         chunk[i] = 0;
     }
     if (l->target_s > 0)
-        sort_prompts(c, p, n, order);
+        sort_prompts(prefill_rate(c, decode_rows, budget), p, n, order);
     for (int k = 0; k < n && budget > 0; k++) {
         int i = order[k], take = min_int(p[i].remaining, budget);
         chunk[i] = take;

@@ -37,6 +37,7 @@ typedef struct {
 
 typedef struct {
     int remaining; /* prompt tokens not fed yet (> 0) */
+    int fed;       /* prompt tokens fed (or taken from the prefix cache) so far */
     double age_s;  /* since its request arrived */
 } srv_plan_prompt;
 
@@ -49,9 +50,10 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
 
 /* Splits the budget among n waiting prompts (given in admission order):
  * chunk[i] gets prompt i's tokens this step (0: none). Without a target in
- * admission order; with one, shortest remaining first, a prompt's wait
- * counting as the tokens the engine could have fed meanwhile (aging), so a
- * long prompt is overtaken but never starved. order (n ints) is scratch.
+ * admission order; with one, shortest remaining first with aging: a prompt's
+ * wait counts as the prompt tokens steps of this budget would have fed it
+ * meanwhile, less those it got, so a long prompt is overtaken but never
+ * starved. order (n ints) is scratch.
  * Returns the tokens planned. */
 int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
                      const srv_plan_prompt *p, int n, int *order, int *chunk);

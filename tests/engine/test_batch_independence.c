@@ -79,7 +79,7 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
     int da = 0, db = 0, steps = 0, sizes = 0;
     while (da < na) {
         srv_plan_limits lim = {.target_s = 1.2e-3 + 1e-4 * rnd(20), .max_tokens = 64};
-        srv_plan_prompt pp = {na - da, 0.01 * steps};
+        srv_plan_prompt pp = {na - da, da, 0.01 * steps};
         int order, chunk, rows = db < nb;
         srv_plan_prefill(&lim, &cost, rows, &pp, 1, &order, &chunk);
         mhla_batch_item it[2] = {{a, ta + da, chunk, 0, ra + (size_t)da * V, NULL},

@@ -96,7 +96,8 @@ static int step(sim *s, int rows)
     for (int i = 0; i < s->n; i++)
         if (s->p[i].remaining > 0) {
             idx[n] = i;
-            in[n++] = (srv_plan_prompt){s->p[i].remaining, s->now - s->p[i].arrive};
+            in[n++] = (srv_plan_prompt){s->p[i].remaining, s->p[i].len - s->p[i].remaining,
+                                        s->now - s->p[i].arrive};
         }
     int planned = srv_plan_prefill(&s->lim, &s->cost, rows, in, n, order, chunk);
     check_plan(s, rows, in, n, chunk, planned);
@@ -155,25 +156,31 @@ static void test_budget_edges(void)
           true_time(120, 0) * 1e3, b);
 }
 
-static void test_overtake(void)
+/* A short prompt arrives after a long one has prefilled for `head` steps
+ * beside `rows` decode rows (120: decoding alone exceeds the target). */
+static void test_overtake(int rows, int head)
 {
     sim s;
     sim_init(&s, 0.05);
     for (int k = 0; k < 20; k++) /* learn the costs on a first prompt */
-        step(&s, 8), k == 0 ? arrive(&s, 600) : 0;
+        step(&s, rows), k == 0 ? arrive(&s, 600) : 0;
     while (s.p[0].remaining > 0)
-        step(&s, 8);
+        step(&s, rows);
     int lng = arrive(&s, 2000);
-    step(&s, 8);
-    step(&s, 8);
+    for (int k = 0; k < head; k++)
+        step(&s, rows);
+    double step_s = true_time(rows, srv_plan_budget(&s.lim, &s.cost, rows));
     int shrt = arrive(&s, 60);
     while (s.p[shrt].remaining > 0 || s.p[lng].remaining > 0)
-        step(&s, 8);
-    CHECK(s.p[shrt].done < s.p[lng].done, "the short prompt finished first (%.3f s vs %.3f s)",
+        step(&s, rows);
+    CHECK(s.p[shrt].done < s.p[lng].done,
+          "%d rows, after %d steps: the short prompt finished first (%.3f s vs %.3f s)", rows, head,
           s.p[shrt].done - s.p[shrt].arrive, s.p[lng].done - s.p[lng].arrive);
-    CHECK(s.p[shrt].done - s.p[shrt].arrive < 0.25,
-          "the short prompt's wait (%.3f s) is a few steps, not the long prompt's prefill",
-          s.p[shrt].done - s.p[shrt].arrive);
+    double steps_needed = 60.0 / srv_plan_budget(&s.lim, &s.cost, rows) + 2;
+    CHECK(s.p[shrt].done - s.p[shrt].arrive < 1.5 * steps_needed * step_s,
+          "%d rows: the short prompt's wait (%.3f s) is the steps it needs (%.1f of %.3f s), not "
+          "the long prompt's prefill",
+          rows, s.p[shrt].done - s.p[shrt].arrive, steps_needed, step_s);
 }
 
 static void test_no_starvation(void)
@@ -229,7 +236,7 @@ static void test_token_budget(void)
 {
     sim s;
     sim_init(&s, 0);
-    srv_plan_prompt in[3] = {{500, 0.1}, {100, 0.05}, {300, 0.0}};
+    srv_plan_prompt in[3] = {{500, 0, 0.1}, {100, 0, 0.05}, {300, 0, 0.0}};
     int order[3], chunk[3];
     int planned = srv_plan_prefill(&s.lim, &s.cost, 1848, in, 3, order, chunk);
     CHECK(planned == 200 && chunk[0] == 200 && chunk[1] == 0 && chunk[2] == 0,
@@ -245,7 +252,9 @@ int main(void)
 {
     test_learning();
     test_budget_edges();
-    test_overtake();
+    test_overtake(8, 2);
+    test_overtake(8, 6);
+    test_overtake(120, 30);
     test_no_starvation();
     test_mixed_run();
     test_token_budget();
