@@ -686,6 +686,9 @@ static void log_request_fields(cJSON *f, conn_ctx *ctx)
                      : r->done              ? r->choices[0].finish_reason
                                             : "unfinished";
     cJSON_AddStringToObject(f, "finish_reason", fr ? fr : "unfinished");
+    if (r->t_admit > 0)
+        cJSON_AddNumberToObject(f, "queue_wait_ms",
+                                (double)(long long)((r->t_admit - r->t_arrive) * 1e6) / 1e3);
     if (r->t_first > 0)
         cJSON_AddNumberToObject(f, "ttft_ms",
                                 (double)(long long)((r->t_first - r->t_arrive) * 1e6) / 1e3);

@@ -11,6 +11,9 @@
 static const double BUCKETS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                  0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 60.0};
 #define NB ((int)(sizeof BUCKETS / sizeof BUCKETS[0]))
+/* prompt tokens per step: the same number of buckets */
+static const double TOKEN_BUCKETS[NB] = {0,    8,    16,   32,   64,    128,   256,  512,
+                                         1024, 2048, 4096, 8192, 16384, 32768, 65536};
 
 typedef struct {
     unsigned long long counts[NB + 1]; /* last: +Inf */
@@ -35,6 +38,8 @@ static struct {
     int have_device;
     mhla_device_stats dev;
     hist h[SRV_HIST_COUNT];
+    hist prefill; /* prompt tokens per step, in TOKEN_BUCKETS */
+    double costs[3], itl_target;
     double start;
     char cpu_isa[16];
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -99,18 +104,38 @@ void srv_metrics_device(const mhla_device_stats *st)
     pthread_mutex_unlock(&M.mu);
 }
 
+/* M.mu held. */
+static void hist_add(hist *h, const double *le, double v)
+{
+    int b = 0;
+    while (b < NB && v > le[b])
+        b++;
+    h->counts[b]++;
+    h->sum += v;
+    h->n++;
+}
+
 void srv_metrics_observe(int which, double s)
 {
     if (which < 0 || which >= SRV_HIST_COUNT)
         return;
     pthread_mutex_lock(&M.mu);
-    hist *h = &M.h[which];
-    int b = 0;
-    while (b < NB && s > BUCKETS[b])
-        b++;
-    h->counts[b]++;
-    h->sum += s;
-    h->n++;
+    hist_add(&M.h[which], BUCKETS, s);
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_step_plan(int prefill_tokens, const double costs[3])
+{
+    pthread_mutex_lock(&M.mu);
+    hist_add(&M.prefill, TOKEN_BUCKETS, prefill_tokens);
+    memcpy(M.costs, costs, sizeof M.costs);
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_itl_target(double seconds)
+{
+    pthread_mutex_lock(&M.mu);
+    M.itl_target = seconds;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -123,13 +148,14 @@ void srv_metrics_step(int n_items, int n_tokens)
     pthread_mutex_unlock(&M.mu);
 }
 
-static int render_hist(mhla_buf *b, const char *name, const char *help, const hist *h)
+static int render_hist(mhla_buf *b, const char *name, const char *help, const hist *h,
+                       const double *le)
 {
     int rc = srv_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     unsigned long long cum = 0;
     for (int i = 0; i < NB; i++) {
         cum += h->counts[i];
-        rc |= srv_buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, BUCKETS[i], cum);
+        rc |= srv_buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, le[i], cum);
     }
     cum += h->counts[NB];
     rc |= srv_buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, cum,
@@ -273,11 +299,38 @@ static int render_hists(mhla_buf *b)
 {
     int rc = 0;
     rc |= render_hist(b, "mhla_time_to_first_token_seconds",
-                      "Time from arrival to the first generated token.", &M.h[SRV_HIST_TTFT]);
-    rc |= render_hist(b, "mhla_inter_token_latency_seconds",
-                      "Time between consecutive tokens of a sequence.", &M.h[SRV_HIST_ITL]);
+                      "Time from arrival to the first generated token.", &M.h[SRV_HIST_TTFT],
+                      BUCKETS);
+    rc |=
+        render_hist(b, "mhla_inter_token_latency_seconds",
+                    "Time between consecutive tokens of a sequence.", &M.h[SRV_HIST_ITL], BUCKETS);
     rc |= render_hist(b, "mhla_request_duration_seconds",
-                      "Time from arrival to the end of a completion request.", &M.h[SRV_HIST_E2E]);
+                      "Time from arrival to the end of a completion request.", &M.h[SRV_HIST_E2E],
+                      BUCKETS);
+    rc |= render_hist(b, "mhla_queue_wait_seconds",
+                      "Time from arrival to admission into the running set.", &M.h[SRV_HIST_QUEUE],
+                      BUCKETS);
+    return rc;
+}
+
+/* the step planner: step times, prompt tokens per step, the learned costs; M.mu held. */
+static int render_steps(mhla_buf *b)
+{
+    int rc = render_hist(b, "mhla_engine_step_seconds", "Time of one engine forward call.",
+                         &M.h[SRV_HIST_STEP], BUCKETS);
+    rc |= render_hist(b, "mhla_engine_step_prefill_tokens", "Prompt tokens fed by one engine step.",
+                      &M.prefill, TOKEN_BUCKETS);
+    rc |= srv_buf_printf(
+        b,
+        "# HELP mhla_step_cost_seconds Learned engine step cost: fixed, per decode row, per "
+        "prefill token.\n"
+        "# TYPE mhla_step_cost_seconds gauge\n"
+        "mhla_step_cost_seconds{part=\"fixed\"} %.9f\n"
+        "mhla_step_cost_seconds{part=\"per_decode_row\"} %.9f\n"
+        "mhla_step_cost_seconds{part=\"per_prefill_token\"} %.9f\n"
+        "# HELP mhla_itl_target_seconds The step time budget while streams decode (0: off).\n"
+        "# TYPE mhla_itl_target_seconds gauge\nmhla_itl_target_seconds %.6f\n",
+        M.costs[0], M.costs[1], M.costs[2], M.itl_target);
     return rc;
 }
 
@@ -291,6 +344,7 @@ char *srv_metrics_render(void)
     rc |= render_device(&b);
     rc |= render_pool(&b);
     rc |= render_hists(&b);
+    rc |= render_steps(&b);
     pthread_mutex_unlock(&M.mu);
     if (rc) {
         mhla_buf_free(&b);

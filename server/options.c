@@ -21,6 +21,7 @@ void mhla_server_options_default(mhla_server_options *o)
     o->model_dir = MHLA_DEFAULT_MODEL;
     o->threads = 0;
     o->max_batch_tokens = 512;
+    o->itl_target_ms = 100;
     o->max_running = 64;
     o->max_queue = 256;
     o->log_level = MHLA_LOG_INFO;
@@ -54,7 +55,11 @@ void mhla_server_print_help(void *fp)
         "  --cpu-isa P              CPU kernel path: auto, avx512, avx2, neon or portable\n"
         "                           (default: MHLA_CPU_ISA, else the best the CPU runs;\n"
         "                           every path gives the same bits)\n"
-        "  --max-batch-tokens N     tokens per engine step, decode + prefill chunks (default %d)\n"
+        "  --max-batch-tokens N     tokens per engine step, decode + prefill chunks: a hard\n"
+        "                           cap (default %d)\n"
+        "  --itl-target-ms MS       time budget of a step while streams decode: prompt\n"
+        "                           chunks are sized to it from the learned step costs;\n"
+        "                           0 = the token budget alone (default %d)\n"
         "  --max-running N          sequences decoding at once (default %d)\n"
         "  --max-queue N            waiting requests before 429 (default %d)\n"
         "  --api-key KEY            require Authorization: Bearer KEY on /v1/* (default: none;\n"
@@ -84,9 +89,9 @@ void mhla_server_print_help(void *fp)
         "  --no-graphs              never replay decode steps as CUDA graphs\n"
         "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
         "  --help                   this text\n",
-        d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.max_running, d.max_queue,
-        d.max_body_bytes, d.max_connections, d.timeout_s, d.read_timeout_s, d.request_timeout_s,
-        d.shutdown_timeout_s);
+        d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.itl_target_ms, d.max_running,
+        d.max_queue, d.max_body_bytes, d.max_connections, d.timeout_s, d.read_timeout_s,
+        d.request_timeout_s, d.shutdown_timeout_s);
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out, char *err,
@@ -192,6 +197,7 @@ static const flag_def flags[] = {
     {"--threads", FLAG_INT, OPT(threads), 0, 1024, NULL},
     {"--cpu-isa", FLAG_STR, OPT(cpu_isa), 0, 0, NULL},
     {"--max-batch-tokens", FLAG_INT, OPT(max_batch_tokens), 1, 1 << 20, NULL},
+    {"--itl-target-ms", FLAG_INT, OPT(itl_target_ms), 0, 600000, NULL},
     {"--max-running", FLAG_INT, OPT(max_running), 1, 4096, NULL},
     {"--max-queue", FLAG_INT, OPT(max_queue), 0, 1 << 20, NULL},
     {"--api-key", FLAG_STR, OPT(api_key), 0, 0, NULL},

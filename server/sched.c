@@ -3,14 +3,14 @@
  * threads only enqueue requests (bounded queue) and read their results.
  * A request's sequences are made when it is admitted from the queue. Each
  * step then plans the batch once (every running sequence's next decode
- * token plus chunks of waiting prompts under the token budget: chunked
- * prefill, so a long prompt never stalls running streams), runs one
- * mhla_engine_forward call, and applies the results: samples, hands the new
- * text to the requests, starts the choices of finished prompts. Requests
- * join and leave at every step; a cancelled request's state is freed at the
- * next step.
+ * token plus chunks of waiting prompts that step_plan.c sizes to the step's
+ * time budget: chunked prefill, so a long prompt never stalls running
+ * streams), runs one timed mhla_engine_forward call, and applies the results: samples, hands the
+ * new text to the requests, starts the choices of finished prompts. Requests join and leave at
+ * every step; a cancelled request's state is freed at the next step.
  */
 #include "server_internal.h"
+#include "step_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,12 @@ typedef struct {
     float *row;  /* the logits that start or continue generation */
     float *rows; /* echo + logprobs: the logits of every position of the chunk */
 } item_ref;
+
+/* A prompt still prefilling, as the step planner sees it. */
+typedef struct {
+    srv_req *r;
+    int g;
+} prompt_ref;
 
 struct srv_sched {
     srv_sched_config c;
@@ -46,6 +52,12 @@ struct srv_sched {
     int n_run, cap_run, run_seqs;
     item_ref *refs; /* the step's plan */
     int n_refs, n_rows, n_tokens;
+    int step_rows, step_prefill; /* the plan's decode rows and prompt tokens */
+    srv_step_cost cost;          /* learned from every step's forward time */
+    prompt_ref *prompts;         /* the step planner's input and output */
+    srv_plan_prompt *pp;
+    int *pp_order, *pp_chunk;
+    int cap_prompts;
     mhla_batch_item *batch;
     mhla_sample_slot *slots; /* decode items sample inside the step (on a GPU: on the device) */
     int cap_items;
@@ -299,6 +311,8 @@ static void admit(srv_sched *s)
         }
         s->run[s->n_run++] = r;
         s->run_seqs += r->n_choices;
+        r->t_admit = srv_now();
+        srv_metrics_observe(SRV_HIST_QUEUE, r->t_admit - r->t_arrive);
     }
     s->shared_run_seqs = s->run_seqs;
 }
@@ -396,35 +410,24 @@ static int plan_item(srv_sched *s, item_ref ref)
     return 0;
 }
 
-/* The prefill chunks of r's prompts under *budget tokens. */
-static int plan_prefill(srv_sched *s, srv_req *r, int *budget)
+/* A chunk of n tokens of r's prompt g. */
+static int plan_chunk(srv_sched *s, srv_req *r, int g, int n)
 {
-    for (int g = 0; g<r->p.n_prompts && * budget> 0; g++) {
-        srv_group *gr = &r->groups[g];
-        int rem = r->p.prompts[g].n - gr->pos;
-        if (rem <= 0)
-            continue;
-        int chunk = rem < *budget ? rem : *budget, final = chunk == rem;
-        item_ref ref = {.r = r,
-                        .kind = ITEM_PREFILL,
-                        .idx = g,
-                        .n = chunk,
-                        .final = final,
-                        .n_rows = gr->prompt_lp ? chunk : final};
-        if (plan_item(s, ref))
-            return -1;
-        *budget -= chunk;
-    }
-    return 0;
+    srv_group *gr = &r->groups[g];
+    int final = n == r->p.prompts[g].n - gr->pos;
+    item_ref ref = {.r = r,
+                    .kind = ITEM_PREFILL,
+                    .idx = g,
+                    .n = n,
+                    .final = final,
+                    .n_rows = gr->prompt_lp ? n : final};
+    return plan_item(s, ref);
 }
 
-/* The step's items, decided once: every decoding choice's next token, then
- * prompt chunks in arrival order while the token budget lasts. Returns the
- * number of items, -1 when out of memory. */
-static int plan(srv_sched *s)
+/* Every decoding choice's next token; returns the rows, -1 when out of memory. */
+static int plan_decode(srv_sched *s)
 {
-    s->n_refs = s->n_rows = s->n_tokens = 0;
-    int budget = s->c.max_batch_tokens;
+    int rows = 0;
     for (int i = 0; i < s->n_run; i++) {
         srv_req *r = s->run[i];
         for (int c = 0; c < r->n_choices; c++) {
@@ -432,11 +435,72 @@ static int plan(srv_sched *s)
                 continue;
             if (plan_item(s, (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1}))
                 return -1;
-            budget--;
+            rows++;
         }
     }
-    for (int i = 0; i < s->n_run && budget > 0; i++)
-        if (plan_prefill(s, s->run[i], &budget))
+    return rows;
+}
+
+static int grow_prompts(srv_sched *s, int n)
+{
+    if (n <= s->cap_prompts)
+        return 0;
+    int cap = n * 2;
+    prompt_ref *pr = realloc(s->prompts, (size_t)cap * sizeof *pr);
+    if (pr)
+        s->prompts = pr;
+    srv_plan_prompt *pp = pr ? realloc(s->pp, (size_t)cap * sizeof *pp) : NULL;
+    if (pp)
+        s->pp = pp;
+    int *o = pp ? realloc(s->pp_order, (size_t)cap * sizeof *o) : NULL;
+    if (o)
+        s->pp_order = o;
+    int *ch = o ? realloc(s->pp_chunk, (size_t)cap * sizeof *ch) : NULL;
+    if (!ch)
+        return -1;
+    s->pp_chunk = ch;
+    s->cap_prompts = cap;
+    return 0;
+}
+
+/* The prompts with tokens left to feed, in admission order; -1 when out of memory. */
+static int gather_prompts(srv_sched *s)
+{
+    int n = 0;
+    double now = srv_now();
+    for (int i = 0; i < s->n_run; i++) {
+        srv_req *r = s->run[i];
+        for (int g = 0; g < r->p.n_prompts; g++) {
+            int rem = r->p.prompts[g].n - r->groups[g].pos;
+            if (rem <= 0)
+                continue;
+            if (grow_prompts(s, n + 1))
+                return -1;
+            s->prompts[n] = (prompt_ref){r, g};
+            s->pp[n++] = (srv_plan_prompt){.remaining = rem,
+                                           .fed = r->groups[g].pos,
+                                           .age_s = now - r->t_arrive};
+        }
+    }
+    return n;
+}
+
+/* The step's items, decided once: every decoding choice's next token, then
+ * the prompt chunks step_plan.c sizes to the time budget (or, without a
+ * target, to the token budget in arrival order). Returns the number of
+ * items, -1 when out of memory. */
+static int plan(srv_sched *s)
+{
+    s->n_refs = s->n_rows = s->n_tokens = 0;
+    s->step_rows = plan_decode(s);
+    int n = s->step_rows < 0 ? -1 : gather_prompts(s);
+    if (n < 0)
+        return -1;
+    srv_plan_limits l = {.target_s = s->c.itl_target_s, .max_tokens = s->c.max_batch_tokens};
+    s->step_prefill =
+        srv_plan_prefill(&l, &s->cost, s->step_rows, s->pp, n, s->pp_order, s->pp_chunk);
+    for (int k = 0; k < n; k++)
+        if (s->pp_chunk[k] > 0 && plan_chunk(s, s->prompts[k].r, s->prompts[k].g, s->pp_chunk[k]))
             return -1;
     return s->n_refs;
 }
@@ -483,6 +547,21 @@ static mhla_batch_item batch_item(srv_sched *s, int j, int *row)
                              .logits = first};
 }
 
+/* The step's forward time feeds the cost fit and the metrics. */
+static void learn(srv_sched *s, double seconds)
+{
+    srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
+                          s->step_prefill, seconds);
+    srv_metrics_observe(SRV_HIST_STEP, seconds);
+    if (srv_log_enabled(MHLA_LOG_DEBUG)) /* every step: the planner's record */
+        srv_logf(MHLA_LOG_DEBUG, "step",
+                 "decode_rows %d prefill_tokens %d took %.3f ms; costs now fixed %.4f ms, "
+                 "per row %.4f ms, per prompt token %.5f ms",
+                 s->step_rows, s->step_prefill, seconds * 1e3, s->cost.theta[0] * 1e3,
+                 s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
+    srv_metrics_step_plan(s->step_prefill, s->cost.theta);
+}
+
 /* One forward pass over the plan. On failure nothing advanced and every
  * request of the batch fails with the cause. */
 static int run(srv_sched *s)
@@ -496,9 +575,12 @@ static int run(srv_sched *s)
         int row = 0;
         for (int j = 0; j < s->n_refs; j++)
             s->batch[j] = batch_item(s, j, &row);
+        double t0 = srv_now();
         if (mhla_engine_forward(s->c.engine, s->batch, s->n_refs, &e)) {
             why = e.msg;
             code = srv_error_from_engine(e.code);
+        } else {
+            learn(s, srv_now() - t0);
         }
     }
     if (!why)
@@ -766,6 +848,8 @@ int srv_sched_create(const srv_sched_config *c, srv_sched **out, char *err, size
     }
     s->c = *c;
     s->mc = mhla_model_config(c->model);
+    srv_step_cost_reset(&s->cost, (int)mhla_engine_device(c->engine));
+    srv_metrics_itl_target(c->itl_target_s);
     if (c->state_pool) {
         mhla_state_stats st;
         mhla_engine_state_stats(c->engine, &st);
@@ -819,6 +903,10 @@ void srv_sched_free(srv_sched *s)
     free(s->refs);
     free(s->logits);
     free(s->slots);
+    free(s->prompts);
+    free(s->pp);
+    free(s->pp_order);
+    free(s->pp_chunk);
     mhla_buf_free(&s->emit);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

@@ -147,6 +147,7 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                            .gen = &sv->gen,
                            .state_pool = sv->state_bytes > 0,
                            .max_batch_tokens = o->max_batch_tokens,
+                           .itl_target_s = o->itl_target_ms / 1000.0,
                            .max_running = o->max_running,
                            .max_queue = o->max_queue,
                            .request_timeout_s = o->request_timeout_s};

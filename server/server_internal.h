@@ -132,7 +132,9 @@ void srv_memory_log(const srv_memory_plan *m);
 
 /* ---- metrics.c ------------------------------------------------------------- */
 
-enum { SRV_HIST_TTFT, SRV_HIST_ITL, SRV_HIST_E2E, SRV_HIST_COUNT };
+/* seconds: time to first token, inter-token, end to end, engine step (forward
+ * call), queue wait (arrival to admission) */
+enum { SRV_HIST_TTFT, SRV_HIST_ITL, SRV_HIST_E2E, SRV_HIST_STEP, SRV_HIST_QUEUE, SRV_HIST_COUNT };
 
 void srv_metrics_init(void);
 void srv_metrics_status(int http_status);
@@ -144,7 +146,11 @@ void srv_metrics_state(const mhla_state_stats *st, long promised);
 void srv_metrics_device(const mhla_device_stats *st); /* GPU engines only */
 void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);
-void srv_metrics_cpu_isa(const char *path); /* the CPU kernels' instruction-set path */
+/* A step's prompt tokens and the cost estimates after it (fixed, per decode
+ * row, per prefill token: step_plan.h). */
+void srv_metrics_step_plan(int prefill_tokens, const double costs[3]);
+void srv_metrics_itl_target(double seconds); /* --itl-target-ms; 0: off */
+void srv_metrics_cpu_isa(const char *path);  /* the CPU kernels' instruction-set path */
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */
 char *srv_metrics_render(void);
 
@@ -321,9 +327,9 @@ typedef struct srv_req {
     srv_params p;
     char id[48];
     long created;
-    double t_arrive, t_first, t_deadline;
-    srv_group *groups;   /* p.n_prompts */
-    srv_choice *choices; /* p.n_prompts * p.n */
+    double t_arrive, t_admit, t_first, t_deadline; /* t_admit: left the queue */
+    srv_group *groups;                             /* p.n_prompts */
+    srv_choice *choices;                           /* p.n_prompts * p.n */
     int n_choices;
     int n_done; /* under mu */
     int done;   /* under mu: every choice finished (or failed) */
@@ -385,6 +391,7 @@ typedef struct {
     const srv_gen_config *gen;
     int state_pool; /* sequences from the engine's pool: prefix cache, admission by pages */
     int max_batch_tokens, max_running, max_queue;
+    double itl_target_s; /* the step time budget; 0: the token budget alone */
     double request_timeout_s;
 } srv_sched_config;
 

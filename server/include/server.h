@@ -29,7 +29,8 @@ typedef struct {
     const char *model_name; /* id served by /v1/models (default: the dir's basename) */
     int threads;            /* engine worker threads, 0 = the CPUs the process may use */
     const char *cpu_isa;    /* CPU kernel path (NULL: MHLA_CPU_ISA, else the best the CPU runs) */
-    int max_batch_tokens;   /* tokens per engine step (decode + prefill chunks) */
+    int max_batch_tokens;   /* tokens per engine step (decode + prefill chunks): a hard cap */
+    int itl_target_ms;      /* step time budget for running streams; 0: token budget only */
     int max_running;        /* sequences decoding at once */
     int max_queue;          /* waiting requests before 429 */
     const char *api_key;    /* NULL: no authentication */

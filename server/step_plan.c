@@ -1,0 +1,97 @@
+/*
+ * step_plan.c — how many prompt tokens one engine step feeds, and whose.
+ * Decode rows always run; prefill gets the time the target leaves after
+ * them (at least a minimum share, so prompts move even when decoding alone
+ * exceeds the target), in chunks of any length. Prompts share that budget
+ * shortest-remaining first with aging (docs/architecture.md, "The step's time
+ * budget").
+ */
+#include "step_plan.h"
+
+#define PROBE_FIRST 16 /* the first prefill chunk beside decode rows while per_token is unknown */
+#define PROBE_STEPS 3  /* prefill steps (chunks of 16, 32, 64) before the fit is trusted */
+#define MIN_SHARE 0.2  /* prefill's time: at least this share of max(target, decode time) */
+#define MIN_TOKENS 4   /* and at least this many tokens */
+#define GROWTH 2       /* a step's prompt tokens beside decode rows: at most this × the last's */
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows)
+{
+    int cap = l->max_tokens - decode_rows;
+    if (cap <= 0)
+        return 0;
+    if (l->target_s <= 0 || decode_rows == 0)
+        return cap; /* nobody waits for this step: whole chunks for throughput */
+    double per_token = c->theta[SRV_COST_PER_TOKEN];
+    if (c->prefill_steps < PROBE_STEPS)
+        return min_int(cap, PROBE_FIRST << c->prefill_steps);
+    int grow = GROWTH * (c->last_prefill > PROBE_FIRST ? c->last_prefill : PROBE_FIRST);
+    cap = min_int(cap, grow);
+    if (per_token <= 0)
+        return cap;
+    double decode = srv_step_cost_predict(c, decode_rows, 0);
+    double left = l->target_s - decode;
+    double floor_s = MIN_SHARE * (decode > l->target_s ? decode : l->target_s);
+    if (left < floor_s)
+        left = floor_s;
+    double tokens = left / per_token;
+    if (tokens >= cap)
+        return cap;
+    return min_int(cap, tokens < MIN_TOKENS ? MIN_TOKENS : (int)tokens);
+}
+
+/* Lower goes first: the tokens left, less the credit of its wait: the prompt
+ * tokens steps like this one would have fed it since it arrived (rate,
+ * tokens per second) beyond those it got. A prompt served all along keeps
+ * its length (shortest first); one overtaken again and again climbs. With no
+ * rate known yet, arrival order. */
+static double priority(double rate, const srv_plan_prompt *p)
+{
+    if (rate <= 0)
+        return -p->age_s;
+    double credit = p->age_s * rate - p->fed;
+    return p->remaining - (credit > 0 ? credit : 0);
+}
+
+/* Stable insertion sort of order by priority (n is the running prompts: small). */
+static void sort_prompts(double rate, const srv_plan_prompt *p, int n, int *order)
+{
+    for (int k = 1; k < n; k++) {
+        int i = order[k], j = k;
+        double key = priority(rate, &p[i]);
+        while (j > 0 && priority(rate, &p[order[j - 1]]) > key) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+}
+
+/* The prompt tokens per second that steps of this budget feed. */
+static double prefill_rate(const srv_step_cost *c, int decode_rows, int budget)
+{
+    double t = srv_step_cost_predict(c, decode_rows, budget);
+    if (c->prefill_steps < PROBE_STEPS || c->theta[SRV_COST_PER_TOKEN] <= 0 || t <= 0)
+        return 0;
+    return budget / t;
+}
+
+int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
+                     const srv_plan_prompt *p, int n, int *order, int *chunk)
+{
+    int budget = srv_plan_budget(l, c, decode_rows), planned = 0;
+    for (int i = 0; i < n; i++) {
+        order[i] = i;
+        chunk[i] = 0;
+    }
+    if (l->target_s > 0)
+        sort_prompts(prefill_rate(c, decode_rows, budget), p, n, order);
+    for (int k = 0; k < n && budget > 0; k++) {
+        int i = order[k], take = min_int(p[i].remaining, budget);
+        chunk[i] = take;
+        budget -= take;
+        planned += take;
+    }
+    return planned;
+}

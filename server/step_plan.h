@@ -1,0 +1,61 @@
+/*
+ * step_plan.h — how much prompt work one engine step takes: the engine's
+ * learned step costs and the planner that sizes each step's prefill to a time
+ * budget. Pure C with no server state, so that tests drive it without an
+ * engine (tests/server/test_step_plan.c); server/sched.c calls it.
+ */
+#ifndef MHLA_SERVER_STEP_PLAN_H
+#define MHLA_SERVER_STEP_PLAN_H
+
+/* ---- step_cost.c: step time ≈ fixed + per_row × decode rows + per_token × prefill tokens */
+
+typedef struct {
+    double a[3][3], b[3]; /* exponentially weighted normal equations of the fit */
+    double theta[3];      /* the estimates: fixed, per decode row, per prefill token (seconds) */
+    long steps;           /* steps observed since the last reset */
+    long prefill_steps;   /* of them, steps that fed prompt tokens */
+    int last_prefill;     /* prompt tokens of the last step that also decoded */
+    int device;           /* the engine's device the costs belong to */
+} srv_step_cost;
+
+enum { SRV_COST_FIXED, SRV_COST_PER_ROW, SRV_COST_PER_TOKEN };
+
+/* Forgets every estimate (a new device, a new server). */
+void srv_step_cost_reset(srv_step_cost *c, int device);
+/* One step of rows decode rows and tokens prefill tokens took seconds on
+ * device (a different device than before resets the fit first). */
+void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, double seconds);
+/* The predicted seconds of a step of that shape. */
+double srv_step_cost_predict(const srv_step_cost *c, int rows, int tokens);
+
+/* ---- step_plan.c: the prefill budget and its split among prompts ---------- */
+
+typedef struct {
+    double target_s; /* the step time to stay within; 0: token budget only, FCFS chunks */
+    int max_tokens;  /* hard cap on decode rows + prefill tokens per step */
+} srv_plan_limits;
+
+typedef struct {
+    int remaining; /* prompt tokens not fed yet (> 0) */
+    int fed;       /* prompt tokens fed (or taken from the prefix cache) so far */
+    double age_s;  /* since its request arrived */
+} srv_plan_prompt;
+
+/* Prompt tokens this step may feed besides decode_rows decode rows (which
+ * always run): the cap when there is no target or no decode row; else what
+ * the time left after the decode rows buys, at least a minimum share, a
+ * small probe while the per-token cost is still unknown, and never more than
+ * twice the last such step's (a wrong estimate costs one step, not a stall). */
+int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows);
+
+/* Splits the budget among n waiting prompts (given in admission order):
+ * chunk[i] gets prompt i's tokens this step (0: none). Without a target in
+ * admission order; with one, shortest remaining first with aging: a prompt's
+ * wait counts as the prompt tokens steps of this budget would have fed it
+ * meanwhile, less those it got, so a long prompt is overtaken but never
+ * starved. order (n ints) is scratch.
+ * Returns the tokens planned. */
+int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
+                     const srv_plan_prompt *p, int n, int *order, int *chunk);
+
+#endif

@@ -1,0 +1,267 @@
+/*
+ * The step planner (server/step_plan.c, server/step_cost.c) as a unit, driven
+ * by a simulated engine whose step time is fixed + per_row × rows + per_token
+ * × tokens with ±5 % noise:
+ *   - the fit learns the simulated costs and starts over on a new device;
+ *   - beside decode rows the first prompt chunks are small probes, and no
+ *     chunk is more than twice the last;
+ *   - every plan fits: chunks within each prompt's remaining tokens, decode
+ *     rows plus prompt tokens within --max-batch-tokens, decode rows always
+ *     left their place, and the step's true time within the target (or the
+ *     decode time plus the minimum share when decoding alone exceeds it);
+ *   - a short prompt overtakes a long one that arrived before it;
+ *   - no prompt starves: a long prompt finishes while short prompts keep
+ *     arriving faster than the budget feeds them;
+ *   - without a target: the token budget in admission order (the old plan).
+ *
+ * usage: test_step_plan
+ */
+#include "step_plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+
+#define MAX_P 256
+#define CAP 2048
+
+static const double F = 0.002, R = 0.0005, P = 0.00025; /* the simulated engine's costs */
+
+static double noise(void) { return 1.0 + (rnd(1001) - 500) / 10000.0; }
+static double true_time(int rows, int tokens) { return F + R * rows + P * tokens; }
+
+typedef struct {
+    int len, remaining;
+    double arrive, done;
+} prompt;
+
+typedef struct {
+    srv_plan_limits lim;
+    srv_step_cost cost;
+    prompt p[MAX_P];
+    int n;
+    double now;
+    long steps;
+    int last_chunk; /* prompt tokens of the last step with decode rows */
+} sim;
+
+static void sim_init(sim *s, double target_s)
+{
+    memset(s, 0, sizeof *s);
+    s->lim = (srv_plan_limits){.target_s = target_s, .max_tokens = CAP};
+    srv_step_cost_reset(&s->cost, 0);
+}
+
+static int arrive(sim *s, int len)
+{
+    if (s->n == MAX_P)
+        return -1;
+    s->p[s->n] = (prompt){.len = len, .remaining = len, .arrive = s->now, .done = -1};
+    return s->n++;
+}
+
+/* Every property one plan must have. */
+static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n, const int *chunk,
+                       int planned)
+{
+    int sum = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK(chunk[i] >= 0 && chunk[i] <= in[i].remaining, "chunk %d of %d", chunk[i],
+              in[i].remaining);
+        sum += chunk[i];
+    }
+    CHECK(sum == planned, "planned %d, chunks sum to %d", planned, sum);
+    CHECK(rows + planned <= (rows > CAP ? rows : CAP), "%d rows + %d tokens past the cap", rows,
+          planned);
+    if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps >= 3 && s->steps > 50) {
+        double decode = true_time(rows, 0), t = true_time(rows, planned);
+        double allowed = 1.15 * (decode > s->lim.target_s ? 1.2 * decode : s->lim.target_s);
+        CHECK(t <= allowed || planned <= 4, "step %ld: %d rows + %d tokens take %.1f ms > %.1f ms",
+              s->steps, rows, planned, t * 1e3, allowed * 1e3);
+    }
+    if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps < 3 && planned > 0)
+        CHECK(planned <= 16 << s->cost.prefill_steps, "probe %ld: %d tokens", s->cost.prefill_steps,
+              planned);
+    if (rows > 0 && s->lim.target_s > 0 && s->last_chunk > 16 && planned > 0)
+        CHECK(planned <= 2 * s->last_chunk, "chunk %d after %d", planned, s->last_chunk);
+}
+
+/* One step: plan, check, run on the simulated engine, learn. Returns the tokens planned. */
+static int step(sim *s, int rows)
+{
+    srv_plan_prompt in[MAX_P];
+    int idx[MAX_P], order[MAX_P], chunk[MAX_P], n = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->p[i].remaining > 0) {
+            idx[n] = i;
+            in[n++] = (srv_plan_prompt){s->p[i].remaining, s->p[i].len - s->p[i].remaining,
+                                        s->now - s->p[i].arrive};
+        }
+    int planned = srv_plan_prefill(&s->lim, &s->cost, rows, in, n, order, chunk);
+    check_plan(s, rows, in, n, chunk, planned);
+    double t = true_time(rows, planned) * noise();
+    s->now += t;
+    for (int k = 0; k < n; k++) {
+        prompt *p = &s->p[idx[k]];
+        p->remaining -= chunk[k];
+        if (p->remaining == 0 && chunk[k] > 0)
+            p->done = s->now;
+    }
+    srv_step_cost_observe(&s->cost, 0, rows, planned, t);
+    if (rows > 0 && planned > 0)
+        s->last_chunk = planned;
+    s->steps++;
+    return planned;
+}
+
+static void test_learning(void)
+{
+    sim s;
+    sim_init(&s, 0.05);
+    for (int k = 0; k < 400; k++) {
+        if (k % 40 == 0)
+            arrive(&s, 200 + rnd(1800));
+        step(&s, 1 + rnd(16));
+    }
+    const double *th = s.cost.theta;
+    CHECK(fabs(th[SRV_COST_FIXED] - F) < 0.2 * F && fabs(th[SRV_COST_PER_ROW] - R) < 0.2 * R &&
+              fabs(th[SRV_COST_PER_TOKEN] - P) < 0.1 * P,
+          "learned %.4f %.4f %.5f ms, simulated %.4f %.4f %.5f ms", th[0] * 1e3, th[1] * 1e3,
+          th[2] * 1e3, F * 1e3, R * 1e3, P * 1e3);
+    srv_step_cost_observe(&s.cost, 1, 4, 0, 0.01);
+    CHECK(s.cost.steps == 1 && s.cost.prefill_steps == 0 && s.cost.device == 1,
+          "a new device starts the fit over (steps %ld)", s.cost.steps);
+    CHECK(srv_plan_budget(&s.lim, &s.cost, 4) == 16,
+          "and the first chunk beside decode is a probe");
+}
+
+static void test_budget_edges(void)
+{
+    sim s;
+    sim_init(&s, 0.05);
+    CHECK(srv_plan_budget(&s.lim, &s.cost, 0) == CAP, "no decode rows: whole chunks up to the cap");
+    CHECK(srv_plan_budget(&s.lim, &s.cost, CAP) == 0, "decode rows fill the cap: no prefill");
+    CHECK(srv_plan_budget(&s.lim, &s.cost, CAP + 5) == 0, "decode rows past the cap all stay");
+    /* decoding alone exceeds the target: prompts still get the minimum share */
+    for (int k = 0; k < 60; k++) {
+        if (k % 20 == 0)
+            arrive(&s, 2000);
+        step(&s, k < 30 ? 4 : 120);
+    }
+    int b = srv_plan_budget(&s.lim, &s.cost, 120);
+    CHECK(b >= 4 && b * P >= 0.15 * true_time(120, 0),
+          "decode alone (%.1f ms) over the target: %d prompt tokens still fit",
+          true_time(120, 0) * 1e3, b);
+}
+
+/* A short prompt arrives after a long one has prefilled for `head` steps
+ * beside `rows` decode rows (120: decoding alone exceeds the target). */
+static void test_overtake(int rows, int head)
+{
+    sim s;
+    sim_init(&s, 0.05);
+    for (int k = 0; k < 20; k++) /* learn the costs on a first prompt */
+        step(&s, rows), k == 0 ? arrive(&s, 600) : 0;
+    while (s.p[0].remaining > 0)
+        step(&s, rows);
+    int lng = arrive(&s, 2000);
+    for (int k = 0; k < head; k++)
+        step(&s, rows);
+    double step_s = true_time(rows, srv_plan_budget(&s.lim, &s.cost, rows));
+    int shrt = arrive(&s, 60);
+    while (s.p[shrt].remaining > 0 || s.p[lng].remaining > 0)
+        step(&s, rows);
+    CHECK(s.p[shrt].done < s.p[lng].done,
+          "%d rows, after %d steps: the short prompt finished first (%.3f s vs %.3f s)", rows, head,
+          s.p[shrt].done - s.p[shrt].arrive, s.p[lng].done - s.p[lng].arrive);
+    double steps_needed = 60.0 / srv_plan_budget(&s.lim, &s.cost, rows) + 2;
+    CHECK(s.p[shrt].done - s.p[shrt].arrive < 1.5 * steps_needed * step_s,
+          "%d rows: the short prompt's wait (%.3f s) is the steps it needs (%.1f of %.3f s), not "
+          "the long prompt's prefill",
+          rows, s.p[shrt].done - s.p[shrt].arrive, steps_needed, step_s);
+}
+
+static void test_no_starvation(void)
+{
+    sim s;
+    sim_init(&s, 0.05);
+    int lng = -1;
+    long steps_at_long = 0;
+    /* a short prompt arrives every step: more than the budget feeds (overload) */
+    for (int k = 0; k < 3000 && s.n < MAX_P; k++) {
+        if (k == 100) {
+            lng = arrive(&s, 2000);
+            steps_at_long = s.steps;
+        }
+        if (k >= 50)
+            arrive(&s, 150 + rnd(50));
+        step(&s, 8);
+        if (lng >= 0 && s.p[lng].remaining == 0)
+            break;
+    }
+    CHECK(lng >= 0 && s.p[lng].remaining == 0,
+          "the long prompt finished while short prompts kept arriving (%d left)",
+          lng >= 0 ? s.p[lng].remaining : -1);
+    int shorts_before = 0;
+    for (int i = 0; i < s.n; i++)
+        shorts_before += i != lng && s.p[i].remaining == 0;
+    CHECK(shorts_before > 0, "and short prompts were served meanwhile (%d, %ld steps)",
+          shorts_before, s.steps - steps_at_long);
+}
+
+static void test_mixed_run(void)
+{
+    sim s;
+    sim_init(&s, 0.04);
+    double max_wait_per_token = 0;
+    for (int k = 0; k < 4000; k++) {
+        if (rnd(12) == 0 && s.n < MAX_P)
+            arrive(&s, rnd(4) == 0 ? 1000 + rnd(1001) : 10 + rnd(200));
+        step(&s, rnd(10) == 0 ? 0 : 1 + rnd(24));
+    }
+    for (int i = 0; i < s.n; i++) {
+        if (s.p[i].arrive > s.now - 30)
+            continue;
+        CHECK(s.p[i].remaining == 0, "prompt %d (%d tokens, arrived at %.1f s) starved", i,
+              s.p[i].len, s.p[i].arrive);
+        double w = (s.p[i].done - s.p[i].arrive) / s.p[i].len;
+        max_wait_per_token = w > max_wait_per_token ? w : max_wait_per_token;
+    }
+    printf("mixed run: %ld steps, %d prompts, %.1f s simulated\n", s.steps, s.n, s.now);
+}
+
+static void test_token_budget(void)
+{
+    sim s;
+    sim_init(&s, 0);
+    srv_plan_prompt in[3] = {{500, 0, 0.1}, {100, 0, 0.05}, {300, 0, 0.0}};
+    int order[3], chunk[3];
+    int planned = srv_plan_prefill(&s.lim, &s.cost, 1848, in, 3, order, chunk);
+    CHECK(planned == 200 && chunk[0] == 200 && chunk[1] == 0 && chunk[2] == 0,
+          "no target: the token budget in admission order (%d: %d %d %d)", planned, chunk[0],
+          chunk[1], chunk[2]);
+    planned = srv_plan_prefill(&s.lim, &s.cost, 1400, in, 3, order, chunk);
+    CHECK(planned == 648 && chunk[0] == 500 && chunk[1] == 100 && chunk[2] == 48,
+          "no target: whole prompts first come, first served (%d: %d %d %d)", planned, chunk[0],
+          chunk[1], chunk[2]);
+}
+
+int main(void)
+{
+    test_learning();
+    test_budget_edges();
+    test_overtake(8, 2);
+    test_overtake(8, 6);
+    test_overtake(120, 30);
+    test_no_starvation();
+    test_mixed_run();
+    test_token_budget();
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("step planner: all checks passed\n");
+    return 0;
+}
