@@ -39,8 +39,11 @@ static float quantize_group(const float *v, int8_t *q)
     }
     float id = 127.0f / amax;
     for (int i = 0; i < KQ_GROUP; i++) {
-        float r = roundf(v[i] * id);
-        q[i] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+        /* roundf(p), half away from zero, without the libm call: p and p +-
+         * 0.5 are exact in double (|p| <= 127.5), the cast truncates */
+        double p = (double)(v[i] * id);
+        int r = (int)(p + (p < 0 ? -0.5 : 0.5));
+        q[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
     }
     return amax / 127.0f;
 }
