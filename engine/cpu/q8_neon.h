@@ -23,7 +23,7 @@ static inline __attribute__((always_inline)) void kq_combine4(const int32x4_t *s
         acc->q[q] = vfmaq_f32(acc->q[q], vcvtq_f32_s32(s[q]), vmulq_n_f32(vld1q_f32(sc + 4 * q), d));
 }
 
-__attribute__((target("+dotprod"))) static inline __attribute__((always_inline)) void
+__attribute__((target("arch=armv8.2-a+dotprod"))) static inline __attribute__((always_inline)) void
 kq_tile_sdot(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
 {
     for (int m = 0; m < M; m++)
@@ -91,7 +91,7 @@ kq_tile_smull(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, 
 
 #define KQ_FN kq_linear_sdot
 #define KQ_TILE kq_tile_sdot
-#define KQ_ATTR __attribute__((target("+dotprod")))
+#define KQ_ATTR __attribute__((target("arch=armv8.2-a+dotprod")))
 #include "kernels_q8_body.h"
 
 #define KQ_FN kq_linear_smull
