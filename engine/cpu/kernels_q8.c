@@ -157,33 +157,18 @@ static void run_rows(const float *x, int T, const k_q8_matrix *w, float *y, int 
     tp_run(pool, j.n_tasks, q8_task, &j);
 }
 
-/* Activation rows quantized at a time when a buffer for all of them cannot
- * be had: each row's result is the same either way. */
-#define FALLBACK_BYTES (64 * 1024)
-
 int k_linear_q8(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool)
 {
     if (T <= 0)
         return 0;
     size_t K = (size_t)w->K, G = (size_t)w->groups;
-    size_t row_bytes = K + G * (sizeof(float) + sizeof(int32_t));
-    unsigned char *buf = malloc((size_t)T * row_bytes);
-    if (buf) {
-        run_rows(x, T, w, y, ldy, pool, (int8_t *)(buf + (size_t)T * G * 8), (float *)buf,
-                 (int32_t *)(buf + (size_t)T * G * 4));
-        free(buf);
-        return 0;
-    }
-    static _Thread_local unsigned char fallback[FALLBACK_BYTES] __attribute__((aligned(64)));
-    int per = (int)(FALLBACK_BYTES / row_bytes);
-    if (per < 1)
+    /* per row: its scales, its group sums, its int8 values */
+    unsigned char *buf = malloc((size_t)T * (K + G * (sizeof(float) + sizeof(int32_t))));
+    if (!buf)
         return -1;
-    for (int t = 0; t < T; t += per) {
-        int n = T - t < per ? T - t : per;
-        run_rows(x + (size_t)t * K, n, w, y + (size_t)t * ldy, ldy, pool,
-                 (int8_t *)(fallback + (size_t)n * G * 8), (float *)fallback,
-                 (int32_t *)(fallback + (size_t)n * G * 4));
-    }
+    run_rows(x, T, w, y, ldy, pool, (int8_t *)(buf + (size_t)T * G * 8), (float *)buf,
+             (int32_t *)(buf + (size_t)T * G * 4));
+    free(buf);
     return 0;
 }
 

@@ -11,9 +11,11 @@
 
 #include <immintrin.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define KQ_TILE_T 2
+
+/* Unit u (4 bytes) of an activation group in every lane: a broadcast load */
+#define KQ256_UNIT(xg, u) _mm256_broadcastd_epi32(_mm_loadu_si32((xg) + 4 * (u)))
 
 static inline __attribute__((always_inline)) void kq_combine2(__m256i lo, __m256i hi,
                                                               const float *sc, float d, vec16 *acc)
@@ -33,17 +35,17 @@ kq_tile_madd(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, i
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
         const int8_t *wg = wb + (size_t)g * 512;
-        int32_t xs[KQ_TILE_T][8];
+        const int8_t *xg[KQ_TILE_T];
         __m256i lo[KQ_TILE_T], hi[KQ_TILE_T];
         for (int m = 0; m < M; m++) {
-            memcpy(xs[m], x->q + (size_t)(t + m) * x->K + g * KQ_GROUP, sizeof xs[m]);
+            xg[m] = x->q + (size_t)(t + m) * x->K + g * KQ_GROUP;
             lo[m] = hi[m] = _mm256_setzero_si256();
         }
         for (int u = 0; u < 8; u++) {
             __m256i wl = _mm256_loadu_si256((const __m256i *)(wg + u * 64));
             __m256i wh = _mm256_loadu_si256((const __m256i *)(wg + u * 64 + 32));
             for (int m = 0; m < M; m++) {
-                __m256i xb = _mm256_set1_epi32(xs[m][u]), xa = _mm256_abs_epi8(xb);
+                __m256i xb = KQ256_UNIT(xg[m], u), xa = _mm256_abs_epi8(xb);
                 __m256i pl = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(wl, xb));
                 __m256i ph = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(wh, xb));
                 lo[m] = _mm256_add_epi32(lo[m], _mm256_madd_epi16(pl, ones));
@@ -65,11 +67,11 @@ kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
         const int8_t *wg = wb + (size_t)g * 512;
-        int32_t xs[KQ_TILE_T][8];
+        const int8_t *xg[KQ_TILE_T];
         __m256i lo[KQ_TILE_T], hi[KQ_TILE_T];
         for (int m = 0; m < M; m++) {
             size_t row = (size_t)(t + m);
-            memcpy(xs[m], x->q + row * x->K + g * KQ_GROUP, sizeof xs[m]);
+            xg[m] = x->q + row * x->K + g * KQ_GROUP;
             lo[m] = hi[m] = _mm256_set1_epi32(-128 * x->sum[row * G + g]);
         }
         for (int u = 0; u < 8; u++) {
@@ -77,7 +79,7 @@ kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb
             __m256i wh =
                 _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wg + u * 64 + 32)), flip);
             for (int m = 0; m < M; m++) {
-                __m256i xb = _mm256_set1_epi32(xs[m][u]);
+                __m256i xb = KQ256_UNIT(xg[m], u);
                 lo[m] = _mm256_dpbusd_avx_epi32(lo[m], wl, xb);
                 hi[m] = _mm256_dpbusd_avx_epi32(hi[m], wh, xb);
             }
@@ -101,7 +103,7 @@ kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb
 /* MHLA_CPU_Q8_NO_DOT=1: see q8_avx512.h */
 static int kq_use_vnni(void)
 {
-    static int v = -1;
+    static _Atomic int v = -1; /* set once; every thread finds the same answer */
     if (v < 0) {
         const char *off = getenv("MHLA_CPU_Q8_NO_DOT");
         __builtin_cpu_init();

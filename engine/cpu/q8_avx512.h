@@ -15,9 +15,11 @@
 
 #include <immintrin.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define KQ_TILE_T 4
+
+/* Unit u (4 bytes) of an activation group in every lane: a broadcast load */
+#define KQ512_UNIT(xg, u) _mm512_broadcastd_epi32(_mm_loadu_si32((xg) + 4 * (u)))
 
 /* The float side, the same for both: acc = fma(dot, s_w * s_x, acc). */
 #define KQ512_COMBINE(s, sc, d, acc)                                                               \
@@ -36,12 +38,11 @@ kq_tile_vnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, i
         __m512 sc = _mm512_loadu_ps(sb + (size_t)g * KQ_ROWS);
         for (int m = 0; m < M; m++) {
             size_t row = (size_t)(t + m);
-            int32_t xs[8];
-            memcpy(xs, x->q + row * x->K + g * KQ_GROUP, sizeof xs);
+            const int8_t *xg = x->q + row * x->K + g * KQ_GROUP;
             __m512i s0 = _mm512_set1_epi32(-128 * x->sum[row * G + g]), s1 = _mm512_setzero_si512();
             for (int u = 0; u < 8; u += 2) {
-                s0 = _mm512_dpbusd_epi32(s0, w[u], _mm512_set1_epi32(xs[u]));
-                s1 = _mm512_dpbusd_epi32(s1, w[u + 1], _mm512_set1_epi32(xs[u + 1]));
+                s0 = _mm512_dpbusd_epi32(s0, w[u], KQ512_UNIT(xg, u));
+                s1 = _mm512_dpbusd_epi32(s1, w[u + 1], KQ512_UNIT(xg, u + 1));
             }
             KQ512_COMBINE(_mm512_add_epi32(s0, s1), sc, x->d[row * G + g], acc[m]);
         }
@@ -61,11 +62,10 @@ kq_tile_bw(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int
         __m512 sc = _mm512_loadu_ps(sb + (size_t)g * KQ_ROWS);
         for (int m = 0; m < M; m++) {
             size_t row = (size_t)(t + m);
-            int32_t xs[8];
-            memcpy(xs, x->q + row * x->K + g * KQ_GROUP, sizeof xs);
+            const int8_t *xg = x->q + row * x->K + g * KQ_GROUP;
             __m512i s = _mm512_setzero_si512();
             for (int u = 0; u < 8; u++) {
-                __m512i xb = _mm512_set1_epi32(xs[u]);
+                __m512i xb = KQ512_UNIT(xg, u);
                 __m512i ws = _mm512_mask_sub_epi8(w[u], _mm512_movepi8_mask(xb), zero, w[u]);
                 __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(xb), ws);
                 s = _mm512_add_epi32(s, _mm512_madd_epi16(p, ones));
@@ -90,7 +90,7 @@ kq_tile_bw(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int
  * kernel on the same machine. */
 static int kq_use_vnni(void)
 {
-    static int v = -1;
+    static _Atomic int v = -1; /* set once; every thread finds the same answer */
     if (v < 0) {
         const char *off = getenv("MHLA_CPU_Q8_NO_DOT");
         __builtin_cpu_init();

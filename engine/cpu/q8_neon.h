@@ -102,7 +102,7 @@ kq_tile_smull(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, 
 /* MHLA_CPU_Q8_NO_DOT=1: see q8_avx512.h */
 static int kq_use_sdot(void)
 {
-    static int v = -1;
+    static _Atomic int v = -1; /* set once; every thread finds the same answer */
     if (v < 0) {
         const char *off = getenv("MHLA_CPU_Q8_NO_DOT");
         v = (getauxval(AT_HWCAP) & (1ul << 20)) /* HWCAP_ASIMDDP */ && !(off && off[0] == '1');
