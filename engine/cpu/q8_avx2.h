@@ -9,6 +9,7 @@
  */
 #include "isa.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdlib.h>
 
@@ -106,8 +107,10 @@ static int kq_use_vnni(void)
     static _Atomic int v = -1; /* set once; every thread finds the same answer */
     if (v < 0) {
         const char *off = getenv("MHLA_CPU_Q8_NO_DOT");
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avxvnni") && !(off && off[0] == '1');
+        unsigned a = 0, b, c, d; /* cpuid 7.1 eax bit 4: AVX-VNNI (the path checked ymm) */
+        int vnni = __get_cpuid_count(7, 0, &a, &b, &c, &d) && a >= 1 &&
+                   __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 4) & 1);
+        v = vnni && !(off && off[0] == '1');
     }
     return v;
 }

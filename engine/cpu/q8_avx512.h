@@ -13,6 +13,7 @@
  */
 #include "isa.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdlib.h>
 
@@ -93,8 +94,9 @@ static int kq_use_vnni(void)
     static _Atomic int v = -1; /* set once; every thread finds the same answer */
     if (v < 0) {
         const char *off = getenv("MHLA_CPU_Q8_NO_DOT");
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx512vnni") && !(off && off[0] == '1');
+        unsigned a, b, c = 0, d; /* cpuid 7.0 ecx bit 11: AVX512_VNNI (the path checked zmm) */
+        int vnni = __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((c >> 11) & 1);
+        v = vnni && !(off && off[0] == '1');
     }
     return v;
 }

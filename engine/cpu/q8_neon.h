@@ -16,6 +16,21 @@
 
 #define KQ_TILE_T 2
 
+/* Functions that may use sdot: built for it, called only where HWCAP_ASIMDDP says so.
+ * clang's arm_neon.h (14) declares the dot-product intrinsics only when the whole file is
+ * built for them: such a build has the smull kernel alone. */
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
+#define KQ_HAVE_SDOT 0
+#else
+#define KQ_HAVE_SDOT 1
+#if defined(__clang__)
+#define KQ_DOTPROD __attribute__((target("dotprod")))
+#else
+#define KQ_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
+#define KQ_SDOT(acc, a, b, lane) ((acc) = vdotq_laneq_s32((acc), (a), (b), lane))
+#endif
+
 static inline __attribute__((always_inline)) void kq_combine4(const int32x4_t *s, const float *sc,
                                                               float d, vec16 *acc)
 {
@@ -23,7 +38,8 @@ static inline __attribute__((always_inline)) void kq_combine4(const int32x4_t *s
         acc->q[q] = vfmaq_f32(acc->q[q], vcvtq_f32_s32(s[q]), vmulq_n_f32(vld1q_f32(sc + 4 * q), d));
 }
 
-__attribute__((target("arch=armv8.2-a+dotprod"))) static inline __attribute__((always_inline)) void
+#if KQ_HAVE_SDOT
+KQ_DOTPROD static inline __attribute__((always_inline)) void
 kq_tile_sdot(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
 {
     for (int m = 0; m < M; m++)
@@ -44,20 +60,22 @@ kq_tile_sdot(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, i
             for (int u = 0; u < 8; u++)
                 w[u] = vld1q_s8(wg + u * 64 + q * 16);
             for (int m = 0; m < M; m++) {
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[0], x0[m], 0);
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[1], x0[m], 1);
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[2], x0[m], 2);
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[3], x0[m], 3);
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[4], x1[m], 0);
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[5], x1[m], 1);
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[6], x1[m], 2);
-                s[m][q] = vdotq_laneq_s32(s[m][q], w[7], x1[m], 3);
+                KQ_SDOT(s[m][q], w[0], x0[m], 0);
+                KQ_SDOT(s[m][q], w[1], x0[m], 1);
+                KQ_SDOT(s[m][q], w[2], x0[m], 2);
+                KQ_SDOT(s[m][q], w[3], x0[m], 3);
+                KQ_SDOT(s[m][q], w[4], x1[m], 0);
+                KQ_SDOT(s[m][q], w[5], x1[m], 1);
+                KQ_SDOT(s[m][q], w[6], x1[m], 2);
+                KQ_SDOT(s[m][q], w[7], x1[m], 3);
             }
         }
         for (int m = 0; m < M; m++)
             kq_combine4(s[m], sb + (size_t)g * KQ_ROWS, x->d[(size_t)(t + m) * G + g], &acc[m]);
     }
 }
+
+#endif
 
 static inline __attribute__((always_inline)) void
 kq_tile_smull(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
@@ -89,10 +107,12 @@ kq_tile_smull(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, 
     }
 }
 
+#if KQ_HAVE_SDOT
 #define KQ_FN kq_linear_sdot
 #define KQ_TILE kq_tile_sdot
-#define KQ_ATTR __attribute__((target("arch=armv8.2-a+dotprod")))
+#define KQ_ATTR KQ_DOTPROD
 #include "kernels_q8_body.h"
+#endif
 
 #define KQ_FN kq_linear_smull
 #define KQ_TILE kq_tile_smull
@@ -105,7 +125,8 @@ static int kq_use_sdot(void)
     static _Atomic int v = -1; /* set once; every thread finds the same answer */
     if (v < 0) {
         const char *off = getenv("MHLA_CPU_Q8_NO_DOT");
-        v = (getauxval(AT_HWCAP) & (1ul << 20)) /* HWCAP_ASIMDDP */ && !(off && off[0] == '1');
+        v = KQ_HAVE_SDOT && (getauxval(AT_HWCAP) & (1ul << 20)) /* HWCAP_ASIMDDP */ &&
+            !(off && off[0] == '1');
     }
     return v;
 }
@@ -113,10 +134,13 @@ static int kq_use_sdot(void)
 static void kq_linear(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
                       int ldy)
 {
-    if (kq_use_sdot())
+#if KQ_HAVE_SDOT
+    if (kq_use_sdot()) {
         kq_linear_sdot(x, T, w, b0, b1, y, ldy);
-    else
-        kq_linear_smull(x, T, w, b0, b1, y, ldy);
+        return;
+    }
+#endif
+    kq_linear_smull(x, T, w, b0, b1, y, ldy);
 }
 
 static const char *kq_kernel(void) { return kq_use_sdot() ? "sdot" : "smull"; }
