@@ -307,8 +307,9 @@ static int to_q8(mhla_model *m, k_matrix *w, size_t N, size_t K, const char *nam
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
     char why[160];
     if (k_q8_quantize(w->f32, (int)N, (int)K, q, sc, qm, why, sizeof why))
-        return mhla_fail(err, "--weights q8 cannot quantize tensor '%s' [%zu, %zu]: %s (load it "
-                              "with --weights f32 or bf16)",
+        return mhla_fail(err,
+                         "--weights q8 cannot quantize tensor '%s' [%zu, %zu]: %s (load it "
+                         "with --weights f32 or bf16)",
                          name, N, K, why);
     if (w->f32 != m->embeddings)
         release_owned(m, w->f32);

@@ -176,7 +176,8 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
             cJSON_AddItemToArray(eos, cJSON_CreateNumber(sv->gen.eos[i]));
         cJSON_AddStringToObject(f, "eos_from", sv->gen.source);
         cJSON_AddNumberToObject(f, "state_memory_mb", (double)(sv->state_bytes >> 20));
-        cJSON_AddStringToObject(f, "weights", mhla_weight_dtype_name((mhla_weight_dtype)o->weights));
+        cJSON_AddStringToObject(f, "weights",
+                                mhla_weight_dtype_name((mhla_weight_dtype)o->weights));
         cJSON_AddStringToObject(f, "device", mhla_engine_device_name(sv->engine));
         cJSON_AddStringToObject(f, "cpu_isa", mhla_engine_cpu_isa(sv->engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);

@@ -109,7 +109,8 @@ typedef struct {
 static void quant_task(void *ctx, int task)
 {
     const quant_job *j = ctx;
-    int t0 = (int)((long)j->T * task / j->n_tasks), t1 = (int)((long)j->T * (task + 1) / j->n_tasks);
+    int t0 = (int)((long)j->T * task / j->n_tasks),
+        t1 = (int)((long)j->T * (task + 1) / j->n_tasks);
     for (int t = t0; t < t1; t++)
         k_q8_quantize_row(j->x + (size_t)t * j->K, j->K, j->q + (size_t)t * j->K,
                           j->d + (size_t)t * j->G, j->sum + (size_t)t * j->G);

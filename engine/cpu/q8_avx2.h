@@ -22,8 +22,8 @@ static inline __attribute__((always_inline)) void kq_combine2(__m256i lo, __m256
                                                               const float *sc, float d, vec16 *acc)
 {
     __m256 dv = _mm256_set1_ps(d);
-    acc->lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(_mm256_loadu_ps(sc), dv),
-                              acc->lo);
+    acc->lo =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(_mm256_loadu_ps(sc), dv), acc->lo);
     acc->hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(_mm256_loadu_ps(sc + 8), dv),
                               acc->hi);
 }
@@ -54,14 +54,13 @@ kq_tile_madd(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, i
             }
         }
         for (int m = 0; m < M; m++)
-            kq_combine2(lo[m], hi[m], sb + (size_t)g * KQ_ROWS,
-                        x->d[(size_t)(t + m) * G + g], &acc[m]);
+            kq_combine2(lo[m], hi[m], sb + (size_t)g * KQ_ROWS, x->d[(size_t)(t + m) * G + g],
+                        &acc[m]);
     }
 }
 
 __attribute__((target("avxvnni"))) static inline __attribute__((always_inline)) void
-kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G,
-                vec16 *acc)
+kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int m = 0; m < M; m++)
@@ -86,8 +85,8 @@ kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb
             }
         }
         for (int m = 0; m < M; m++)
-            kq_combine2(lo[m], hi[m], sb + (size_t)g * KQ_ROWS,
-                        x->d[(size_t)(t + m) * G + g], &acc[m]);
+            kq_combine2(lo[m], hi[m], sb + (size_t)g * KQ_ROWS, x->d[(size_t)(t + m) * G + g],
+                        &acc[m]);
     }
 }
 

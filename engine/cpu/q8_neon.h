@@ -35,7 +35,8 @@ static inline __attribute__((always_inline)) void kq_combine4(const int32x4_t *s
                                                               float d, vec16 *acc)
 {
     for (int q = 0; q < 4; q++)
-        acc->q[q] = vfmaq_f32(acc->q[q], vcvtq_f32_s32(s[q]), vmulq_n_f32(vld1q_f32(sc + 4 * q), d));
+        acc->q[q] =
+            vfmaq_f32(acc->q[q], vcvtq_f32_s32(s[q]), vmulq_n_f32(vld1q_f32(sc + 4 * q), d));
 }
 
 #if KQ_HAVE_SDOT
@@ -96,8 +97,8 @@ kq_tile_smull(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, 
                 int8x8_t xr = vreinterpret_s8_s32(vdup_n_s32(xs[m][u]));
                 for (int q = 0; q < 4; q++) {
                     int8x16_t w = vld1q_s8(wg + u * 64 + q * 16);
-                    int16x8_t p = vpaddq_s16(vmull_s8(vget_low_s8(w), xr),
-                                             vmull_s8(vget_high_s8(w), xr));
+                    int16x8_t p =
+                        vpaddq_s16(vmull_s8(vget_low_s8(w), xr), vmull_s8(vget_high_s8(w), xr));
                     s[m][q] = vpadalq_s16(s[m][q], p);
                 }
             }

@@ -8,9 +8,8 @@
 
 #include <math.h>
 
-static inline __attribute__((always_inline)) void kq_tile_c(const kq_act *x, int t, int M,
-                                                            const int8_t *wb, const float *sb,
-                                                            int G, vec16 *acc)
+static inline __attribute__((always_inline)) void
+kq_tile_c(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
 {
     for (int m = 0; m < M; m++) {
         const int8_t *xr = x->q + (size_t)(t + m) * x->K;
