@@ -163,7 +163,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] "
-                        "[--threads N] [--weights f32|bf16] [--device cpu|cuda|auto] "
+                        "[--threads N] [--weights f32|bf16|q8] [--device cpu|cuda|auto] "
                         "[--gpu-weights bf16|f16|f32] [--state f32|bf16] [--state-memory MB] "
                         "[--no-graphs 1] [--cpu-isa auto|avx512|avx2|neon|portable]\n");
         return 2;
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--rounds") == 0)
             rounds = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--weights") == 0)
-            mo.weights = strcmp(argv[i + 1], "bf16") == 0 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32;
+            check(mhla_weight_dtype_parse(argv[i + 1], &mo.weights, &err), &err);
         else if (strcmp(argv[i], "--device") == 0)
             check(mhla_device_parse(argv[i + 1], &o.device, &err), &err);
         else if (strcmp(argv[i], "--gpu-weights") == 0)
@@ -227,7 +227,7 @@ int main(int argc, char **argv)
            "weights %.0f MB (%s)\n",
            c->num_layers, c->hidden_size, c->num_heads, c->num_kv_heads, c->head_k_dim,
            c->head_v_dim, c->intermediate_size, V, c->chunk_size, c->max_positions,
-           mhla_model_weight_bytes(m) / 1e6, mo.weights == MHLA_WEIGHTS_BF16 ? "bf16" : "f32");
+           mhla_model_weight_bytes(m) / 1e6, mhla_weight_dtype_name(mo.weights));
     /* compute roofline: 2 flops per weight per token */
     double gflops = 0, flop_tok = 0;
     const char *core = "";
@@ -236,7 +236,10 @@ int main(int argc, char **argv)
         if (nt == 0 && sscanf(mhla_engine_device_name(e), "cpu (%d", &nt) != 1)
             nt = 1;
         gflops = sgemm_gflops(512, c->intermediate_size, c->hidden_size, nt, &core);
-        double welems = wbytes / (mo.weights == MHLA_WEIGHTS_BF16 ? 2.0 : 4.0);
+        /* q8: 1 byte a weight plus a 4-byte scale per 32 (padding rows aside) */
+        double welems = wbytes / (mo.weights == MHLA_WEIGHTS_Q8     ? 1.125
+                                  : mo.weights == MHLA_WEIGHTS_BF16 ? 2.0
+                                                                    : 4.0);
         flop_tok = 2.0 * welems;
         printf("compute: OpenBLAS sgemm %.1f GFLOP/s (M=512, N=%d, K=%d, %d threads, core %s); "
                "a token costs %.2f GFLOP: bound %.1f tokens/s\n",

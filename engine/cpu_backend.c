@@ -5,6 +5,7 @@
  * Its state lives in host memory, so it has no memory hooks.
  */
 #include "cpu/kernels.h"
+#include "cpu/kernels_q8.h"
 #include "engine_internal.h"
 
 #include <stdio.h>
@@ -37,7 +38,9 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
     e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : dflt;
     if (opt && opt->n_threads > 0)
         snprintf(why, sizeof why, "%d threads: requested", e->n_threads);
-    snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s", k_isa_reason(), why);
+    int q8 = e->model->lm_head.q8 || (e->model->cfg.num_layers > 0 && e->model->layers[0].wq.q8);
+    snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s%s%s", k_isa_reason(), why,
+             q8 ? "; q8 products with " : "", q8 ? k_q8_kernel_name() : "");
     if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
     return 0;

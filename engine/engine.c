@@ -36,6 +36,24 @@ int mhla_gpu_weights_parse(const char *name, mhla_gpu_weights *out, mhla_error *
     return 0;
 }
 
+int mhla_weight_dtype_parse(const char *name, mhla_weight_dtype *out, mhla_error *err)
+{
+    if (name && strcmp(name, "f32") == 0)
+        *out = MHLA_WEIGHTS_F32;
+    else if (name && strcmp(name, "bf16") == 0)
+        *out = MHLA_WEIGHTS_BF16;
+    else if (name && strcmp(name, "q8") == 0)
+        *out = MHLA_WEIGHTS_Q8;
+    else
+        return mhla_fail(err, "'%.64s' is not f32, bf16 or q8", name ? name : "");
+    return 0;
+}
+
+const char *mhla_weight_dtype_name(mhla_weight_dtype wd)
+{
+    return wd == MHLA_WEIGHTS_Q8 ? "q8" : wd == MHLA_WEIGHTS_BF16 ? "bf16" : "f32";
+}
+
 static const mhla_backend_ops *backend_for(mhla_device device)
 {
     for (int i = 0; mhla_backends[i]; i++)

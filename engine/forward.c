@@ -180,7 +180,7 @@ static void output_norm_row(void *ctx, int t)
         for (int j = 0; j < H; j++) {
             float *o = e->att + ((size_t)t * H + j) * dv;
             k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
-            if (ly->wg.f32 || ly->wg.bf16) {
+            if (k_matrix_present(ly->wg)) {
                 const float *g = e->g + ((size_t)t * H + j) * dv;
                 for (int i = 0; i < dv; i++)
                     o[i] *= silu(g[i]);
@@ -257,7 +257,7 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     k_linear(e->h, T, D, ly->wq, qd, e->q, qd, nt);
     k_linear(e->h, T, D, ly->wk, kd, e->k, kd, nt);
     k_linear(e->h, T, D, ly->wv, vd, e->v, vd, nt);
-    if (ly->wg.f32 || ly->wg.bf16)
+    if (k_matrix_present(ly->wg))
         k_linear(e->h, T, D, ly->wg, od, e->g, od, nt);
     prepare_qk(e, items, row_start, T);
     token_mixer(e, l, items, n_items, row_start);

@@ -2,9 +2,11 @@
  * model.c — binds a checkpoint's tensors to the model, checking each name,
  * shape and dtype against config.json (docs/model.md, Tensors). Tensors are copied once
  * out of the mapping into huge-page memory (see alloc_weights), F16 and BF16
- * widened to f32 — or, with bf16 weight storage, the matrices narrowed.
+ * widened to f32 — or, with bf16 weight storage, the matrices narrowed, and
+ * with q8 storage the matrices quantized to int8 (engine/cpu/kernels_q8.h).
  */
 #include "engine_internal.h"
+#include "cpu/kernels_q8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -121,6 +123,7 @@ static int bind_matrix(mhla_model *m, const char *name, int64_t rows, int64_t co
 {
     int64_t shape[2] = {rows, cols};
     out->bf16 = NULL;
+    out->q8 = NULL;
     return bind(m, name, 2, shape, &out->f32, err);
 }
 
@@ -269,11 +272,60 @@ static int to_bf16(mhla_model *m, k_matrix *w, size_t n, mhla_error *err)
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory converting weights to bf16");
     for (size_t i = 0; i < n; i++)
         h[i] = mhla_bf16_from_f32(w->f32[i]);
-    *w = (k_matrix){NULL, h};
+    *w = (k_matrix){NULL, h, NULL};
     return 0;
 }
 
-static int convert_weights(mhla_model *m, mhla_error *err)
+/* Frees a tensor converted out of the mapping once nothing reads it. */
+static void release_owned(mhla_model *m, const void *p)
+{
+    for (int i = 0; i < m->n_owned; i++)
+        if (m->owned[i] == p) {
+            free(m->owned[i]);
+            m->owned[i] = NULL;
+            return;
+        }
+}
+
+/* Quantizes one [N, K] matrix to int8 per group of 32 (kernels_q8.h). The
+ * f32 copy, if converted rather than mapped, is released — except the
+ * embeddings, which a tied head shares and the forward pass still gathers. */
+static int to_q8(mhla_model *m, k_matrix *w, size_t N, size_t K, const char *name, mhla_error *err)
+{
+    if (!w->f32)
+        return 0;
+    size_t qb, sb;
+    k_q8_sizes((int)N, (int)K, &qb, &sb);
+    k_q8_matrix *qm = malloc(sizeof *qm);
+    if (!qm || keep_owned(m, qm, err))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
+    int8_t *q = alloc_weights(qb);
+    if (!q || keep_owned(m, q, err))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
+    float *sc = alloc_weights(sb);
+    if (!sc || keep_owned(m, sc, err))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
+    char why[160];
+    if (k_q8_quantize(w->f32, (int)N, (int)K, q, sc, qm, why, sizeof why))
+        return mhla_fail(err,
+                         "--weights q8 cannot quantize tensor '%s' [%zu, %zu]: %s (load it "
+                         "with --weights f32 or bf16)",
+                         name, N, K, why);
+    if (w->f32 != m->embeddings)
+        release_owned(m, w->f32);
+    *w = (k_matrix){NULL, NULL, qm};
+    return 0;
+}
+
+/* One matrix to the storage asked for: its shape [N, K] and its tensor's name
+ * (for errors) */
+static int convert_one(mhla_model *m, mhla_weight_dtype wd, k_matrix *w, size_t N, size_t K,
+                       const char *name, mhla_error *err)
+{
+    return wd == MHLA_WEIGHTS_Q8 ? to_q8(m, w, N, K, name, err) : to_bf16(m, w, N * K, err);
+}
+
+static int convert_weights(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
 {
     const mhla_config *c = &m->cfg;
     size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
@@ -281,16 +333,34 @@ static int convert_weights(mhla_model *m, mhla_error *err)
     size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
     for (int l = 0; l < c->num_layers; l++) {
         mhla_layer *y = &m->layers[l];
-        if (to_bf16(m, &y->wq, qd * D, err) || to_bf16(m, &y->wk, kd * D, err) ||
-            to_bf16(m, &y->wv, vd * D, err) || to_bf16(m, &y->wg, od * D, err) ||
-            to_bf16(m, &y->wo, D * od, err) || to_bf16(m, &y->w_gate, I * D, err) ||
-            to_bf16(m, &y->w_up, I * D, err) || to_bf16(m, &y->w_down, D * I, err))
+        char n[160];
+#define LNAME(suffix) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), n)
+        if (convert_one(m, wd, &y->wq, qd, D, LNAME("attn.q_proj.weight"), err) ||
+            convert_one(m, wd, &y->wk, kd, D, LNAME("attn.k_proj.weight"), err) ||
+            convert_one(m, wd, &y->wv, vd, D, LNAME("attn.v_proj.weight"), err) ||
+            convert_one(m, wd, &y->wg, od, D, LNAME("attn.g_proj.weight"), err) ||
+            convert_one(m, wd, &y->wo, D, od, LNAME("attn.o_proj.weight"), err) ||
+            convert_one(m, wd, &y->w_gate, I, D, LNAME("mlp.gate_proj.weight"), err) ||
+            convert_one(m, wd, &y->w_up, I, D, LNAME("mlp.up_proj.weight"), err) ||
+            convert_one(m, wd, &y->w_down, D, I, LNAME("mlp.down_proj.weight"), err))
             return -1;
+#undef LNAME
     }
-    return to_bf16(m, &m->lm_head, V * D, err);
+    return convert_one(m, wd, &m->lm_head, V, D,
+                       m->lm_head.f32 == m->embeddings ? "model.embeddings.weight (the tied head)"
+                                                       : "lm_head.weight",
+                       err);
 }
 
-static size_t matrix_bytes(k_matrix w, size_t n) { return w.bf16 ? n * 2 : (w.f32 ? n * 4 : 0); }
+static size_t matrix_bytes(k_matrix w, size_t n)
+{
+    if (w.q8) {
+        size_t qb, sb;
+        k_q8_sizes(w.q8->N, w.q8->K, &qb, &sb);
+        return qb + sb; /* with the padding rows of the last block */
+    }
+    return w.bf16 ? n * 2 : (w.f32 ? n * 4 : 0);
+}
 
 static size_t weight_bytes(const mhla_model *m)
 {
@@ -308,7 +378,7 @@ static size_t weight_bytes(const mhla_model *m)
         n += (2 * D + (size_t)c->head_v_dim + (size_t)c->num_blocks * c->num_blocks) * 4;
     }
     /* A tied head in f32 is the embedding matrix, already counted. */
-    if (m->lm_head.bf16 || m->lm_head.f32 != m->embeddings)
+    if (m->lm_head.bf16 || m->lm_head.q8 || m->lm_head.f32 != m->embeddings)
         n += matrix_bytes(m->lm_head, V * D);
     return n;
 }
@@ -327,7 +397,12 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     if (load_config(dir, &m->cfg, err) || st_open_dir(dir, &m->st, err))
         goto fail;
-    m->copy_weights = !(opt && opt->weights == MHLA_WEIGHTS_BF16);
+    mhla_weight_dtype wd = opt ? opt->weights : MHLA_WEIGHTS_F32;
+    if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8) {
+        mhla_fail(err, "unknown weight storage %d (f32, bf16 or q8)", (int)wd);
+        goto fail;
+    }
+    m->copy_weights = wd == MHLA_WEIGHTS_F32;
     mhla_config *c = &m->cfg;
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
     if (!m->layers) {
@@ -345,7 +420,7 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
         if (bind_matrix(m, "lm_head.weight", V, D, &m->lm_head, err))
             goto fail;
     } else {
-        m->lm_head = (k_matrix){m->embeddings, NULL};
+        m->lm_head = (k_matrix){m->embeddings, NULL, NULL};
     }
     if ((long)c->num_blocks * c->chunk_size > (1L << 24)) {
         mhla_fail(err, "context of %d blocks x %d tokens is too large", c->num_blocks,
@@ -356,7 +431,7 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     m->q_scale = (float)pow((double)c->head_k_dim, -0.5);
     if (build_rope(m, err))
         goto fail;
-    if (opt && opt->weights == MHLA_WEIGHTS_BF16 && convert_weights(m, err))
+    if (wd != MHLA_WEIGHTS_F32 && convert_weights(m, wd, err))
         goto fail;
     m->weight_bytes = weight_bytes(m);
     *out = m;

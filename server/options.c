@@ -80,8 +80,10 @@ void mhla_server_print_help(void *fp)
         "                           on a GPU its free memory, less weights, buffers and\n"
         "                           headroom (logged at start); 0: unbounded state per\n"
         "                           sequence, no prefix cache, no admission by memory\n"
-        "  --weights f32|bf16       how weights are held in memory: bf16 halves the bytes\n"
-        "                           each step reads, arithmetic stays f32 (default f32)\n"
+        "  --weights f32|bf16|q8    how weights are held in memory: bf16 halves the bytes\n"
+        "                           each step reads, arithmetic stays f32; q8 (CPU only):\n"
+        "                           int8 per group of 32, 0.28x the bytes of f32, logits\n"
+        "                           change slightly (docs/model.md) (default f32)\n"
         "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
         "                           cuda (refuses to start without a usable GPU) (default auto)\n"
         "  --gpu-weights W          bf16, f16 or f32: how the GPU holds weights (default bf16)\n"
@@ -137,12 +139,13 @@ static int set_gpu_weights(const char *flag, const char *v, mhla_server_options 
 static int set_weights(const char *flag, const char *v, mhla_server_options *o, char *err,
                        size_t errlen)
 {
-    (void)flag;
-    if (strcmp(v, "f32") && strcmp(v, "bf16")) {
-        snprintf(err, errlen, "--weights: '%.32s' is not f32 or bf16", v);
+    mhla_error pe;
+    mhla_weight_dtype w;
+    if (mhla_weight_dtype_parse(v, &w, &pe)) {
+        snprintf(err, errlen, "%s: %s", flag, pe.msg);
         return -1;
     }
-    o->weights_bf16 = strcmp(v, "bf16") == 0;
+    o->weights = (int)w;
     return 0;
 }
 

@@ -116,7 +116,7 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     mhla_error e = {0};
     if (o->state_memory_mb == SRV_STATE_MEMORY_AUTO)
         srv_memory_probe(&sv->mem); /* before the weights take their share */
-    mhla_model_options mo = {o->weights_bf16 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32};
+    mhla_model_options mo = {(mhla_weight_dtype)o->weights};
     if (mhla_model_load_with(o->model_dir, &mo, &sv->model, &e)) {
         snprintf(err, errlen, "cannot load the model from '%s': %s", o->model_dir, e.msg);
         return -1;
@@ -180,7 +180,8 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
             cJSON_AddItemToArray(eos, cJSON_CreateNumber(sv->gen.eos[i]));
         cJSON_AddStringToObject(f, "eos_from", sv->gen.source);
         cJSON_AddNumberToObject(f, "state_memory_mb", (double)(sv->state_bytes >> 20));
-        cJSON_AddStringToObject(f, "weights", o->weights_bf16 ? "bf16" : "f32");
+        cJSON_AddStringToObject(f, "weights",
+                                mhla_weight_dtype_name((mhla_weight_dtype)o->weights));
         cJSON_AddStringToObject(f, "device", mhla_engine_device_name(sv->engine));
         cJSON_AddStringToObject(f, "cpu_isa", mhla_engine_cpu_isa(sv->engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);

@@ -37,8 +37,9 @@ static const char *USAGE =
     "                         best this CPU runs), avx512, avx2, neon or portable; all\n"
     "                         give the same bits. A path the CPU cannot run is an error\n"
     "  --list-cpu-isas        print the kernel paths this CPU runs, best first, and exit\n"
-    "  --weights f32|bf16     how weights are held in memory (default f32; bf16 halves\n"
-    "                         the bytes per step, arithmetic stays f32)\n"
+    "  --weights f32|bf16|q8  how weights are held in memory (default f32; bf16 halves\n"
+    "                         the bytes per step, arithmetic stays f32; q8, CPU only:\n"
+    "                         int8 per group of 32, logits change slightly)\n"
     "  --device D             auto (a GPU when one is usable, else the CPU), cpu (default)\n"
     "                         or cuda (fails without a usable GPU)\n"
     "  --gpu-weights W        bf16 (default), f16 or f32: how the GPU holds the weights\n"
@@ -99,10 +100,9 @@ static mhla_engine_options engine_options(const options *o)
 /* Loads --model with the --weights storage. */
 static int load_model(const options *o, mhla_model **model, mhla_error *err)
 {
-    mhla_model_options mo = {
-        .weights =
-            o->weights && strcmp(o->weights, "bf16") == 0 ? MHLA_WEIGHTS_BF16 : MHLA_WEIGHTS_F32,
-    };
+    mhla_model_options mo = {MHLA_WEIGHTS_F32};
+    if (o->weights && mhla_weight_dtype_parse(o->weights, &mo.weights, err))
+        return -1;
     return mhla_model_load_with(o->model, &mo, model, err);
 }
 
@@ -180,8 +180,10 @@ static int parse_args(int argc, char **argv, options *o)
             if (parse_long(v, 0, 64, &o->gpu_index, a))
                 return -1;
         } else if (strcmp(a, "--weights") == 0) {
-            if (strcmp(v, "f32") && strcmp(v, "bf16"))
-                return fail("--weights: '%.64s' is not f32 or bf16", v);
+            mhla_weight_dtype wd;
+            mhla_error e;
+            if (mhla_weight_dtype_parse(v, &wd, &e))
+                return fail("--weights: %s", e.msg);
             o->weights = v;
         } else if (strcmp(a, "--split-seed") == 0) {
             if (parse_long(v, 0, 1L << 62, &o->split_seed, a))

@@ -8,6 +8,8 @@
 #ifndef MHLA_CPU_ISA_H
 #define MHLA_CPU_ISA_H
 
+#include "kernels_q8.h"
+
 #include <stdint.h>
 
 typedef struct {
@@ -19,6 +21,10 @@ typedef struct {
                        int ldy);
     void (*linear_bf16)(const float *x, int T, int K, const uint16_t *w, int j0, int j1, float *y,
                         int ldy);
+    /* q8 (kernels_q8.h): y[t*ldy + j] for t < T, j in row blocks [b0, b1) */
+    void (*linear_q8)(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
+                      int ldy);
+    const char *(*q8_kernel)(void); /* the instructions it uses, chosen at run time */
 } k_ops;
 
 /* The chosen path's table (the best the CPU runs until k_isa_select). */

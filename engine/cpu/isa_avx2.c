@@ -85,4 +85,5 @@ static inline float v_reduce(vec16 v)
 #define KB_TILE_J 2
 #define KB_OPS k_ops_avx2
 #define KB_NAME "avx2"
+#include "q8_avx2.h"
 #include "kernels_body.h"

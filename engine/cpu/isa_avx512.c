@@ -67,4 +67,5 @@ static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4]
 #define KB_TILE_J 4
 #define KB_OPS k_ops_avx512
 #define KB_NAME "avx512"
+#include "q8_avx512.h"
 #include "kernels_body.h"

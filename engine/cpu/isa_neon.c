@@ -80,4 +80,5 @@ static inline float v_reduce(vec16 v)
 #define KB_TILE_J 2
 #define KB_OPS k_ops_neon
 #define KB_NAME "neon"
+#include "q8_neon.h"
 #include "kernels_body.h"

@@ -73,4 +73,5 @@ static inline float v_reduce(vec16 v)
 #define KB_TILE_J 4
 #define KB_OPS k_ops_portable
 #define KB_NAME "portable"
+#include "q8_portable.h"
 #include "kernels_body.h"

@@ -6,6 +6,7 @@
 #include "kernels.h"
 
 #include "isa.h"
+#include "kernels_q8.h"
 
 #include <math.h>
 #include <string.h>
@@ -43,6 +44,14 @@ static void linear_task(void *ctx, int task)
 
 void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, tp_pool *pool)
 {
+    if (w.q8) {
+        /* out of memory for the quantized activations: NaN, never garbage */
+        if (k_linear_q8(x, T, w.q8, y, ldy, pool))
+            for (int t = 0; t < T; t++)
+                for (int c = 0; c < N; c++)
+                    y[(size_t)t * ldy + c] = NAN;
+        return;
+    }
     linear_job j = {k_isa_ops(), x, T, K, N, ldy, (N + 3) / 4, 1, w, y};
     long macs = (long)T * K * N;
     int want = tp_threads(pool) > 1 ? tp_threads(pool) * TASKS_PER_THREAD : 1;

@@ -20,13 +20,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A weight matrix [N, K], row-major, held as f32 or as bf16 (exactly one of
- * the two is set). bf16 values are widened to f32 in registers: the
- * arithmetic, and its order, is the same for both. */
+/* A weight matrix [N, K], row-major, held as f32 or as bf16, or packed as
+ * int8 (kernels_q8.h); exactly one of the three is set. bf16 values are
+ * widened to f32 in registers: the arithmetic, and its order, is the same
+ * for f32 and bf16. */
 typedef struct {
     const float *f32;
     const uint16_t *bf16;
+    const struct k_q8_matrix *q8;
 } k_matrix;
+
+static inline int k_matrix_present(k_matrix m) { return m.f32 || m.bf16 || m.q8; }
 
 /* Canonical dot product. */
 float k_dot(const float *a, const float *b, int n);

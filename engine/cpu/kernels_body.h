@@ -148,4 +148,6 @@ const k_ops KB_OPS = {
     .axpy = kb_axpy,
     .linear_f32 = kb_linear_f32,
     .linear_bf16 = kb_linear_bf16,
+    .linear_q8 = kq_linear, /* kernels_q8_body.h, via the isa_*.c */
+    .q8_kernel = kq_kernel,
 };

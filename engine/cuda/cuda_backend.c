@@ -36,6 +36,12 @@ static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, mhla_cu
 {
     *out = NULL;
     char why[MHLA_CUDA_ERR];
+    /* The GPU kernels read f32 or 16-bit weights; int8 ones are CPU only. */
+    if (m->lm_head.q8 || (m->cfg.num_layers > 0 && m->layers[0].wq.q8))
+        return mhla_fail_as(err, MHLA_ERR_DEVICE,
+                            "q8 weights (--weights q8) run on the CPU only: on a GPU load the "
+                            "model with --weights f32 or bf16 and choose the GPU's storage with "
+                            "--gpu-weights bf16|f16|f32");
     if (mhla_cuda_probe(opt->gpu_index, why))
         return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", why);
     const mhla_config *c = &m->cfg;
@@ -262,7 +268,7 @@ static size_t cuda_step_weight_bytes(const void *ctx)
     size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
     size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
-    size_t gate = m->layers[0].wg.f32 || m->layers[0].wg.bf16 ? od : 0;
+    size_t gate = k_matrix_present(m->layers[0].wg) ? od : 0;
     size_t per_layer = (qd + kd + vd + gate) * D + D * od + 3 * I * D;
     return ((size_t)c->num_layers * per_layer + V * D) * g->weight_elem;
 }

@@ -72,13 +72,22 @@ typedef struct mhla_engine mhla_engine;
 
 /* ---- model ---------------------------------------------------------------- */
 
-/* How the projection and MLP weights are held in memory. The arithmetic is
- * f32 either way; bf16 halves the bytes each decode step streams. For a
- * checkpoint stored in bf16 the two give the same bits. */
+/* How the projection and MLP weights (and the output head) are held in
+ * memory. With f32 and bf16 the arithmetic is f32; bf16 halves the bytes
+ * each decode step streams, and for a checkpoint stored in bf16 the two give
+ * the same bits. q8 holds them as int8 with an f32 scale per group of 32
+ * (1.125 bytes a weight) and quantizes the activations the same way: the
+ * logits change slightly (docs/model.md, Weight formats); CPU only. */
 typedef enum {
     MHLA_WEIGHTS_F32 = 0,
     MHLA_WEIGHTS_BF16 = 1,
+    MHLA_WEIGHTS_Q8 = 2,
 } mhla_weight_dtype;
+
+/* "f32" | "bf16" | "q8" → *out; -1 with a message otherwise. */
+int mhla_weight_dtype_parse(const char *name, mhla_weight_dtype *out, mhla_error *err);
+/* "f32", "bf16" or "q8" */
+const char *mhla_weight_dtype_name(mhla_weight_dtype wd);
 
 typedef struct {
     mhla_weight_dtype weights;

@@ -44,7 +44,7 @@ typedef struct {
     int shutdown_timeout_s;         /* SIGTERM: how long running requests may still take */
     int state_memory_mb; /* state pool with prefix cache (kvstate/README.md), MiB; 0: unbounded
                             per-sequence state; -1 (the default): auto */
-    int weights_bf16;    /* hold weights as bf16 (half the bytes per step; f32 arithmetic) */
+    int weights;         /* mhla_weight_dtype: f32, bf16 (half the bytes per step) or q8 */
     int device;          /* mhla_device: cpu, auto or cuda */
     int gpu_weights;     /* mhla_gpu_weights */
     int gpu_index;

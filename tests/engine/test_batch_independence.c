@@ -7,7 +7,7 @@
  * refused call (context limit, bad token, duplicate sequence) leaves every
  * sequence exactly where it was.
  *
- * usage: test_batch_independence MODEL_DIR [f32|bf16]
+ * usage: test_batch_independence MODEL_DIR [f32|bf16|q8]
  */
 #include "engine.h"
 #include "step_plan.h"
@@ -109,13 +109,14 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s MODEL_DIR [f32|bf16]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL_DIR [f32|bf16|q8]\n", argv[0]);
         return 2;
     }
     mhla_error err;
     mhla_model *m;
-    mhla_model_options mo = {argc == 3 && strcmp(argv[2], "bf16") == 0 ? MHLA_WEIGHTS_BF16
-                                                                       : MHLA_WEIGHTS_F32};
+    mhla_model_options mo = {MHLA_WEIGHTS_F32};
+    if (argc == 3 && mhla_weight_dtype_parse(argv[2], &mo.weights, &err))
+        die("weights", &err);
     if (mhla_model_load_with(argv[1], &mo, &m, &err))
         die("load", &err);
     const mhla_config *c = mhla_model_config(m);

@@ -3,8 +3,10 @@
 
 For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
   1. the exactness test (test_exactness.py) with every engine run on that path;
-  2. the batch-independence test (test_batch_independence) on that path, f32 and bf16 weights;
-  3. logits of random checkpoints (f32, bf16 and f16 files; f32 and bf16 weights in memory;
+  2. the batch-independence test (test_batch_independence) on that path, f32, bf16 and q8
+     weights;
+  3. logits of random checkpoints (f32, bf16 and f16 files; f32, bf16 and q8 weights in memory,
+     q8 also with MHLA_CPU_Q8_NO_DOT=1, the kernel without vpdpbusd / sdot;
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
      portable path (--ref-isa), or with the logits another build wrote (--ref-dir: an
@@ -24,6 +26,8 @@ import testutil as tu  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # name -> gen_checkpoint flags; hidden and intermediate sizes leave tails of many lengths
+# (q8 needs input widths that are multiples of 32: the q8_ configs; their vocabularies leave
+# a partial block of 16 rows)
 CONFIGS = [
     ("gqa_relu", "--vocab 96 --hidden 64 --heads 4 --kv-heads 2 --feature-map relu --chunk 8 "
                  "--blocks 8 --intermediate 136"),
@@ -33,10 +37,28 @@ CONFIGS = [
                        "--intermediate 77 --upper-garbage nan --tie"),
     ("f16_identity_nogate", "--vocab 64 --hidden 32 --heads 4 --feature-map identity "
                             "--no-output-gate --dtype f16 --chunk 16 --blocks 6 --intermediate 50"),
+    ("q8_gqa_tied", "--vocab 100 --hidden 64 --heads 4 --kv-heads 2 --feature-map relu --chunk 8 "
+                    "--blocks 8 --intermediate 160 --tie"),
+    ("q8_mqa_elu_norm_bf16", "--vocab 77 --hidden 96 --heads 3 --kv-heads 1 --feature-map elu "
+                             "--normalize --dtype bf16 --chunk 8 --blocks 8 --intermediate 224"),
 ]
 FEEDS = [["--feed", "prefill"], ["--feed", "decode"], ["--feed", "splits", "--split-seed", "3"],
          ["--feed", "prefill", "--threads", "1"]]
 WEIGHTS = ["f32", "bf16"]
+# weight modes per config: "q8-nodot" is q8 with MHLA_CPU_Q8_NO_DOT=1; its reference logits
+# are the q8 ones (every q8 kernel gives the same bits)
+Q8_WEIGHTS = ["f32", "q8", "q8-nodot"]
+
+
+def weights_of(name):
+    return Q8_WEIGHTS if name.startswith("q8_") else WEIGHTS
+
+
+def weight_run(w, env):
+    """(--weights value, environment) of a weight mode"""
+    if w == "q8-nodot":
+        return "q8", dict(env, MHLA_CPU_Q8_NO_DOT="1")
+    return w, env
 
 
 def extra_args(ap):
@@ -90,10 +112,11 @@ def main():
 
     if not a.skip_batch:
         bi = os.path.join(a.bin, "test_batch_independence")
-        for name, _ in CONFIGS[:3]:
-            for w in WEIGHTS:
-                r = subprocess.run(emu + [bi, os.path.join(ckpt, name), w], capture_output=True,
-                                   text=True, env=env)
+        for name, _ in CONFIGS[:3] + CONFIGS[4:5]:
+            for w in weights_of(name):
+                warg, wenv = weight_run(w, env)
+                r = subprocess.run(emu + [bi, os.path.join(ckpt, name), warg], capture_output=True,
+                                   text=True, env=wenv)
                 print("batch independence on %s, %s, %s weights: exit %d" % (a.isa, name, w,
                                                                              r.returncode))
                 if r.returncode != 0:
@@ -108,14 +131,16 @@ def main():
         rng = random.Random(7 + ci)
         ids = tu.ids_arg(rng.randrange(vocab) for _ in range(53))
         for fi, feed in enumerate(FEEDS):
-            for w in WEIGHTS:
-                tag = "%s.feed%d.%s" % (name, fi, w)
+            for w in weights_of(name):
+                warg, wenv = weight_run(w, os.environ)
+                tag = "%s.feed%d.%s" % (name, fi, warg)
                 outs = {}
                 for isa in [a.isa] + ([a.ref_isa] if compare_ref else []):
-                    out = os.path.join(a.work, "%s.%s.logits" % (tag, isa))
+                    out = os.path.join(a.work, "%s.%s.%s.logits" % (tag, w, isa))
                     r = subprocess.run(emu + [gen, "--model", d, "--prompt-ids", ids, "--max-tokens",
-                                              "0", "--weights", w, "--logits-out", out, "--cpu-isa",
-                                              isa] + feed, capture_output=True, text=True)
+                                              "0", "--weights", warg, "--logits-out", out,
+                                              "--cpu-isa", isa] + feed, capture_output=True,
+                                       text=True, env=wenv)
                     if r.returncode != 0:
                         failures.append("%s on %s: %s" % (tag, isa, r.stderr.strip()[-1500:]))
                         break
@@ -139,8 +164,9 @@ def main():
                 if len(outs[a.isa]) == 0 or outs[a.isa] != ref:
                     diff = next((k for k in range(min(len(ref), len(outs[a.isa])))
                                  if ref[k] != outs[a.isa][k]), -1)
-                    failures.append("%s: %s logits differ from %s (%d vs %d bytes, first at byte "
-                                    "%d)" % (tag, a.isa, ref_name, len(outs[a.isa]), len(ref), diff))
+                    failures.append("%s (%s): %s logits differ from %s (%d vs %d bytes, first at "
+                                    "byte %d)" % (tag, w, a.isa, ref_name, len(outs[a.isa]),
+                                                  len(ref), diff))
                 else:
                     n_same += 1
     if compare_ref or a.ref_dir:

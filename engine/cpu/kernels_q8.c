@@ -1,0 +1,176 @@
+/*
+ * kernels_q8.c — int8 weights (kernels_q8.h): quantizing and packing a
+ * matrix at load, quantizing activation rows, and the product's entry point,
+ * which cuts the output columns into blocks of 16 for the thread pool and
+ * calls the instruction-set path chosen at start.
+ *
+ * Quantization is plain C with one rounding per value (roundf of a product)
+ * and no fused operations, so it gives the same bits on every CPU.
+ */
+#include "kernels_q8.h"
+
+#include "isa.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void k_q8_sizes(int N, int K, size_t *q_bytes, size_t *scale_bytes)
+{
+    size_t blocks = (size_t)(N + KQ_ROWS - 1) / KQ_ROWS, groups = (size_t)K / KQ_GROUP;
+    *q_bytes = blocks * groups * KQ_ROWS * KQ_GROUP;
+    *scale_bytes = blocks * groups * KQ_ROWS * sizeof(float);
+}
+
+/* One group of 32: its scale, and q = round(v * 127 / max|v|) in [-127, 127]. */
+static float quantize_group(const float *v, int8_t *q)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < KQ_GROUP; i++) {
+        float a = fabsf(v[i]);
+        amax = a > amax ? a : amax;
+    }
+    if (amax == 0.0f || !(amax <= FLT_MAX)) {
+        memset(q, 0, KQ_GROUP);
+        /* a NaN or an infinity makes the group's products NaN, as in f32 */
+        return amax == 0.0f ? 0.0f : NAN;
+    }
+    float id = 127.0f / amax;
+    for (int i = 0; i < KQ_GROUP; i++) {
+        /* roundf(p), half away from zero, without the libm call: p and p +-
+         * 0.5 are exact in double (|p| <= 127.5), the cast truncates */
+        double p = (double)(v[i] * id);
+        int r = (int)(p + (p < 0 ? -0.5 : 0.5));
+        q[i] = (int8_t)(r > 127 ? 127 : r < -127 ? -127 : r);
+    }
+    return amax / 127.0f;
+}
+
+int k_q8_quantize(const float *w, int N, int K, int8_t *q, float *scale, k_q8_matrix *out,
+                  char *err, size_t errlen)
+{
+    if (K <= 0 || K % KQ_GROUP) {
+        snprintf(err, errlen, "its input width %d is not a multiple of %d", K, KQ_GROUP);
+        return -1;
+    }
+    int G = K / KQ_GROUP, blocks = (N + KQ_ROWS - 1) / KQ_ROWS;
+    size_t qb, sb;
+    k_q8_sizes(N, K, &qb, &sb);
+    memset(q, 0, qb);
+    memset(scale, 0, sb);
+    for (int j = 0; j < N; j++) {
+        const float *row = w + (size_t)j * K;
+        for (int k = 0; k < K; k++)
+            if (!isfinite(row[k])) {
+                snprintf(err, errlen, "it holds a value that is not finite at [%d, %d]", j, k);
+                return -1;
+            }
+        int b = j / KQ_ROWS, r = j % KQ_ROWS;
+        for (int g = 0; g < G; g++) {
+            int8_t gq[KQ_GROUP];
+            scale[((size_t)b * G + g) * KQ_ROWS + r] = quantize_group(row + g * KQ_GROUP, gq);
+            int8_t *dst = q + ((size_t)b * G + g) * 512;
+            for (int u = 0; u < 8; u++)
+                memcpy(dst + u * 64 + r * 4, gq + u * 4, 4);
+        }
+    }
+    *out = (k_q8_matrix){N, K, G, blocks, q, scale};
+    return 0;
+}
+
+float k_q8_value(const k_q8_matrix *w, int j, int k)
+{
+    int b = j / KQ_ROWS, r = j % KQ_ROWS, g = k / KQ_GROUP, u = (k % KQ_GROUP) / 4, i = k % 4;
+    size_t bg = (size_t)b * w->groups + g;
+    return (float)w->q[bg * 512 + u * 64 + r * 4 + i] * w->scale[bg * KQ_ROWS + r];
+}
+
+void k_q8_quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum)
+{
+    for (int g = 0; g < K / KQ_GROUP; g++) {
+        d[g] = quantize_group(x + g * KQ_GROUP, q + g * KQ_GROUP);
+        int32_t s = 0;
+        for (int i = 0; i < KQ_GROUP; i++)
+            s += q[g * KQ_GROUP + i];
+        sum[g] = s;
+    }
+}
+
+typedef struct {
+    const float *x;
+    int T, K, G, n_tasks;
+    int8_t *q;
+    float *d;
+    int32_t *sum;
+} quant_job;
+
+static void quant_task(void *ctx, int task)
+{
+    const quant_job *j = ctx;
+    int t0 = (int)((long)j->T * task / j->n_tasks),
+        t1 = (int)((long)j->T * (task + 1) / j->n_tasks);
+    for (int t = t0; t < t1; t++)
+        k_q8_quantize_row(j->x + (size_t)t * j->K, j->K, j->q + (size_t)t * j->K,
+                          j->d + (size_t)t * j->G, j->sum + (size_t)t * j->G);
+}
+
+typedef struct {
+    const k_ops *ops;
+    const kq_act *x;
+    int T, n_tasks;
+    const k_q8_matrix *w;
+    float *y;
+    int ldy;
+} q8_job;
+
+static void q8_task(void *ctx, int task)
+{
+    const q8_job *j = ctx;
+    int b0 = (int)((long)j->w->blocks * task / j->n_tasks);
+    int b1 = (int)((long)j->w->blocks * (task + 1) / j->n_tasks);
+    j->ops->linear_q8(j->x, j->T, j->w, b0, b1, j->y, j->ldy);
+}
+
+/* As k_linear: a few tasks per thread, none smaller than ~64 Ki products. */
+#define TASKS_PER_THREAD 4
+#define MIN_TASK_MACS (64L * 1024)
+
+static void run_rows(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool,
+                     int8_t *q, float *d, int32_t *sum)
+{
+    int K = w->K, G = w->groups;
+    int threads = tp_threads(pool);
+    quant_job qj = {x, T, K, G, threads > 1 && (long)T * K >= 16384 ? threads : 1, q, d, sum};
+    if (qj.n_tasks > T)
+        qj.n_tasks = T;
+    tp_run(pool, qj.n_tasks, quant_task, &qj);
+    kq_act act = {K, G, q, d, sum};
+    q8_job j = {k_isa_ops(), &act, T, 1, w, y, ldy};
+    long by_size = (long)T * K * w->N / MIN_TASK_MACS;
+    int want = threads > 1 ? threads * TASKS_PER_THREAD : 1;
+    if (want > by_size)
+        want = (int)(by_size > 0 ? by_size : 1);
+    if (want > w->blocks)
+        want = w->blocks;
+    j.n_tasks = want < 1 ? 1 : want;
+    tp_run(pool, j.n_tasks, q8_task, &j);
+}
+
+int k_linear_q8(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool)
+{
+    if (T <= 0)
+        return 0;
+    size_t K = (size_t)w->K, G = (size_t)w->groups;
+    /* per row: its scales, its group sums, its int8 values */
+    unsigned char *buf = malloc((size_t)T * (K + G * (sizeof(float) + sizeof(int32_t))));
+    if (!buf)
+        return -1;
+    run_rows(x, T, w, y, ldy, pool, (int8_t *)(buf + (size_t)T * G * 8), (float *)buf,
+             (int32_t *)(buf + (size_t)T * G * 4));
+    free(buf);
+    return 0;
+}
+
+const char *k_q8_kernel_name(void) { return k_isa_ops()->q8_kernel(); }

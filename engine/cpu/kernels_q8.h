@@ -1,0 +1,73 @@
+/*
+ * kernels_q8.h — int8 weights (--weights q8) and the products with them.
+ *
+ * A weight matrix [N, K] is held as symmetric int8 with one f32 scale per
+ * group of 32 along K: w[j, k] ~= q[j, k] * s[j, k / 32], q in [-127, 127]
+ * (never -128), s = max |w| over the group / 127. K must be a multiple of
+ * 32. Rows are packed in blocks of 16 (the last one padded with zero rows):
+ * for block b and group g, 512 bytes hold 8 units of 4 consecutive k for
+ * each of the 16 rows, unit-major (byte u*64 + r*4 + i is row 16b + r, k =
+ * 32g + 4u + i), so a vector lane is a row and a 4-byte broadcast of the
+ * activations feeds 16 rows at once (vpdpbusd, vpmaddubsw, sdot).
+ *
+ * A product quantizes each activation row the same way, per group of 32,
+ * with a scale of its own (so a row's result depends on that row only),
+ * takes the int32 dot of each group (exact: any order gives the same
+ * integer) and combines the groups in one order on every path:
+ *   acc = 0; for g: acc = fma((float)dot_g, s_w[j, g] * s_x[t, g], acc)
+ * |dot_g| <= 32 * 127 * 127 < 2^24, so the conversion is exact too, and
+ * every instruction-set path gives the same bits.
+ */
+#ifndef MHLA_CPU_KERNELS_Q8_H
+#define MHLA_CPU_KERNELS_Q8_H
+
+#include "threadpool.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KQ_GROUP 32 /* weights per scale, along K */
+#define KQ_ROWS 16  /* rows per packed block */
+
+typedef struct k_q8_matrix {
+    int N, K;           /* the logical shape */
+    int groups;         /* K / 32 */
+    int blocks;         /* ceil(N / 16) */
+    const int8_t *q;    /* blocks * groups * 512 bytes */
+    const float *scale; /* [blocks][groups][16] */
+} k_q8_matrix;
+
+/* Bytes of the packed values and of the scales for an [N, K] matrix. */
+void k_q8_sizes(int N, int K, size_t *q_bytes, size_t *scale_bytes);
+
+/* Quantizes w [N, K] (row-major f32) into q and scale (k_q8_sizes bytes
+ * each) and fills *out. -1 with the cause in err when K is not a multiple
+ * of 32 or w holds a value that is not finite (at [*bad_row, *bad_col]). */
+int k_q8_quantize(const float *w, int N, int K, int8_t *q, float *scale, k_q8_matrix *out,
+                  char *err, size_t errlen);
+
+/* w[j, k] as the packed matrix holds it, dequantized. */
+float k_q8_value(const k_q8_matrix *w, int j, int k);
+
+/* One activation row quantized the way the products do: q[K], d[K/32]
+ * (the group scales) and sum[K/32] (the sum of each group's q). */
+void k_q8_quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum);
+
+/* y[t*ldy + j] = w[j] . x[t] for t < T, j < N, the rows of x quantized per
+ * group of 32; blocks of 16 output columns split over the pool. -1 only
+ * when out of memory for the quantized activations. */
+int k_linear_q8(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool);
+
+/* Quantized activation rows, as the per-path kernels read them: row t at
+ * q + t*K, its group scales at d + t*groups, its group sums at sum + t*groups. */
+typedef struct {
+    int K, groups;
+    const int8_t *q;
+    const float *d;
+    const int32_t *sum;
+} kq_act;
+
+/* Which q8 product this path runs ("vpdpbusd", "vpmaddubsw", "sdot", ...). */
+const char *k_q8_kernel_name(void);
+
+#endif
