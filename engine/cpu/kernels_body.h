@@ -8,14 +8,14 @@
  *   rows of w) and KB_OPS / KB_NAME (the table it exports); optionally
  *   KB_TILE_STORE(acc, y, ldy), reducing a whole tile at once in the same
  *   tree, KB_TILE_J1 (rows of w per tile against a single row of x: more
- *   independent weight streams for batch-1 decode) and KB_PREFETCH(p).
+ *   independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
+ *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches).
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
 #include "isa.h"
 
 #include <stddef.h>
-#include <stdlib.h>
 
 #ifndef KB_TILE_J1
 #define KB_TILE_J1 KB_TILE_J
@@ -128,12 +128,7 @@ static inline kb_wrow kb_row(const float *wf, const uint16_t *wh, size_t j, int 
 
 /* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
  * rows of w over it, so w is streamed from memory once per block. */
-#ifndef KB_TOKEN_BLOCK
 #define KB_TOKEN_BLOCK 32
-#endif
-#ifndef KB_WIDEN
-#define KB_WIDEN 0
-#endif
 /* How far ahead the weights are prefetched, in bytes: about the next
  * tiles' rows (a few KiB each), well inside L1 with the tile in use. */
 #ifndef KB_PF_BYTES
@@ -146,17 +141,6 @@ static inline size_t kb_pf(int K, int bf16)
 {
     size_t rows = (size_t)KB_PF_BYTES / ((size_t)K * (bf16 ? 2 : 4));
     return (rows < KB_TILE_MAX_J ? KB_TILE_MAX_J : rows) * (size_t)K;
-}
-
-/* bf16 -> f32 of n values: exact, so a product of widened values is the
- * same bits as one widened in registers. */
-static void kb_widen(const uint16_t *h, float *f, int n)
-{
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        V_STORE(f + i, V_LOAD_BF16(h + i));
-    if (i < n)
-        V_STORE_TAIL(f + i, V_LOAD_BF16_TAIL(h + i, n - i), n - i);
 }
 
 /* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
@@ -192,56 +176,30 @@ static inline __attribute__((always_inline)) void kb_linear(const float *x, int 
                          bf16 ? KB_TILE_J1 : KB_TILE_J1_F32);
         return;
     }
-    /* bf16 against several tiles of x: each tile of w is widened once per
-     * token block into wide[] and used from there as f32 */
-    float *wide = NULL;
-    if (KB_WIDEN && bf16 && T >= 2 * KB_TILE_T)
-        wide = malloc((size_t)KB_TILE_J * K * sizeof *wide);
     for (int t0 = 0; t0 < T; t0 += KB_TOKEN_BLOCK) {
         int t1 = t0 + KB_TOKEN_BLOCK < T ? t0 + KB_TOKEN_BLOCK : T;
         int j = j0;
         for (; j + KB_TILE_J <= j1; j += KB_TILE_J) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
-            int wb = bf16;
-            if (wide) {
-                kb_widen(wj.h, wide, KB_TILE_J * K);
-                wj.f = wide;
-                wb = 0;
-            }
             int t = t0;
-            if (wb) {
-                if (t + KB_TILE_T <= t1) {
-                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, 1, KB_TILE_T,
-                            KB_TILE_J, kb_pf(K, 1));
-                    t += KB_TILE_T;
-                }
-                for (; t + KB_TILE_T <= t1; t += KB_TILE_T)
-                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, 1, KB_TILE_T,
-                            KB_TILE_J, 0);
-                for (; t < t1; t++)
-                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, 1, 1,
-                            KB_TILE_J, 0);
-            } else {
-                /* the first tile of x against these rows of w prefetches the next rows */
-                if (t + KB_TILE_T <= t1) {
-                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, 0, KB_TILE_T,
-                            KB_TILE_J, kb_pf(K, 0));
-                    t += KB_TILE_T;
-                }
-                for (; t + KB_TILE_T <= t1; t += KB_TILE_T)
-                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, 0, KB_TILE_T,
-                            KB_TILE_J, 0);
-                for (; t < t1; t++)
-                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, 0, 1,
-                            KB_TILE_J, 0);
+            /* the first tile of x against these rows of w prefetches the next rows */
+            if (t + KB_TILE_T <= t1) {
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
+                        KB_TILE_J, kb_pf(K, bf16));
+                t += KB_TILE_T;
             }
+            for (; t + KB_TILE_T <= t1; t += KB_TILE_T)
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
+                        KB_TILE_J, 0);
+            for (; t < t1; t++)
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, 1, KB_TILE_J,
+                        0);
         }
         for (; j < j1; j++)
             for (int t = t0; t < t1; t++)
                 kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
                         ldy, bf16, 1, 1, 0);
     }
-    free(wide);
 }
 
 static void kb_linear_f32(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
