@@ -127,8 +127,19 @@ static inline kb_wrow kb_row(const float *wf, const uint16_t *wh, size_t j, int 
 }
 
 /* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
- * rows of w over it, so w is streamed from memory once per block. */
-#define KB_TOKEN_BLOCK 32
+ * rows of w over it, so w is streamed from memory once per block. The block
+ * is as many tiles of x as fit in KB_X_BLOCK_BYTES, between 32 and 128 rows
+ * (fewer blocks: w read from memory fewer times; the block must stay in
+ * L2 next to the stream of w). */
+#ifndef KB_X_BLOCK_BYTES
+#define KB_X_BLOCK_BYTES (512 * 1024)
+#endif
+static inline int kb_token_block(int K)
+{
+    long rows = (long)KB_X_BLOCK_BYTES / ((long)K * 4);
+    rows = rows < 32 ? 32 : rows > 128 ? 128 : rows;
+    return (int)(rows / KB_TILE_T * KB_TILE_T);
+}
 /* How far ahead the weights are prefetched, in bytes: about the next
  * tiles' rows (a few KiB each), well inside L1 with the tile in use. */
 #ifndef KB_PF_BYTES
@@ -176,8 +187,9 @@ static inline __attribute__((always_inline)) void kb_linear(const float *x, int 
                          bf16 ? KB_TILE_J1 : KB_TILE_J1_F32);
         return;
     }
-    for (int t0 = 0; t0 < T; t0 += KB_TOKEN_BLOCK) {
-        int t1 = t0 + KB_TOKEN_BLOCK < T ? t0 + KB_TOKEN_BLOCK : T;
+    int tb = kb_token_block(K);
+    for (int t0 = 0; t0 < T; t0 += tb) {
+        int t1 = t0 + tb < T ? t0 + tb : T;
         int j = j0;
         for (; j + KB_TILE_J <= j1; j += KB_TILE_J) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
