@@ -86,6 +86,8 @@ static inline float v_reduce(vec16 v)
 #define KB_TILE_J 2
 #define KB_TILE_J1 4
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* AVX2-only parts have smaller L2s (Zen 2/3: 512 KiB per core) */
+#define KB_X_BLOCK_BYTES (256 * 1024)
 #define KB_OPS k_ops_avx2
 #define KB_NAME "avx2"
 #include "kernels_body.h"
