@@ -1,8 +1,10 @@
 /*
  * bench_decode — decode and prefill throughput of the CPU engine.
  *
- * Prefills a 2,000-token prompt (timed, in two calls: 1,900 + 100 tokens so
- * the state at position 1,900 can be cloned), then times decode steps at
+ * Times the prefill of each prompt length given (--prefill, default 512 and
+ * 2,000 tokens; a prompt longer than 1,900 tokens is fed in two calls,
+ * 1,900 + the rest, so the state at position 1,900 can be cloned; a shorter
+ * one in one call on a fresh sequence), then times decode steps at
  * positions ~100 and ~1,900, at each batch size given. With the default 64
  * steps every decode window holds exactly one block boundary (C = 64).
  * The two positions are measured alternately, --rounds times, and the best
@@ -19,7 +21,7 @@
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
  *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
- *                    [--cpu-isa auto|avx512|avx2|neon|portable]
+ *                    [--cpu-isa auto|avx512|avx2|neon|portable] [--prefill 512,2000]
  *
  * --state-memory gives the engine a page pool of that size (pages are then
  * allocated once and reused, as in the server with --state-memory).
@@ -165,10 +167,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] "
                         "[--threads N] [--weights f32|bf16|q8] [--device cpu|cuda|auto] "
                         "[--gpu-weights bf16|f16|f32] [--state f32|bf16] [--state-memory MB] "
-                        "[--no-graphs 1] [--cpu-isa auto|avx512|avx2|neon|portable]\n");
+                        "[--no-graphs 1] [--cpu-isa auto|avx512|avx2|neon|portable] "
+                        "[--prefill 512,2000]\n");
         return 2;
     }
-    const char *batches = "1,16";
+    const char *batches = "1,16", *prefills = "512,2000";
     int steps = 64, threads = 0, rounds = 3;
     mhla_model_options mo = {MHLA_WEIGHTS_F32};
     mhla_engine_options o = {0};
@@ -196,6 +199,8 @@ int main(int argc, char **argv)
             o.gpu_no_graphs = atoi(argv[i + 1]) != 0;
         else if (strcmp(argv[i], "--cpu-isa") == 0)
             o.cpu_isa = argv[i + 1];
+        else if (strcmp(argv[i], "--prefill") == 0)
+            prefills = argv[i + 1];
         else {
             fprintf(stderr, "bench_decode: unknown option '%s'\n", argv[i]);
             return 2;
@@ -248,8 +253,8 @@ int main(int argc, char **argv)
     }
     double cbound = gflops > 0 ? gflops * 1e9 / flop_tok : 0;
     unsigned seed = 1;
-    int lo = 100, hi = 1900, plen = 2000;
-    if (plen > c->max_positions || hi + steps > c->max_positions) {
+    int lo = 100, hi = 1900;
+    if (hi + steps > c->max_positions) {
         fprintf(stderr, "bench_decode: the model's context %d is too short\n", c->max_positions);
         return 1;
     }
@@ -257,16 +262,37 @@ int main(int argc, char **argv)
     check(mhla_engine_seq_create(e, &at_lo, &err), &err);
     check(mhla_engine_seq_create(e, &at_hi, &err), &err);
     feed(e, at_lo, lo, V, &seed);
-    double t_pre = feed(e, at_hi, hi, V, &seed);
-    check(mhla_seq_clone(at_hi, &tmp, &err), &err);
-    t_pre += feed(e, tmp, plen - hi, V, &seed);
-    mhla_seq_free(tmp);
-    /* two calls, each reading the weights once */
-    printf("prefill: %d-token prompt in %.3f s: %.1f tokens/s (memory bound %.0f tokens/s, "
-           "compute bound %.1f tokens/s:",
-           plen, t_pre, plen / t_pre, bw > 0 ? plen / (2 * wbytes / bw) : 0.0, cbound);
-    print_fraction(plen / t_pre, cbound);
-    printf(")\n");
+    double t_hi = feed(e, at_hi, hi, V, &seed);
+    for (const char *p = prefills; *p;) {
+        int plen = atoi(p);
+        if (plen < 1 || plen > c->max_positions) {
+            fprintf(stderr, "bench_decode: prefill length %d is outside 1..%d\n", plen,
+                    c->max_positions);
+            return 1;
+        }
+        double t_pre;
+        int calls = 1;
+        if (plen > hi) { /* reuses the state at position hi: two calls */
+            check(mhla_seq_clone(at_hi, &tmp, &err), &err);
+            t_pre = t_hi + feed(e, tmp, plen - hi, V, &seed);
+            calls = 2;
+        } else {
+            check(mhla_engine_seq_create(e, &tmp, &err), &err);
+            t_pre = feed(e, tmp, plen, V, &seed);
+        }
+        mhla_seq_free(tmp);
+        /* each call reads the weights once */
+        printf("prefill: %d-token prompt in %.3f s: %.1f tokens/s (memory bound %.0f tokens/s, "
+               "compute bound %.1f tokens/s:",
+               plen, t_pre, plen / t_pre, bw > 0 ? plen / (calls * wbytes / bw) : 0.0, cbound);
+        print_fraction(plen / t_pre, cbound);
+        printf(")\n");
+        fflush(stdout);
+        p = strchr(p, ',');
+        if (!p)
+            break;
+        p++;
+    }
     printf("decode: state per sequence at position %d: %.1f MB\n", hi,
            mhla_seq_state_bytes(at_hi) / 1e6);
 

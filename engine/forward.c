@@ -254,11 +254,12 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
 
     rmsnorm_rows(e, e->x, ly->attn_norm, e->h, T);
-    k_linear(e->h, T, D, ly->wq, qd, e->q, qd, nt);
-    k_linear(e->h, T, D, ly->wk, kd, e->k, kd, nt);
-    k_linear(e->h, T, D, ly->wv, vd, e->v, vd, nt);
-    if (k_matrix_present(ly->wg))
-        k_linear(e->h, T, D, ly->wg, od, e->g, od, nt);
+    /* q, k, v (and g) in one job of the pool, as are gate and up below */
+    k_matrix wqkvg[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
+    int nqkvg[4] = {qd, kd, vd, od};
+    float *yqkvg[4] = {e->q, e->k, e->v, e->g};
+    (void)k_linear_multi(e->h, T, D, wqkvg, nqkvg, yqkvg, nqkvg,
+                         k_matrix_present(ly->wg) ? 4 : 3, nt);
     prepare_qk(e, items, row_start, T);
     token_mixer(e, l, items, n_items, row_start);
     output_norm(e, ly, T);
@@ -266,8 +267,10 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     add_rows(e->x, e->h, (size_t)T * D);
 
     rmsnorm_rows(e, e->x, ly->mlp_norm, e->h, T);
-    k_linear(e->h, T, D, ly->w_gate, I, e->gate, I, nt);
-    k_linear(e->h, T, D, ly->w_up, I, e->up, I, nt);
+    k_matrix wgu[2] = {ly->w_gate, ly->w_up};
+    int ngu[2] = {I, I};
+    float *ygu[2] = {e->gate, e->up};
+    (void)k_linear_multi(e->h, T, D, wgu, ngu, ygu, ngu, 2, nt);
     swiglu_rows(e, T, I);
     k_linear(e->gate, T, I, ly->w_down, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);

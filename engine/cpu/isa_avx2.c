@@ -80,9 +80,14 @@ static inline float v_reduce(vec16 v)
     return _mm_cvtss_f32(s1);
 }
 
-/* 16 ymm registers: a 2 x 2 tile holds 8 accumulator halves */
+/* 16 ymm registers: a 2 x 2 tile holds 8 accumulator halves; against a
+ * single row of x, 4 rows of w (8 halves, operands loaded as used) */
 #define KB_TILE_T 2
 #define KB_TILE_J 2
+#define KB_TILE_J1 4
+#define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* AVX2-only parts have smaller L2s (Zen 2/3: 512 KiB per core) */
+#define KB_X_BLOCK_BYTES (256 * 1024)
 #define KB_OPS k_ops_avx2
 #define KB_NAME "avx2"
 #include "q8_avx2.h"

@@ -15,24 +15,43 @@ float k_dot(const float *a, const float *b, int n) { return k_isa_ops()->dot(a, 
 
 void k_axpy(float s, const float *row, float *acc, int n) { k_isa_ops()->axpy(s, row, acc, n); }
 
+/* One matrix of a job: y[t*ldy + j] = x[t] . w[j] for j < N. */
+typedef struct {
+    k_matrix w;
+    int N, ldy, groups;
+    float *y;
+} linear_part;
+
+#define LINEAR_MAX_PARTS 4
+
 typedef struct {
     const k_ops *ops;
     const float *x;
-    int T, K, N, ldy, groups, n_tasks;
-    k_matrix w;
-    float *y;
+    int T, K, n_parts, groups, n_tasks;
+    linear_part part[LINEAR_MAX_PARTS];
 } linear_job;
 
+static void linear_rows(const linear_job *j, const linear_part *p, int j0, int j1)
+{
+    if (p->w.bf16)
+        j->ops->linear_bf16(j->x, j->T, j->K, p->w.bf16, j0, j1, p->y, p->ldy);
+    else
+        j->ops->linear_f32(j->x, j->T, j->K, p->w.f32, j0, j1, p->y, p->ldy);
+}
+
+/* A task's groups of 4 output columns, counted over the parts one after
+ * the other: each part's share is computed on its own. */
 static void linear_task(void *ctx, int task)
 {
     const linear_job *j = ctx;
     int g0 = (int)((long)j->groups * task / j->n_tasks);
     int g1 = (int)((long)j->groups * (task + 1) / j->n_tasks);
-    int j0 = g0 * 4, j1 = g1 * 4 < j->N ? g1 * 4 : j->N;
-    if (j->w.bf16)
-        j->ops->linear_bf16(j->x, j->T, j->K, j->w.bf16, j0, j1, j->y, j->ldy);
-    else
-        j->ops->linear_f32(j->x, j->T, j->K, j->w.f32, j0, j1, j->y, j->ldy);
+    for (int i = 0, base = 0; i < j->n_parts && base < g1; base += j->part[i++].groups) {
+        const linear_part *p = &j->part[i];
+        int a = g0 > base ? g0 - base : 0, b = g1 - base < p->groups ? g1 - base : p->groups;
+        if (a < b)
+            linear_rows(j, p, a * 4, b * 4 < p->N ? b * 4 : p->N);
+    }
 }
 
 /* Output columns go to tasks in groups of 4 (every path's tiles divide 4).
@@ -41,6 +60,26 @@ static void linear_task(void *ctx, int task)
  * ~256 KiB of weights, so handing it out costs nothing measurable. */
 #define TASKS_PER_THREAD 4
 #define MIN_TASK_MACS (64L * 1024)
+
+static void linear_run(linear_job *j, tp_pool *pool)
+{
+    long n = 0;
+    j->groups = 0;
+    for (int i = 0; i < j->n_parts; i++) {
+        j->part[i].groups = (j->part[i].N + 3) / 4;
+        j->groups += j->part[i].groups;
+        n += j->part[i].N;
+    }
+    long macs = (long)j->T * j->K * n;
+    int want = tp_threads(pool) > 1 ? tp_threads(pool) * TASKS_PER_THREAD : 1;
+    long by_size = macs / (MIN_TASK_MACS * 1L);
+    if (want > by_size)
+        want = (int)(by_size > 0 ? by_size : 1);
+    if (want > j->groups)
+        want = j->groups;
+    j->n_tasks = want < 1 ? 1 : want;
+    tp_run(pool, j->n_tasks, linear_task, j);
+}
 
 void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, tp_pool *pool)
 {
@@ -52,16 +91,26 @@ void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy
                     y[(size_t)t * ldy + c] = NAN;
         return;
     }
-    linear_job j = {k_isa_ops(), x, T, K, N, ldy, (N + 3) / 4, 1, w, y};
-    long macs = (long)T * K * N;
-    int want = tp_threads(pool) > 1 ? tp_threads(pool) * TASKS_PER_THREAD : 1;
-    long by_size = macs / (MIN_TASK_MACS * 1L);
-    if (want > by_size)
-        want = (int)(by_size > 0 ? by_size : 1);
-    if (want > j.groups)
-        want = j.groups;
-    j.n_tasks = want < 1 ? 1 : want;
-    tp_run(pool, j.n_tasks, linear_task, &j);
+    linear_job j = {.ops = k_isa_ops(), .x = x, .T = T, .K = K, .n_parts = 1};
+    j.part[0] = (linear_part){.w = w, .N = N, .ldy = ldy, .y = y};
+    linear_run(&j, pool);
+}
+
+int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N, float *const *y,
+                   const int *ldy, int n, tp_pool *pool)
+{
+    if (n < 1 || n > LINEAR_MAX_PARTS)
+        return -1;
+    if (w[0].q8) { /* q8 products quantize x once per matrix: one job each */
+        for (int i = 0; i < n; i++)
+            k_linear(x, T, K, w[i], N[i], y[i], ldy[i], pool);
+        return 0;
+    }
+    linear_job j = {.ops = k_isa_ops(), .x = x, .T = T, .K = K, .n_parts = n};
+    for (int i = 0; i < n; i++)
+        j.part[i] = (linear_part){.w = w[i], .N = N[i], .ldy = ldy[i], .y = y[i]};
+    linear_run(&j, pool);
+    return 0;
 }
 
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)

@@ -39,6 +39,12 @@ float k_dot(const float *a, const float *b, int n);
  * with weight [N, K] applied to T rows, its columns split over the pool. */
 void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, tp_pool *pool);
 
+/* n (1 to 4) k_linear's of the same x in one job of the pool: y[i] gets
+ * x times w[i] ([N[i], K]), each value the same bits as k_linear's. -1 for
+ * n out of range. */
+int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N, float *const *y,
+                   const int *ldy, int n, tp_pool *pool);
+
 /* e^x and e^x - 1, to within an ulp, the same bits on every CPU (libm's
  * expf / expm1f differ between x86-64 and aarch64 in the last bit). */
 float k_expf(float x);

@@ -7,13 +7,25 @@
  *   i+4, i+2, i+1), KB_TILE_T x KB_TILE_J (the register tile: rows of x by
  *   rows of w) and KB_OPS / KB_NAME (the table it exports); optionally
  *   KB_TILE_STORE(acc, y, ldy), reducing a whole tile at once in the same
- *   tree.
+ *   tree, KB_TILE_J1 (rows of w per tile against a single row of x: more
+ *   independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
+ *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches).
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
 #include "isa.h"
 
 #include <stddef.h>
+
+#ifndef KB_TILE_J1
+#define KB_TILE_J1 KB_TILE_J
+#endif
+#ifndef KB_TILE_J1_F32
+#define KB_TILE_J1_F32 KB_TILE_J
+#endif
+#ifndef KB_PREFETCH
+#define KB_PREFETCH(p) ((void)0)
+#endif
 
 static float kb_dot(const float *a, const float *b, int n)
 {
@@ -55,17 +67,25 @@ static inline __attribute__((always_inline)) vec16 kb_wload_tail(kb_wrow w, size
 }
 
 /* M rows of x against M_J rows of w: M * M_J dot products, each in the
- * canonical order. M and MJ are constants at every call site. */
-static inline __attribute__((always_inline)) void
-kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, int MJ)
+ * canonical order. M and MJ are constants at every call site. With `pf`
+ * set, the loop also prefetches the weights pf elements ahead of each row:
+ * the same offset in the rows of the next tile, which follow in memory. */
+#define KB_TILE_MAX_J (KB_TILE_J1 > KB_TILE_J ? KB_TILE_J1 : KB_TILE_J)
+static inline __attribute__((always_inline)) void kb_tile(const float *x, int K, kb_wrow w,
+                                                          float *y, int ldy, int bf16, int M,
+                                                          int MJ, size_t pf)
 {
-    vec16 acc[KB_TILE_T][KB_TILE_J];
+    vec16 acc[KB_TILE_T][KB_TILE_MAX_J];
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
             acc[t][j] = V_ZERO();
     int i = 0;
     for (; i + 16 <= K; i += 16) {
-        vec16 xv[KB_TILE_T], wv[KB_TILE_J];
+        vec16 xv[KB_TILE_T], wv[KB_TILE_MAX_J];
+        if (pf && (!bf16 || (i & 16) == 0))
+            for (int j = 0; j < MJ; j++)
+                KB_PREFETCH(bf16 ? (const void *)(w.h + (size_t)j * K + i + pf)
+                                 : (const void *)(w.f + (size_t)j * K + i + pf));
         for (int t = 0; t < M; t++)
             xv[t] = V_LOAD(x + (size_t)t * K + i);
         for (int j = 0; j < MJ; j++)
@@ -76,7 +96,7 @@ kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, in
     }
     if (i < K) {
         int r = K - i;
-        vec16 xv[KB_TILE_T], wv[KB_TILE_J];
+        vec16 xv[KB_TILE_T], wv[KB_TILE_MAX_J];
         for (int t = 0; t < M; t++)
             xv[t] = V_LOAD_TAIL(x + (size_t)t * K + i, r);
         for (int j = 0; j < MJ; j++)
@@ -87,7 +107,11 @@ kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, in
     }
 #ifdef KB_TILE_STORE
     if (M == KB_TILE_T && MJ == KB_TILE_J) {
-        KB_TILE_STORE(acc, y, ldy);
+        vec16 tile[KB_TILE_T][KB_TILE_J];
+        for (int t = 0; t < M; t++)
+            for (int j = 0; j < MJ; j++)
+                tile[t][j] = acc[t][j];
+        KB_TILE_STORE(tile, y, ldy);
         return;
     }
 #endif
@@ -103,30 +127,90 @@ static inline kb_wrow kb_row(const float *wf, const uint16_t *wh, size_t j, int 
 }
 
 /* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
- * rows of w over it, so w is streamed from memory once per block. */
-#define KB_TOKEN_BLOCK 32
+ * rows of w over it, so w is streamed from memory once per block. The block
+ * is as many tiles of x as fit in KB_X_BLOCK_BYTES, between 32 and 128 rows
+ * (fewer blocks: w read from memory fewer times; the block must stay in
+ * L2 next to the stream of w). */
+#ifndef KB_X_BLOCK_BYTES
+#define KB_X_BLOCK_BYTES (512 * 1024)
+#endif
+static inline int kb_token_block(int K)
+{
+    long rows = (long)KB_X_BLOCK_BYTES / ((long)K * 4);
+    rows = rows < 32 ? 32 : rows > 128 ? 128 : rows;
+    return (int)(rows / KB_TILE_T * KB_TILE_T);
+}
+/* How far ahead the weights are prefetched, in bytes: about the next
+ * tiles' rows (a few KiB each), well inside L1 with the tile in use. */
+#ifndef KB_PF_BYTES
+#define KB_PF_BYTES (16 * 1024)
+#endif
+
+/* The prefetch distance in elements: whole rows, at least one tile ahead
+ * (rows follow each other in memory, so that is the next tiles' rows). */
+static inline size_t kb_pf(int K, int bf16)
+{
+    size_t rows = (size_t)KB_PF_BYTES / ((size_t)K * (bf16 ? 2 : 4));
+    return (rows < KB_TILE_MAX_J ? KB_TILE_MAX_J : rows) * (size_t)K;
+}
+
+/* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
+ * tile against each row of x, prefetching the next tiles' rows. */
+static inline __attribute__((always_inline)) void kb_linear_narrow(const float *x, int T, int K,
+                                                                   const float *wf,
+                                                                   const uint16_t *wh, int j0,
+                                                                   int j1, float *y, int ldy,
+                                                                   int bf16, int J)
+{
+    int j = j0;
+    for (; j + J <= j1; j += J)
+        for (int t = 0; t < T; t++)
+            kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
+                    ldy, bf16, 1, J, kb_pf(K, bf16));
+    for (; j + KB_TILE_J <= j1; j += KB_TILE_J)
+        for (int t = 0; t < T; t++)
+            kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
+                    ldy, bf16, 1, KB_TILE_J, 0);
+    for (; j < j1; j++)
+        for (int t = 0; t < T; t++)
+            kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
+                    ldy, bf16, 1, 1, 0);
+}
 
 static inline __attribute__((always_inline)) void kb_linear(const float *x, int T, int K,
                                                             const float *wf, const uint16_t *wh,
                                                             int j0, int j1, float *y, int ldy,
                                                             int bf16)
 {
-    for (int t0 = 0; t0 < T; t0 += KB_TOKEN_BLOCK) {
-        int t1 = t0 + KB_TOKEN_BLOCK < T ? t0 + KB_TOKEN_BLOCK : T;
+    if (T < KB_TILE_T) {
+        kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, bf16,
+                         bf16 ? KB_TILE_J1 : KB_TILE_J1_F32);
+        return;
+    }
+    int tb = kb_token_block(K);
+    for (int t0 = 0; t0 < T; t0 += tb) {
+        int t1 = t0 + tb < T ? t0 + tb : T;
         int j = j0;
         for (; j + KB_TILE_J <= j1; j += KB_TILE_J) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
             int t = t0;
+            /* the first tile of x against these rows of w prefetches the next rows */
+            if (t + KB_TILE_T <= t1) {
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
+                        KB_TILE_J, kb_pf(K, bf16));
+                t += KB_TILE_T;
+            }
             for (; t + KB_TILE_T <= t1; t += KB_TILE_T)
                 kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
-                        KB_TILE_J);
+                        KB_TILE_J, 0);
             for (; t < t1; t++)
-                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, 1, KB_TILE_J);
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, 1, KB_TILE_J,
+                        0);
         }
         for (; j < j1; j++)
             for (int t = t0; t < t1; t++)
                 kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                        ldy, bf16, 1, 1);
+                        ldy, bf16, 1, 1, 0);
     }
 }
 
