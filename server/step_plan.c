@@ -77,10 +77,21 @@ static double prefill_rate(const srv_step_cost *c, int decode_rows, int budget)
     return budget / t;
 }
 
+/* With nothing decoding the step takes whole chunks, but a prompt it
+ * finishes starts decoding at its end: once one has, what follows is held to
+ * the time budget of that many decode rows (their first tokens must not wait
+ * for a long prompt's whole chunk). Returns the budget left. */
+static int after_starts(const srv_plan_limits *l, const srv_step_cost *c, int starts, int planned,
+                        int budget)
+{
+    int timed = srv_plan_budget(l, c, starts) - planned;
+    return min_int(budget, timed > 0 ? timed : 0);
+}
+
 int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
                      const srv_plan_prompt *p, int n, int *order, int *chunk)
 {
-    int budget = srv_plan_budget(l, c, decode_rows), planned = 0;
+    int budget = srv_plan_budget(l, c, decode_rows), planned = 0, starts = 0;
     for (int i = 0; i < n; i++) {
         order[i] = i;
         chunk[i] = 0;
@@ -92,6 +103,9 @@ int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decod
         chunk[i] = take;
         budget -= take;
         planned += take;
+        starts += take == p[i].remaining;
+        if (l->target_s > 0 && decode_rows == 0 && starts > 0)
+            budget = after_starts(l, c, starts, planned, budget);
     }
     return planned;
 }
