@@ -5,9 +5,10 @@
  * step then plans the batch once (every running sequence's next decode
  * token plus chunks of waiting prompts that step_plan.c sizes to the step's
  * time budget: chunked prefill, so a long prompt never stalls running
- * streams), runs one timed mhla_engine_forward call, and applies the results: samples, hands the
- * new text to the requests, starts the choices of finished prompts. Requests join and leave at
- * every step; a cancelled request's state is freed at the next step.
+ * streams), runs one timed mhla_engine_forward call, and applies the
+ * results: samples, hands the new text to the requests, starts the choices
+ * of finished prompts. Requests join and leave at every step; a cancelled
+ * request's state is freed at the next step.
  */
 #include "server_internal.h"
 #include "step_plan.h"

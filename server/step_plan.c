@@ -10,9 +10,10 @@
 
 #define PROBE_FIRST 16 /* the first prefill chunk beside decode rows while per_token is unknown */
 #define PROBE_STEPS 3  /* prefill steps (chunks of 16, 32, 64) before the fit is trusted */
-#define MIN_SHARE 0.2  /* prefill's time: at least this share of max(target, decode time) */
-#define MIN_TOKENS 4   /* and at least this many tokens */
-#define GROWTH 2       /* a step's prompt tokens beside decode rows: at most this × the last's */
+#define MIN_SHARE_TARGET 0.2 /* prefill's time: at least this share of the target ... */
+#define MIN_SHARE_DECODE 0.5 /* ... and of the decode time (when decoding alone is slow) */
+#define MIN_TOKENS 4         /* and at least this many tokens */
+#define GROWTH 2 /* a step's prompt tokens beside decode rows: at most this × the last's */
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -32,7 +33,9 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
         return cap;
     double decode = srv_step_cost_predict(c, decode_rows, 0);
     double left = l->target_s - decode;
-    double floor_s = MIN_SHARE * (decode > l->target_s ? decode : l->target_s);
+    double floor_s = MIN_SHARE_TARGET * l->target_s, by_decode = MIN_SHARE_DECODE * decode;
+    if (floor_s < by_decode)
+        floor_s = by_decode;
     if (left < floor_s)
         left = floor_s;
     double tokens = left / per_token;
@@ -77,10 +80,21 @@ static double prefill_rate(const srv_step_cost *c, int decode_rows, int budget)
     return budget / t;
 }
 
+/* With nothing decoding the step takes whole chunks, but a prompt it
+ * finishes starts decoding at its end: once one has, what follows is held to
+ * the time budget of that many decode rows (their first tokens must not wait
+ * for a long prompt's whole chunk). Returns the budget left. */
+static int after_starts(const srv_plan_limits *l, const srv_step_cost *c, int starts, int planned,
+                        int budget)
+{
+    int timed = srv_plan_budget(l, c, starts) - planned;
+    return min_int(budget, timed > 0 ? timed : 0);
+}
+
 int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
                      const srv_plan_prompt *p, int n, int *order, int *chunk)
 {
-    int budget = srv_plan_budget(l, c, decode_rows), planned = 0;
+    int budget = srv_plan_budget(l, c, decode_rows), planned = 0, starts = 0;
     for (int i = 0; i < n; i++) {
         order[i] = i;
         chunk[i] = 0;
@@ -92,6 +106,9 @@ int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decod
         chunk[i] = take;
         budget -= take;
         planned += take;
+        starts += take == p[i].remaining;
+        if (l->target_s > 0 && decode_rows == 0 && starts > 0)
+            budget = after_starts(l, c, starts, planned, budget);
     }
     return planned;
 }

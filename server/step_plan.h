@@ -53,7 +53,8 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
  * admission order; with one, shortest remaining first with aging: a prompt's
  * wait counts as the prompt tokens steps of this budget would have fed it
  * meanwhile, less those it got, so a long prompt is overtaken but never
- * starved. order (n ints) is scratch.
+ * starved. With nothing decoding, once a prompt finishes in the step (and
+ * so starts decoding), the tokens after it keep to the time budget. order (n ints) is scratch.
  * Returns the tokens planned. */
 int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
                      const srv_plan_prompt *p, int n, int *order, int *chunk);

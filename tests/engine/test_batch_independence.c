@@ -1,16 +1,13 @@
 /*
  * A sequence's logits must be the same bits whether it runs alone or in a
  * batch with other sequences of other lengths, whatever the split of its
- * tokens into calls and whatever the number of threads -- the split the
- * server's step planner (server/step_plan.c) picks beside a decoding sequence
- * included. Also checks that a
+ * tokens into calls and whatever the number of threads. Also checks that a
  * refused call (context limit, bad token, duplicate sequence) leaves every
  * sequence exactly where it was.
  *
  * usage: test_batch_independence MODEL_DIR [f32|bf16|q8]
  */
 #include "engine.h"
-#include "step_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,58 +51,6 @@ static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens,
     return logits;
 }
 
-/* The longest sequence (a) prefilled in the chunks the server's step planner
- * picks while sequence b decodes one token per step, both in one call per
- * step, on a simulated engine whose costs and target change from step to
- * step (chunks of 1 to ~10 tokens, ending anywhere in a block); then both
- * must equal their runs alone. */
-static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na, const float *la,
-                                 const int32_t *tb, int nb, const float *lb)
-{
-    int V = mhla_model_config(m)->vocab_size;
-    mhla_error err;
-    mhla_engine *e;
-    mhla_seq *a, *b;
-    mhla_engine_options o = {.n_threads = 2};
-    if (mhla_engine_create(m, &o, &e, &err) || mhla_seq_create(m, &a, &err) ||
-        mhla_seq_create(m, &b, &err))
-        die("planned: create", &err);
-    float *ra = malloc((size_t)na * V * sizeof(float)),
-          *rb = malloc((size_t)nb * V * sizeof(float));
-    srv_step_cost cost;
-    srv_step_cost_reset(&cost, 0);
-    for (int k = 0; k < 8; k++) /* past the probes: the fit sizes the chunks */
-        srv_step_cost_observe(&cost, 0, 1, 1 + k, 1e-3 + 1e-4 + 2e-4 * (1 + k));
-    int da = 0, db = 0, steps = 0, sizes = 0;
-    while (da < na) {
-        srv_plan_limits lim = {.target_s = 1.2e-3 + 1e-4 * rnd(20), .max_tokens = 64};
-        srv_plan_prompt pp = {na - da, da, 0.01 * steps};
-        int order, chunk, rows = db < nb;
-        srv_plan_prefill(&lim, &cost, rows, &pp, 1, &order, &chunk);
-        mhla_batch_item it[2] = {{a, ta + da, chunk, 0, ra + (size_t)da * V, NULL},
-                                 {b, tb + db, 1, 0, rb + (size_t)db * V, NULL}};
-        if (chunk > 0 && mhla_engine_forward(e, it, 1 + rows, &err))
-            die("planned: forward", &err);
-        if (chunk == 0)
-            die("planned: the planner gave no prompt tokens", &err);
-        srv_step_cost_observe(&cost, 0, rows, chunk, 1e-3 + 1e-4 * rows + 2e-4 * chunk);
-        sizes |= chunk < 32 ? 1 << chunk : 0;
-        da += chunk;
-        db += rows;
-        steps++;
-    }
-    CHECK(memcmp(ra, la, (size_t)na * V * sizeof(float)) == 0,
-          "the planner's chunks (%d steps) differ from one prefill", steps);
-    CHECK(memcmp(rb, lb, (size_t)db * V * sizeof(float)) == 0,
-          "the decoding sequence beside the planner's chunks differs from alone");
-    CHECK(__builtin_popcount((unsigned)sizes) >= 3, "the planner picked too few chunk sizes");
-    mhla_seq_free(a);
-    mhla_seq_free(b);
-    mhla_engine_free(e);
-    free(ra);
-    free(rb);
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3) {
@@ -141,7 +86,6 @@ int main(int argc, char **argv)
     CHECK(memcmp(chunks, alone[longest], bytes) == 0, "chunks of 5 differ from one prefill");
     free(decode);
     free(chunks);
-    check_planned_chunks(m, tok[longest], len[longest], alone[longest], tok[3], len[3], alone[3]);
 
     /* All sequences together: each step gives every unfinished sequence a
      * random chunk (1 token = decode), so prefills and decodes mix and the

@@ -38,14 +38,13 @@ cmake -S "$src" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu
   >"$work/configure.log" 2>&1 || { tail -30 "$work/configure.log"; exit 1; }
 cmake --build "$build" -j2 --target mhla-generate >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; exit 1; }
-# test_batch_independence is not part of the engine-only build: link it here, with
-# the server's step planner it feeds its chunk sizes from.
+# test_batch_independence is not part of the engine-only build: link it here.
 libs=$build/lib
 # (the table of backends, without MHLA_BACKEND_CUDA, is the CPU's alone)
 aarch64-linux-gnu-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
   -I"$src/base/include" -I"$src/engine" -I"$src/engine/include" -I"$src/kvstate/include" \
-  -I"$src/tests/common" -I"$src/server" "$src/tests/engine/test_batch_independence.c" \
-  "$src/server/step_plan.c" "$src/server/step_cost.c" "$src/engine/backend_registry.c" "$libs/libmhla_engine_core.a" "$libs/libmhla_kvstate.a" \
+  -I"$src/tests/common" "$src/tests/engine/test_batch_independence.c" \
+  "$src/engine/backend_registry.c" "$libs/libmhla_engine_core.a" "$libs/libmhla_kvstate.a" \
   "$libs/libmhla_base.a" -lcjson -lm -lpthread -o "$build/bin/test_batch_independence"
 file "$build/bin/mhla-generate" | sed 's/, BuildID.*//'
 # The tests run the programs in --bin: wrappers that start them under qemu.
