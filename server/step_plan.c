@@ -14,6 +14,10 @@
 #define MIN_SHARE_DECODE 0.5 /* ... and of the decode time (when decoding alone is slow) */
 #define MIN_TOKENS 4         /* and at least this many tokens */
 #define GROWTH 2 /* a step's prompt tokens beside decode rows: at most this × the last's */
+/* A step beside decode rows also takes at most this × a decode-only step, so
+ * a stream's largest gap stays within a few of its median gaps even when
+ * the target is loose for this machine (a fast GPU, a small model). */
+#define GAP_FACTOR 2.5
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -32,8 +36,9 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
     if (per_token <= 0)
         return cap;
     double decode = srv_step_cost_predict(c, decode_rows, 0);
-    double left = l->target_s - decode;
-    double floor_s = MIN_SHARE_TARGET * l->target_s, by_decode = MIN_SHARE_DECODE * decode;
+    double target = l->target_s < GAP_FACTOR * decode ? l->target_s : GAP_FACTOR * decode;
+    double left = target - decode;
+    double floor_s = MIN_SHARE_TARGET * target, by_decode = MIN_SHARE_DECODE * decode;
     if (floor_s < by_decode)
         floor_s = by_decode;
     if (left < floor_s)

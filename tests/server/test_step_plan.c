@@ -85,6 +85,10 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
             1.15 * (decode + floor > s->lim.target_s ? decode + floor : s->lim.target_s);
         CHECK(t <= allowed || planned <= 4, "step %ld: %d rows + %d tokens take %.1f ms > %.1f ms",
               s->steps, rows, planned, t * 1e3, allowed * 1e3);
+        /* and a step beside decode rows stays within 2.5 decode-only steps (even gaps) */
+        CHECK(t <= 1.15 * 2.5 * decode || planned <= 4,
+              "step %ld: %d rows + %d tokens take %.1f ms > 2.5 x the decode step (%.1f ms)",
+              s->steps, rows, planned, t * 1e3, decode * 1e3);
     }
     if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps < 3 && planned > 0)
         CHECK(planned <= 16 << s->cost.prefill_steps, "probe %ld: %d tokens", s->cost.prefill_steps,
@@ -211,15 +215,19 @@ static void test_no_starvation(void)
 {
     sim s;
     sim_init(&s, 0.05);
-    int lng = -1;
+    int lng = -1, every = 1;
     long steps_at_long = 0;
-    /* a short prompt arrives every step: more than the budget feeds (overload) */
-    for (int k = 0; k < 3000 && s.n < MAX_P; k++) {
+    /* short prompts (175 tokens on average) arrive 1.25 × as fast as the
+     * step's budget feeds them (overload), once the costs are learned */
+    for (int k = 0; k < 4000 && s.n < MAX_P; k++) {
         if (k == 100) {
             lng = arrive(&s, 2000);
             steps_at_long = s.steps;
+            int budget = srv_plan_budget(&s.lim, &s.cost, 8);
+            every = (int)(175.0 / (1.25 * (budget > 0 ? budget : 1)));
+            every = every < 1 ? 1 : every;
         }
-        if (k >= 50)
+        if (k >= 50 && (k < 100 || k % every == 0))
             arrive(&s, 150 + rnd(50));
         step(&s, 8);
         if (lng >= 0 && s.p[lng].remaining == 0)
