@@ -258,8 +258,8 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     k_matrix wqkvg[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
     int nqkvg[4] = {qd, kd, vd, od};
     float *yqkvg[4] = {e->q, e->k, e->v, e->g};
-    (void)k_linear_multi(e->h, T, D, wqkvg, nqkvg, yqkvg, nqkvg,
-                         ly->wg.f32 || ly->wg.bf16 ? 4 : 3, nt);
+    (void)k_linear_multi(e->h, T, D, wqkvg, nqkvg, yqkvg, nqkvg, ly->wg.f32 || ly->wg.bf16 ? 4 : 3,
+                         nt);
     prepare_qk(e, items, row_start, T);
     token_mixer(e, l, items, n_items, row_start);
     output_norm(e, ly, T);

@@ -71,9 +71,8 @@ static inline __attribute__((always_inline)) vec16 kb_wload_tail(kb_wrow w, size
  * set, the loop also prefetches the weights pf elements ahead of each row:
  * the same offset in the rows of the next tile, which follow in memory. */
 #define KB_TILE_MAX_J (KB_TILE_J1 > KB_TILE_J ? KB_TILE_J1 : KB_TILE_J)
-static inline __attribute__((always_inline)) void kb_tile(const float *x, int K, kb_wrow w,
-                                                          float *y, int ldy, int bf16, int M,
-                                                          int MJ, size_t pf)
+static inline __attribute__((always_inline)) void
+kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, int MJ, size_t pf)
 {
     vec16 acc[KB_TILE_T][KB_TILE_MAX_J];
     for (int t = 0; t < M; t++)
@@ -156,11 +155,9 @@ static inline size_t kb_pf(int K, int bf16)
 
 /* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
  * tile against each row of x, prefetching the next tiles' rows. */
-static inline __attribute__((always_inline)) void kb_linear_narrow(const float *x, int T, int K,
-                                                                   const float *wf,
-                                                                   const uint16_t *wh, int j0,
-                                                                   int j1, float *y, int ldy,
-                                                                   int bf16, int J)
+static inline __attribute__((always_inline)) void
+kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
+                 float *y, int ldy, int bf16, int J)
 {
     int j = j0;
     for (; j + J <= j1; j += J)
@@ -183,8 +180,7 @@ static inline __attribute__((always_inline)) void kb_linear(const float *x, int 
                                                             int bf16)
 {
     if (T < KB_TILE_T) {
-        kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, bf16,
-                         bf16 ? KB_TILE_J1 : KB_TILE_J1_F32);
+        kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, bf16, bf16 ? KB_TILE_J1 : KB_TILE_J1_F32);
         return;
     }
     int tb = kb_token_block(K);
