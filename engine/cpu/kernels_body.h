@@ -163,7 +163,7 @@ kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *
     for (; j + J <= j1; j += J)
         for (int t = 0; t < T; t++)
             kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                    ldy, bf16, 1, J, kb_pf(K, bf16));
+                    ldy, bf16, 1, J, bf16 ? kb_pf(K, 1) : 0);
     for (; j + KB_TILE_J <= j1; j += KB_TILE_J)
         for (int t = 0; t < T; t++)
             kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
