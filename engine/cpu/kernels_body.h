@@ -154,7 +154,8 @@ static inline size_t kb_pf(int K, int bf16)
 }
 
 /* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
- * tile against each row of x, prefetching the next tiles' rows. */
+ * tile against each row of x; bf16 tiles prefetch the next tiles' rows
+ * (f32 ones streamed slower with the prefetch, with two threads). */
 static inline __attribute__((always_inline)) void
 kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
                  float *y, int ldy, int bf16, int J)
