@@ -154,7 +154,8 @@ static inline size_t kb_pf(int K, int bf16)
 }
 
 /* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
- * tile against each row of x, prefetching the next tiles' rows. */
+ * tile against each row of x; bf16 tiles prefetch the next tiles' rows
+ * (f32 ones streamed slower with the prefetch, with two threads). */
 static inline __attribute__((always_inline)) void
 kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
                  float *y, int ldy, int bf16, int J)
@@ -163,7 +164,7 @@ kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *
     for (; j + J <= j1; j += J)
         for (int t = 0; t < T; t++)
             kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                    ldy, bf16, 1, J, kb_pf(K, bf16));
+                    ldy, bf16, 1, J, bf16 ? kb_pf(K, 1) : 0);
     for (; j + KB_TILE_J <= j1; j += KB_TILE_J)
         for (int t = 0; t < T; t++)
             kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
