@@ -92,7 +92,9 @@ static void work(tp_pool *p, uint32_t g)
         if ((uint32_t)(w >> 32) != g)
             return;
         int task = (int)(uint32_t)w;
-        int n = atomic_load_explicit(&p->n_tasks, memory_order_relaxed);
+        /* acquire: a count from a newer job comes with that job's closed claim
+         * word (tp_run), so the compare-and-swap below then fails */
+        int n = atomic_load_explicit(&p->n_tasks, memory_order_acquire);
         if (task >= n)
             return;
         if (!atomic_compare_exchange_weak_explicit(&p->claim, &w, w + 1, memory_order_acq_rel,
@@ -180,9 +182,14 @@ void tp_run(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
         return;
     }
     uint32_t g = atomic_load_explicit(&p->gen, memory_order_relaxed) + 1;
+    /* Close the claim word first: a worker that read the last job's claim
+     * word and then this job's task count would otherwise claim a task
+     * index of the new job under the old generation (and run it with the
+     * new job's context). Task INT32_MAX is past every count. */
+    atomic_store(&p->claim, (uint64_t)g << 32 | (uint64_t)INT32_MAX);
     atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_relaxed);
+    atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_release);
     atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
     atomic_store_explicit(&p->claim, (uint64_t)g << 32, memory_order_release);
     atomic_store(&p->gen, g);
