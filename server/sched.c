@@ -551,15 +551,16 @@ static mhla_batch_item batch_item(srv_sched *s, int j, int *row)
 /* The step's forward time feeds the cost fit and the metrics. */
 static void learn(srv_sched *s, double seconds)
 {
+    double predicted = srv_step_cost_predict(&s->cost, s->step_rows, s->step_prefill);
     srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
                           s->step_prefill, seconds);
     srv_metrics_observe(SRV_HIST_STEP, seconds);
     if (srv_log_enabled(MHLA_LOG_DEBUG)) /* every step: the planner's record */
         srv_logf(MHLA_LOG_DEBUG, "step",
-                 "decode_rows %d prefill_tokens %d took %.3f ms; costs now fixed %.4f ms, "
-                 "per row %.4f ms, per prompt token %.5f ms",
-                 s->step_rows, s->step_prefill, seconds * 1e3, s->cost.theta[0] * 1e3,
-                 s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
+                 "decode_rows %d prefill_tokens %d took %.3f ms (predicted %.3f ms); costs now "
+                 "fixed %.4f ms, per row %.4f ms, per prompt token %.5f ms",
+                 s->step_rows, s->step_prefill, seconds * 1e3, predicted * 1e3,
+                 s->cost.theta[0] * 1e3, s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
     srv_metrics_step_plan(s->step_prefill, s->cost.theta);
 }
 

@@ -1,10 +1,21 @@
 /*
- * step_cost.c — the engine's step time learned online: step_time ≈ fixed +
- * per_row × decode rows + per_token × prefill tokens, fitted by exponentially
- * weighted least squares, so the costs follow the machine as its load
- * changes. Each refit is pulled slightly towards the previous estimates: a
- * cost the recent steps say nothing about (no prefill for a while, always
- * the same number of rows) keeps its last value instead of drifting.
+ * step_cost.c — the engine's step time learned online, in two parts:
+ *
+ *   decode(rows) = fixed + per_row × rows, fitted over the steps that only
+ *   decode; and per_token, the time each prompt token adds to such a step,
+ *   fitted over the steps that decode and feed prompts, as (step time −
+ *   decode(rows)) per token.
+ *
+ * One joint fit of all three costs cannot tell them apart when the steps look
+ * alike — under steady prompt pressure every step has the same rows and about
+ * the same chunk, and noise then moves cost between fixed, per_row and
+ * per_token freely (measured: a decode estimate 2.5× the true one, so steps
+ * beside decode ran 8× a decode-only step). Learned apart, each part comes
+ * from the steps that show it; the planner keeps decode-only steps coming
+ * (step_plan.c). Steps with no decode rows feed large chunks whose tokens cost
+ * less each; they only seed per_token until a step has done both. All sums
+ * are exponentially weighted, so the costs follow the machine as its load
+ * changes.
  */
 #include "step_plan.h"
 
@@ -25,76 +36,30 @@ double srv_step_cost_predict(const srv_step_cost *c, int rows, int tokens)
            c->theta[SRV_COST_PER_TOKEN] * tokens;
 }
 
-/* Solves m x = v by Gaussian elimination with partial pivoting; -1 when m is
- * singular. m and v are overwritten. */
-static int solve3(double m[3][3], double v[3], double x[3])
+/* fixed and per_row from the decode-only steps' sums, pulled slightly
+ * towards the previous estimates (steps that all have the same rows say
+ * nothing about the split, only about the sum). A cost the fit makes
+ * negative keeps its previous value and the other is refitted around it. */
+static void refit_decode(srv_step_cost *c)
 {
-    for (int k = 0; k < 3; k++) {
-        int p = k;
-        for (int i = k + 1; i < 3; i++)
-            if ((m[i][k] < 0 ? -m[i][k] : m[i][k]) > (m[p][k] < 0 ? -m[p][k] : m[p][k]))
-                p = i;
-        if (m[p][k] == 0)
-            return -1;
-        for (int j = 0; j < 3; j++) {
-            double t = m[k][j];
-            m[k][j] = m[p][j];
-            m[p][j] = t;
-        }
-        double t = v[k];
-        v[k] = v[p];
-        v[p] = t;
-        for (int i = k + 1; i < 3; i++) {
-            double f = m[i][k] / m[k][k];
-            for (int j = k; j < 3; j++)
-                m[i][j] -= f * m[k][j];
-            v[i] -= f * v[k];
-        }
+    double r0 = RIDGE * c->a[0][0] + 1e-12, r1 = RIDGE * c->a[1][1] + 1e-12;
+    double m00 = c->a[0][0] + r0, m01 = c->a[0][1], m11 = c->a[1][1] + r1;
+    double v0 = c->b[0] + r0 * c->theta[SRV_COST_FIXED];
+    double v1 = c->b[1] + r1 * c->theta[SRV_COST_PER_ROW];
+    double det = m00 * m11 - m01 * m01;
+    if (det <= 0)
+        return;
+    double fixed = (v0 * m11 - v1 * m01) / det, per_row = (v1 * m00 - v0 * m01) / det;
+    if (fixed < 0) { /* hold fixed, fit per_row */
+        fixed = c->theta[SRV_COST_FIXED];
+        per_row = (v1 - m01 * fixed) / m11;
+    } else if (per_row < 0) { /* hold per_row, fit fixed */
+        per_row = c->theta[SRV_COST_PER_ROW];
+        fixed = (v0 - m01 * per_row) / m00;
     }
-    for (int k = 2; k >= 0; k--) {
-        double s = v[k];
-        for (int j = k + 1; j < 3; j++)
-            s -= m[k][j] * x[j];
-        x[k] = s / m[k][k];
-    }
-    return 0;
-}
-
-/* The regularised normal equations with the costs not in free held at
- * their previous estimates. */
-static void build(const srv_step_cost *c, const int free_[3], double m[3][3], double v[3])
-{
-    for (int i = 0; i < 3; i++) {
-        double r = RIDGE * c->a[i][i] + 1e-12;
-        for (int j = 0; j < 3; j++)
-            m[i][j] = free_[i] ? c->a[i][j] : i == j;
-        m[i][i] += free_[i] ? r : 0;
-        v[i] = free_[i] ? c->b[i] + r * c->theta[i] : c->theta[i];
-    }
-}
-
-/* New estimates from the sums. A cost the fit makes negative (noise, or steps
- * too alike to tell the costs apart) keeps its previous estimate and the
- * others are refitted around it: costs are never negative, and a per-token
- * cost once learned never collapses to nothing. */
-static void refit(srv_step_cost *c)
-{
-    int free_[3] = {1, 1, 1};
-    for (int pass = 0; pass < 3; pass++) {
-        double m[3][3], v[3], x[3] = {0, 0, 0};
-        build(c, free_, m, v);
-        if (solve3(m, v, x))
-            return;
-        int neg = 0;
-        for (int i = 0; i < 3; i++)
-            if (free_[i] && x[i] < 0) {
-                free_[i] = 0;
-                neg = 1;
-            }
-        if (!neg) {
-            memcpy(c->theta, x, sizeof x);
-            return;
-        }
+    if (fixed >= 0 && per_row >= 0) {
+        c->theta[SRV_COST_FIXED] = fixed;
+        c->theta[SRV_COST_PER_ROW] = per_row;
     }
 }
 
@@ -104,15 +69,32 @@ void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, d
         srv_step_cost_reset(c, device);
     if (!(seconds >= 0) || rows < 0 || tokens < 0 || rows + tokens == 0)
         return;
-    double x[3] = {1, rows, tokens};
-    for (int i = 0; i < 3; i++) {
-        for (int j = 0; j < 3; j++)
-            c->a[i][j] = FORGET * c->a[i][j] + x[i] * x[j];
-        c->b[i] = FORGET * c->b[i] + x[i] * seconds;
-    }
     c->steps++;
-    c->prefill_steps += tokens > 0;
-    if (tokens > 0 && rows > 0)
+    if (tokens == 0) {
+        double x[2] = {1, rows};
+        for (int i = 0; i < 2; i++) {
+            for (int j = 0; j < 2; j++)
+                c->a[i][j] = FORGET * c->a[i][j] + x[i] * x[j];
+            c->b[i] = FORGET * c->b[i] + x[i] * seconds;
+        }
+        c->decode_steps++;
+        c->since_decode = 0;
+        refit_decode(c);
+        return;
+    }
+    c->prefill_steps++;
+    /* the prompt tokens' share of the step: what decoding alone would not take */
+    double extra = seconds - srv_step_cost_predict(c, rows, 0), t = tokens;
+    if (rows > 0) {
+        c->since_decode++;
         c->last_prefill = tokens;
-    refit(c);
+        c->tok_xx = FORGET * c->tok_xx + t * t;
+        c->tok_xy = FORGET * c->tok_xy + t * extra;
+    } else {
+        c->solo_xx = FORGET * c->solo_xx + t * t;
+        c->solo_xy = FORGET * c->solo_xy + t * extra;
+    }
+    double per_token = c->tok_xx > 0 ? c->tok_xy / c->tok_xx : c->solo_xy / c->solo_xx;
+    if (per_token > 0)
+        c->theta[SRV_COST_PER_TOKEN] = per_token;
 }

@@ -14,10 +14,14 @@
 #define MIN_SHARE_DECODE 0.5 /* ... and of the decode time (when decoding alone is slow) */
 #define MIN_TOKENS 4         /* and at least this many tokens */
 #define GROWTH 2 /* a step's prompt tokens beside decode rows: at most this × the last's */
+/* Under steady prompt pressure one step in this many only decodes, so the
+ * decode cost the budget rests on is measured afresh (a few % of the prompt
+ * throughput beside decode rows). */
+#define REFRESH_STEPS 32
 /* A step beside decode rows also takes at most this × a decode-only step, so
  * a stream's largest gap stays within a few of its median gaps even when
  * the target is loose for this machine (a fast GPU, a small model). */
-#define GAP_FACTOR 2.5
+#define GAP_FACTOR 2.0
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -28,6 +32,8 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
         return 0;
     if (l->target_s <= 0 || decode_rows == 0)
         return cap; /* nobody waits for this step: whole chunks for throughput */
+    if (c->decode_steps == 0 || c->since_decode >= REFRESH_STEPS)
+        return 0; /* measure what decoding alone costs first */
     double per_token = c->theta[SRV_COST_PER_TOKEN];
     if (c->prefill_steps < PROBE_STEPS)
         return min_int(cap, PROBE_FIRST << c->prefill_steps);

@@ -7,15 +7,22 @@
 #ifndef MHLA_SERVER_STEP_PLAN_H
 #define MHLA_SERVER_STEP_PLAN_H
 
-/* ---- step_cost.c: step time ≈ fixed + per_row × decode rows + per_token × prefill tokens */
+/* ---- step_cost.c: a step decoding rows and feeding tokens prompt tokens
+ * takes fixed + per_row × rows + per_token × tokens; fixed and per_row come
+ * from the steps that only decode, per_token from those that also feed
+ * prompts */
 
 typedef struct {
-    double a[3][3], b[3]; /* exponentially weighted normal equations of the fit */
-    double theta[3];      /* the estimates: fixed, per decode row, per prefill token (seconds) */
-    long steps;           /* steps observed since the last reset */
-    long prefill_steps;   /* of them, steps that fed prompt tokens */
-    int last_prefill;     /* prompt tokens of the last step that also decoded */
-    int device;           /* the engine's device the costs belong to */
+    double a[2][2], b[2];    /* decode-only steps: weighted normal equations of fixed, per_row */
+    double tok_xx, tok_xy;   /* steps that decode and feed prompts: sums of the per_token fit */
+    double solo_xx, solo_xy; /* steps that only feed prompts: its seed until such a step */
+    double theta[3];         /* the estimates: fixed, per decode row, per prefill token (seconds) */
+    long steps;              /* steps observed since the last reset */
+    long prefill_steps;      /* of them, steps that fed prompt tokens */
+    long decode_steps;       /* of them, steps that only decoded */
+    long since_decode;       /* steps that decoded and fed prompts since the last decode-only one */
+    int last_prefill;        /* prompt tokens of the last step that also decoded */
+    int device;              /* the engine's device the costs belong to */
 } srv_step_cost;
 
 enum { SRV_COST_FIXED, SRV_COST_PER_ROW, SRV_COST_PER_TOKEN };
@@ -45,7 +52,9 @@ typedef struct {
  * always run): the cap when there is no target or no decode row; else what
  * the time left after the decode rows buys, at least a minimum share, a
  * small probe while the per-token cost is still unknown, and never more than
- * twice the last such step's (a wrong estimate costs one step, not a stall). */
+ * twice the last such step's (a wrong estimate costs one step, not a stall);
+ * none on a step that measures the decode cost (the first beside decode
+ * rows, then one in 32 while prompts keep coming). */
 int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows);
 
 /* Splits the budget among n waiting prompts (given in admission order):

@@ -47,7 +47,7 @@ static float *run_alone(const mhla_model *m, const int32_t *tokens, int n)
 /* The longest sequence (a) prefilled in the chunks the server's step planner
  * picks while sequence b decodes one token per step, both in one call per
  * step, on a simulated engine whose costs and target change from step to
- * step (chunks of 1 to ~10 tokens, ending anywhere in a block); then both
+ * step (chunks of 1 to ~20 tokens, ending anywhere in a block); then both
  * must equal their runs alone. */
 static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na, const float *la,
                                  const int32_t *tb, int nb, const float *lb)
@@ -64,21 +64,23 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
           *rb = malloc((size_t)nb * V * sizeof(float));
     srv_step_cost cost;
     srv_step_cost_reset(&cost, 0);
+    srv_step_cost_observe(&cost, 0, 1, 0, 1e-3 + 1e-4); /* a decode-only step, then */
     for (int k = 0; k < 8; k++) /* past the probes: the fit sizes the chunks */
-        srv_step_cost_observe(&cost, 0, 1, 1 + k, 1e-3 + 1e-4 + 2e-4 * (1 + k));
+        srv_step_cost_observe(&cost, 0, 1, 1 + k, 1e-3 + 1e-4 + 5e-5 * (1 + k));
     int da = 0, db = 0, steps = 0, sizes = 0;
     while (da < na) {
-        srv_plan_limits lim = {.target_s = 1.2e-3 + 1e-4 * rnd(20), .max_tokens = 64};
+        srv_plan_limits lim = {.target_s = 1.15e-3 + 5e-5 * rnd(20), .max_tokens = 64};
         srv_plan_prompt pp = {na - da, da, 0.01 * steps};
         int order, chunk, rows = db < nb;
         srv_plan_prefill(&lim, &cost, rows, &pp, 1, &order, &chunk);
         mhla_batch_item it[2] = {{a, ta + da, chunk, 0, ra + (size_t)da * V, NULL},
                                  {b, tb + db, 1, 0, rb + (size_t)db * V, NULL}};
-        if (chunk > 0 && mhla_engine_forward(e, it, 1 + rows, &err))
-            die("planned: forward", &err);
-        if (chunk == 0)
+        if (chunk == 0 && !rows)
             die("planned: the planner gave no prompt tokens", &err);
-        srv_step_cost_observe(&cost, 0, rows, chunk, 1e-3 + 1e-4 * rows + 2e-4 * chunk);
+        /* a step with no prompt tokens (one in 32 measures decoding alone) runs b alone */
+        if (mhla_engine_forward(e, chunk > 0 ? it : it + 1, (chunk > 0) + rows, &err))
+            die("planned: forward", &err);
+        srv_step_cost_observe(&cost, 0, rows, chunk, 1e-3 + 1e-4 * rows + 5e-5 * chunk);
         sizes |= chunk < 32 ? 1 << chunk : 0;
         da += chunk;
         db += rows;

@@ -15,7 +15,11 @@
  *   - a short prompt overtakes a long one that arrived before it;
  *   - no prompt starves: a long prompt finishes while short prompts keep
  *     arriving faster than the budget feeds them;
- *   - without a target: the token budget in admission order (the old plan).
+ *   - without a target: the token budget in admission order (the old plan);
+ *   - on a second engine shaped like a CPU one (prompt tokens beside decode
+ *     rows cost twice what they cost alone), under steady prompt pressure:
+ *     the decode estimate stays the decode step's, the per-token cost beside
+ *     decode rows is learned, every step keeps to the target and the gap.
  *
  * usage: test_step_plan
  */
@@ -32,8 +36,20 @@
 
 static const double F = 0.002, R = 0.0005, P = 0.00025; /* the simulated engine's costs */
 
+/* A second engine, shaped like a CPU one (measured on a 340M model, bf16):
+ * prompt tokens beside decode rows cost twice what they cost in the large
+ * chunks of a step that only prefills (a small batch runs the matrix kernels
+ * below their best), so no one line fits every step. */
+static const double F2 = 0.004, R2 = 0.0031, P2_MIXED = 0.0045, P2_ALONE = 0.0023;
+static int cpu_like; /* which engine the simulation runs */
+
 static double noise(void) { return 1.0 + (rnd(1001) - 500) / 10000.0; }
-static double true_time(int rows, int tokens) { return F + R * rows + P * tokens; }
+static double true_time(int rows, int tokens)
+{
+    if (cpu_like)
+        return F2 + R2 * rows + (rows > 0 ? P2_MIXED : P2_ALONE) * tokens;
+    return F + R * rows + P * tokens;
+}
 
 typedef struct {
     int len, remaining;
@@ -85,9 +101,9 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
             1.15 * (decode + floor > s->lim.target_s ? decode + floor : s->lim.target_s);
         CHECK(t <= allowed || planned <= 4, "step %ld: %d rows + %d tokens take %.1f ms > %.1f ms",
               s->steps, rows, planned, t * 1e3, allowed * 1e3);
-        /* and a step beside decode rows stays within 2.5 decode-only steps (even gaps) */
-        CHECK(t <= 1.15 * 2.5 * decode || planned <= 4,
-              "step %ld: %d rows + %d tokens take %.1f ms > 2.5 x the decode step (%.1f ms)",
+        /* and a step beside decode rows stays within 2 decode-only steps (even gaps) */
+        CHECK(t <= 1.15 * 2 * decode || planned <= 4,
+              "step %ld: %d rows + %d tokens take %.1f ms > 2 x the decode step (%.1f ms)",
               s->steps, rows, planned, t * 1e3, decode * 1e3);
     }
     if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps < 3 && planned > 0)
@@ -264,6 +280,41 @@ static void test_mixed_run(void)
     printf("mixed run: %ld steps, %d prompts, %.1f s simulated\n", s.steps, s.n, s.now);
 }
 
+/* Prompts arrive before anything decodes (large chunks alone), then 8 rows
+ * decode under steady pressure from long prompts: every step beside the rows
+ * has about the same shape, the case a joint fit of all three costs could not
+ * tell apart. check_plan holds each step to the target and to 2 decode-only
+ * steps; the decode estimate stays the decode step's. */
+static void test_steady_pressure(void)
+{
+    cpu_like = 1;
+    sim s;
+    sim_init(&s, 0.4);
+    for (int k = 0; k < 4; k++)
+        arrive(&s, 1500);
+    for (int k = 0; k < 6; k++)
+        step(&s, 0);
+    int mixed = 0, decode_only = 0;
+    for (int k = 0; k < 1500; k++) {
+        if (k % 30 == 0)
+            arrive(&s, 1000 + rnd(1001));
+        int planned = step(&s, 8);
+        mixed += planned > 0;
+        decode_only += planned == 0;
+        double est = srv_step_cost_predict(&s.cost, 8, 0), truth = true_time(8, 0);
+        if (k > 50)
+            CHECK(est > 0.8 * truth && est < 1.2 * truth,
+                  "step %d: decoding 8 rows estimated at %.1f ms, takes %.1f ms", k, est * 1e3,
+                  truth * 1e3);
+    }
+    CHECK(mixed > 1000 && decode_only < 100,
+          "prompts fed on %d of 1,500 steps beside the rows (%d decode-only)", mixed, decode_only);
+    CHECK(fabs(s.cost.theta[SRV_COST_PER_TOKEN] - P2_MIXED) < 0.15 * P2_MIXED,
+          "a prompt token beside the rows estimated at %.2f ms, costs %.2f ms",
+          s.cost.theta[SRV_COST_PER_TOKEN] * 1e3, P2_MIXED * 1e3);
+    cpu_like = 0;
+}
+
 static void test_token_budget(void)
 {
     sim s;
@@ -290,6 +341,7 @@ int main(void)
     test_overtake(120, 10);
     test_no_starvation();
     test_mixed_run();
+    test_steady_pressure();
     test_token_budget();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
