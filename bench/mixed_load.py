@@ -19,7 +19,6 @@ usage: bench/mixed_load.py [--bin build/bin] [--model models/brown-mhla] [--itl-
                            [--server-args "--weights bf16"] [--duration 60] [--json FILE]
 """
 import argparse
-import http.client
 import json
 import os
 import random
@@ -31,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "tools"))
+import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 
 
@@ -57,19 +57,6 @@ def bench(a, url, extra, out_json):
                              str(a.duration), "--warmup", str(a.warmup), "--no-progress",
                              "--json", out_json] + extra,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def metrics(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    c.close()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
 
 
 def hist_tail(m, name):
@@ -121,7 +108,7 @@ def main():
                                   os.path.join(work, "arrivals_samples.jsonl")],
                          os.path.join(work, "arrivals.json"))
         out_s, out_a = streams.communicate()[0], arrivals.communicate()[0]
-        m = metrics(port)
+        m = server_metrics.fetch(port, 60)
     finally:
         server_proc.stop(proc, 30)
     if streams.returncode or arrivals.returncode:

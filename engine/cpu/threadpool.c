@@ -84,11 +84,23 @@ static uint32_t spin_while(_Atomic uint32_t *w, uint32_t v)
     }
 }
 
+#ifdef MHLA_TP_TEST_HOOKS
+void (*tp_test_hook)(enum tp_hook_point at, uint32_t gen, uint64_t claim);
+#define TEST_HOOK(at, gen, claim)                                                                  \
+    do {                                                                                           \
+        if (tp_test_hook)                                                                          \
+            tp_test_hook(at, gen, claim);                                                          \
+    } while (0)
+#else
+#define TEST_HOOK(at, gen, claim) ((void)0)
+#endif
+
 /* Takes and runs tasks of generation g until none is left. */
 static void work(tp_pool *p, uint32_t g)
 {
     for (;;) {
         uint64_t w = atomic_load_explicit(&p->claim, memory_order_acquire);
+        TEST_HOOK(TP_HOOK_CLAIM_READ, g, w);
         if ((uint32_t)(w >> 32) != g)
             return;
         int task = (int)(uint32_t)w;
@@ -191,6 +203,7 @@ void tp_run(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_release);
     atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
+    TEST_HOOK(TP_HOOK_JOB_POSTED, g, (uint64_t)g << 32);
     atomic_store_explicit(&p->claim, (uint64_t)g << 32, memory_order_release);
     atomic_store(&p->gen, g);
     if (atomic_load(&p->sleepers) > 0)

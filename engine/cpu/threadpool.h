@@ -39,4 +39,18 @@ int tp_default_threads(char *why, size_t len);
  * quota. `where` gets the file that sets it. */
 int tp_quota_cpus(const char *proc_cgroup, const char *root, char *where, size_t len);
 
+#ifdef MHLA_TP_TEST_HOOKS
+#include <stdint.h>
+/* Test builds only (tests/engine/test_threadpool.c compiles its own copy of
+ * the pool with MHLA_TP_TEST_HOOKS): the points where a thread may be held
+ * to open the pool's race windows on purpose. TP_HOOK_CLAIM_READ: in a
+ * thread working for generation `gen`, just after it loaded the claim word
+ * `claim` (before its generation is checked and the task count is read).
+ * TP_HOOK_JOB_POSTED: in tp_run, once job `gen`'s description is written,
+ * just before its claim word opens (`claim`: the word about to be stored).
+ * Normal builds have neither the points nor the symbol. */
+enum tp_hook_point { TP_HOOK_CLAIM_READ, TP_HOOK_JOB_POSTED };
+extern void (*tp_test_hook)(enum tp_hook_point at, uint32_t gen, uint64_t claim);
+#endif
+
 #endif

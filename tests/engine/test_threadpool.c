@@ -5,11 +5,28 @@
  * default thread count reads the cgroup CPU quota (v2 cpu.max along the
  * cgroup's path, v1 cpu.cfs_quota_us) from a fake cgroup tree.
  *
+ * This executable has its own copy of the pool, built with
+ * MHLA_TP_TEST_HOOKS, so that it can hold threads at the pool's race
+ * windows. The claim race: a worker reads the last job's exhausted claim
+ * word (generation g, task n), the caller posts the next job, and the worker
+ * reads the new job's larger task count. If the claim word still held the
+ * old value then, the worker's compare-and-swap took a task of the new job
+ * under the old generation: the task ran twice, or with the next job's
+ * function and context, and counted in the wrong job's `finished`. The test
+ * holds a worker between its claim read and its task count read until the
+ * caller has written the next job's description and not yet opened its claim
+ * word, which is exactly that interleaving, on every run. A randomized
+ * stress part then runs jobs of many sizes, functions and contexts with
+ * threads delayed at random at the same two points.
+ *
  * usage: test_threadpool WORK_DIR
+ * (MHLA_TP_TEST_SEED=<n> in the environment draws other stress jobs)
  */
 #include "cpu/threadpool.h"
 
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +55,252 @@ static void count_task(void *ctx, int task)
     atomic_fetch_add(&c->runs[task], 1);
     if (*c->current_job != c->job)
         atomic_fetch_add(&c->wrong_job, 1);
+}
+
+/* ---- jobs whose every task checks that it runs in its own job ---- */
+
+#define MAX_TASKS 160
+
+typedef struct {
+    int fn_id;   /* which task function this context belongs to */
+    int job;     /* the job it is posted with */
+    int n_tasks; /* its task count */
+    atomic_int runs[MAX_TASKS];
+    atomic_int done;         /* tasks finished */
+    atomic_int wrong_fn;     /* run by another context's function */
+    atomic_int outside;      /* run while this job's tp_run was not running */
+    atomic_int out_of_range; /* task index past n_tasks */
+} job_ctx;
+
+static atomic_int running_job = -1; /* the job whose tp_run is in progress */
+
+static void run_task(job_ctx *c, int task, int fn_id)
+{
+    if (fn_id != c->fn_id)
+        atomic_fetch_add(&c->wrong_fn, 1);
+    if (atomic_load(&running_job) != c->job)
+        atomic_fetch_add(&c->outside, 1);
+    if (task < 0 || task >= c->n_tasks || task >= MAX_TASKS)
+        atomic_fetch_add(&c->out_of_range, 1);
+    else
+        atomic_fetch_add(&c->runs[task], 1);
+    atomic_fetch_add(&c->done, 1);
+}
+
+static void task_fn0(void *ctx, int task) { run_task(ctx, task, 0); }
+static void task_fn1(void *ctx, int task) { run_task(ctx, task, 1); }
+static void task_fn2(void *ctx, int task) { run_task(ctx, task, 2); }
+static const tp_task_fn task_fns[3] = {task_fn0, task_fn1, task_fn2};
+
+static void job_reset(job_ctx *c, int fn_id, int job, int n_tasks)
+{
+    c->fn_id = fn_id;
+    c->job = job;
+    c->n_tasks = n_tasks;
+    for (int t = 0; t < MAX_TASKS; t++)
+        atomic_store(&c->runs[t], 0);
+    atomic_store(&c->done, 0);
+    atomic_store(&c->wrong_fn, 0);
+    atomic_store(&c->outside, 0);
+    atomic_store(&c->out_of_range, 0);
+}
+
+/* Runs job `c` on the pool; 0 when every task ran exactly once, with the
+ * job's own function and context, and all had finished when tp_run returned
+ * (else the failures are reported under `what`). */
+static int job_run(tp_pool *p, job_ctx *c, const char *what)
+{
+    atomic_store(&running_job, c->job);
+    tp_run(p, c->n_tasks, task_fns[c->fn_id], c);
+    int done = atomic_load(&c->done); /* before a late task could add to it */
+    atomic_store(&running_job, -1);
+    int bad = 0;
+    for (int t = 0; t < c->n_tasks; t++)
+        if (atomic_load(&c->runs[t]) != 1) {
+            CHECK(0, "%s: task %d of %d ran %d times", what, t, c->n_tasks,
+                  atomic_load(&c->runs[t]));
+            bad = 1;
+            break;
+        }
+    if (done != c->n_tasks) {
+        CHECK(0, "%s: %d task runs had finished when tp_run returned, want %d", what, done,
+              c->n_tasks);
+        bad = 1;
+    }
+    int wrong = atomic_load(&c->wrong_fn), outside = atomic_load(&c->outside),
+        range = atomic_load(&c->out_of_range);
+    if (wrong || outside || range) {
+        CHECK(0,
+              "%s: %d tasks run by another job's function, %d outside its tp_run, %d past "
+              "its %d tasks",
+              what, wrong, outside, range, c->n_tasks);
+        bad = 1;
+    }
+    return bad;
+}
+
+/* ---- the claim race, made to happen ---- */
+
+static _Thread_local int on_caller; /* the thread that calls tp_run */
+static _Thread_local int held_here; /* this worker is (or was) the held one */
+
+enum { RACE_OFF, RACE_POSTING_A, RACE_ARMED, RACE_HELD, RACE_POSTING_B, RACE_RELEASED, RACE_PAST };
+
+static struct {
+    atomic_int phase;
+    _Atomic uint32_t gen_a; /* job A's generation */
+    int n_a;
+    uint64_t held_claim; /* the claim word the held worker had read */
+} race;
+
+/* Waits for the other thread's step of the protocol; it always comes (a hang
+ * here is a failure, caught by the test's timeout). */
+static void wait_phase(int want)
+{
+    while (atomic_load(&race.phase) != want)
+        sched_yield();
+}
+
+static void race_hook(enum tp_hook_point at, uint32_t gen, uint64_t claim)
+{
+    int phase = atomic_load(&race.phase);
+    if (at == TP_HOOK_JOB_POSTED) {
+        if (phase == RACE_POSTING_A) {
+            /* job A's description is written; its claim opens after this */
+            atomic_store(&race.gen_a, gen);
+            atomic_store(&race.phase, RACE_ARMED);
+        } else if (phase == RACE_POSTING_B) {
+            /* job B's description is written and its claim word not yet
+             * open: let the held worker read B's task count and try its
+             * compare-and-swap on the claim word it read from job A */
+            atomic_store(&race.phase, RACE_RELEASED);
+            wait_phase(RACE_PAST);
+        }
+        return;
+    }
+    if (on_caller)
+        return;
+    if (phase == RACE_ARMED && gen == atomic_load(&race.gen_a) &&
+        claim == ((uint64_t)gen << 32 | (uint64_t)race.n_a)) {
+        /* a worker with job A's exhausted claim word: hold it here, before
+         * it reads the task count, until job B is posted */
+        held_here = 1;
+        race.held_claim = claim;
+        atomic_store(&race.phase, RACE_HELD);
+        wait_phase(RACE_RELEASED);
+    } else if (phase == RACE_RELEASED && held_here && claim != race.held_claim) {
+        /* the held worker came round its loop with another claim word: its
+         * attempt on the old one is over (a spurious compare-and-swap
+         * failure reads the same word again and is not the end of it) */
+        held_here = 0;
+        atomic_store(&race.phase, RACE_PAST);
+    }
+}
+
+/* Job A (n_a tasks) then, while a worker is held with A's exhausted claim
+ * word, job B (n_b > n_a tasks, another function and context), then job C
+ * (a third function and context), on a fresh pool of `threads` threads. */
+static void check_claim_race(int threads, int n_a, int n_b, int n_c)
+{
+    static job_ctx a, b, c;
+    char what[120];
+    tp_pool *p;
+    char err[200];
+    if (tp_create(threads, &p, err, sizeof err)) {
+        CHECK(0, "tp_create(%d): %s", threads, err);
+        return;
+    }
+    job_reset(&a, 0, 1, n_a);
+    job_reset(&b, 1, 2, n_b);
+    job_reset(&c, 2, 3, n_c);
+    atomic_store(&race.phase, RACE_POSTING_A);
+    race.n_a = n_a;
+    tp_test_hook = race_hook;
+    snprintf(what, sizeof what, "claim race, %d threads, job A (%d tasks)", threads, n_a);
+    job_run(p, &a, what);
+    /* every worker sees A's generation (a sleeping one is woken for it), so
+     * one of them comes to A's exhausted claim word and is held there */
+    wait_phase(RACE_HELD);
+    atomic_store(&race.phase, RACE_POSTING_B);
+    snprintf(what, sizeof what,
+             "claim race, %d threads, job B (%d tasks) after a worker held "
+             "with job A's exhausted claim",
+             threads, n_b);
+    job_run(p, &b, what);
+    CHECK(atomic_load(&race.phase) == RACE_PAST,
+          "claim race, %d threads: no worker was held in the window (phase %d)", threads,
+          atomic_load(&race.phase));
+    snprintf(what, sizeof what, "claim race, %d threads, job C (%d tasks) after job B", threads,
+             n_c);
+    job_run(p, &c, what);
+    tp_free(p);
+    tp_test_hook = NULL;
+    atomic_store(&race.phase, RACE_OFF);
+}
+
+/* ---- randomized stress: threads delayed at the race windows ---- */
+
+static uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static _Atomic uint64_t thread_seeds = 0x9e3779b97f4a7c15ull;
+static _Thread_local uint64_t jitter_rng;
+
+/* Sized so that the stress part alone catches the claim race of a pool
+ * without the closed claim word on every run here, in a tenth of a second. */
+#define JITTER_MAX_SPINS 8192
+#define JITTER_CLAIM_ONE_IN 8
+
+static void jitter_hook(enum tp_hook_point at, uint32_t gen, uint64_t claim)
+{
+    (void)gen;
+    (void)claim;
+    if (!jitter_rng)
+        jitter_rng = atomic_fetch_add(&thread_seeds, 0x9e3779b97f4a7c15ull) | 1;
+    /* a busy delay (a yield would hand the CPU to whatever else runs on a busy
+     * machine, for a whole time slice): at every post point, and at one
+     * claim read in JITTER_CLAIM_ONE_IN */
+    uint64_t r = xorshift(&jitter_rng);
+    if (at == TP_HOOK_JOB_POSTED || (r >> 40) % JITTER_CLAIM_ONE_IN == 0)
+        for (volatile unsigned i = (unsigned)((r >> 8) % JITTER_MAX_SPINS); i > 0; i--)
+            ;
+}
+
+/* `jobs` jobs on 2 to 4 threads: task counts 1..MAX_TASKS, each job with one
+ * of four contexts and one of three task functions, drawn from `seed`. */
+static void check_stress(int jobs, uint64_t seed)
+{
+    static job_ctx ctxs[4];
+    uint64_t rng = seed;
+    tp_test_hook = jitter_hook;
+    for (int threads = 2; threads <= 4; threads++) {
+        tp_pool *p;
+        char err[200];
+        if (tp_create(threads, &p, err, sizeof err)) {
+            CHECK(0, "tp_create(%d): %s", threads, err);
+            break;
+        }
+        int bad = 0;
+        for (int j = 0; j < jobs && !bad; j++) {
+            uint64_t r = xorshift(&rng);
+            job_ctx *c = &ctxs[r % 4];
+            /* mostly small jobs, where the next job's count often exceeds this one's */
+            int n = (r >> 8) % 4 ? 1 + (int)((r >> 16) % 12) : 1 + (int)((r >> 16) % MAX_TASKS);
+            job_reset(c, (int)((r >> 32) % 3), j, n);
+            char what[100];
+            snprintf(what, sizeof what, "stress, %d threads, job %d (seed %llu)", threads, j,
+                     (unsigned long long)seed);
+            bad = job_run(p, c, what);
+        }
+        tp_free(p);
+    }
+    tp_test_hook = NULL;
 }
 
 static void write_file(const char *path, const char *text)
@@ -114,6 +377,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s WORK_DIR\n", argv[0]);
         return 2;
     }
+    on_caller = 1;
+    /* a worker held with job A's exhausted claim (A of 2, 3 and 5 tasks; B of more) */
+    for (int threads = 2; threads <= 4; threads++) {
+        check_claim_race(threads, 2, 9, 4);
+        check_claim_race(threads, 3, 64, 2);
+        check_claim_race(threads, 5, 6, 7);
+    }
+    int race_failures = failures;
+    uint64_t seed = 20261201;
+    const char *env_seed = getenv("MHLA_TP_TEST_SEED");
+    if (env_seed)
+        seed = strtoull(env_seed, NULL, 10);
+    check_stress(3000, seed);
+    int stress_failures = failures - race_failures;
     static counter c;
     for (int threads = 1; threads <= 4; threads++) {
         tp_pool *p;
@@ -149,9 +426,14 @@ int main(int argc, char **argv)
     printf("default threads here: %s\n", why);
     CHECK(n >= 1, "default threads %d", n);
     if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
+        fprintf(stderr, "%d failures (%d in the held claim race, %d in the stress part)\n",
+                failures, race_failures, stress_failures);
         return 1;
     }
-    printf("PASS: every task ran once in 16000 jobs on 1-4 threads; cgroup quotas read\n");
+    printf("PASS: a worker held between the last job's claim and the next job's task count took "
+           "no task of the next job (2-4 threads); every task ran once, with its own job's "
+           "function and context, in 3x3000 randomized jobs delayed at the race windows "
+           "(seed %llu) and 16000 jobs on 1-4 threads; cgroup quotas read\n",
+           (unsigned long long)seed);
     return 0;
 }

@@ -86,24 +86,145 @@ static void v2(const char *dir, const char *max, size_t current_mib)
     put(rel, "%zu\n", current_mib * MIB);
 }
 
-static const char *mib(size_t n)
+#define UNLIMITED (-1L) /* a cgroup folder's limit: v2 "max", v1 V1_NO_LIMIT */
+
+/* One memory cgroup folder of a fake tree. */
+typedef struct {
+    int version;       /* 1: under /sys/fs/cgroup/memory, 2: under /sys/fs/cgroup */
+    const char *dir;   /* "" is the mount's root */
+    long limit_mib;    /* or UNLIMITED */
+    size_t usage_mib;  /* memory.usage_in_bytes (v1), memory.current (v2) */
+    int use_hierarchy; /* v1's memory.use_hierarchy */
+} cgroup_dir;
+
+/* A fake /proc + /sys tree and what the probe must read from it. */
+typedef struct {
+    const char *what;
+    size_t avail_mib;        /* /proc/meminfo's MemAvailable; 0: no /proc/meminfo */
+    const char *self_cgroup; /* /proc/self/cgroup; NULL: none */
+    cgroup_dir dirs[4];      /* up to the first one without a dir */
+    struct {
+        size_t limit_mib; /* always checked */
+        const char *from; /* the other fields: NULL / 0 are not checked */
+        int version;
+        size_t max_mib;
+        int no_cgroup_max; /* no cgroup limit binds: cgroup_max 0 */
+        const char *path;
+    } want;
+} probe_case;
+
+#define V1_FROM "cgroup v1 memory.limit_in_bytes - memory.usage_in_bytes"
+#define V2_FROM "cgroup memory.max - memory.current"
+
+static const probe_case CASES[] = {
+    {.what = "v2 with a memory.max: max - current",
+     .avail_mib = 20000,
+     .self_cgroup = "0::/system.slice/mhla.service\n",
+     .dirs = {{2, "/system.slice/mhla.service", 4096, 96}, {2, "/system.slice", UNLIMITED, 500}},
+     .want = {.limit_mib = 4000,
+              .from = V2_FROM,
+              .version = 2,
+              .max_mib = 4096,
+              .path = "/system.slice/mhla.service"}},
+    {.what = "v2 \"max\" everywhere: MemAvailable",
+     .avail_mib = 20000,
+     .self_cgroup = "0::/user.slice\n",
+     .dirs = {{2, "/user.slice", UNLIMITED, 96}},
+     .want = {.limit_mib = 20000, .from = "MemAvailable", .no_cgroup_max = 1}},
+    {.what = "v2 nested: an ancestor's smaller room (the pod's 6144 - 1144) binds",
+     .avail_mib = 20000,
+     .self_cgroup = "0::/kubepods/pod1/ctr\n",
+     .dirs = {{2, "/kubepods/pod1/ctr", 8192, 100},
+              {2, "/kubepods/pod1", 6144, 1144},
+              {2, "/kubepods", UNLIMITED, 3000}},
+     .want = {.limit_mib = 5000, .max_mib = 6144, .path = "/kubepods/pod1"}},
+    {.what = "v1 with a limit, on a hybrid machine (the unified line names no memory)",
+     .avail_mib = 20000,
+     .self_cgroup = "9:name=systemd:/\n4:memory:/process_api/abc/soak\n3:cpuset:/\n0::/\n",
+     .dirs = {{1, "/process_api/abc/soak", 8192, 2, 1},
+              {1, "/process_api/abc", UNLIMITED, 3, 1},
+              {1, "/process_api", UNLIMITED, 5000, 1},
+              {1, "", UNLIMITED, 5000, 1}},
+     .want = {.limit_mib = 8190,
+              .from = V1_FROM,
+              .version = 1,
+              .max_mib = 8192,
+              .path = "/process_api/abc/soak"}},
+    {.what = "v1 unlimited along the whole path: MemAvailable",
+     .avail_mib = 21000,
+     .self_cgroup = "4:memory:/process_api/abc\n0::/\n",
+     .dirs = {{1, "/process_api/abc", UNLIMITED, 3, 1},
+              {1, "/process_api", UNLIMITED, 5000, 1},
+              {1, "", UNLIMITED, 5000, 1}},
+     .want = {.limit_mib = 21000, .from = "MemAvailable", .no_cgroup_max = 1}},
+    {.what = "v1 nested, controllers comma-joined: the smallest room (/a/b's 3072 - 72) binds",
+     .avail_mib = 21000,
+     .self_cgroup = "7:memory,hugetlb:/a/b/c\n",
+     .dirs = {{1, "/a/b/c", 8192, 100, 1}, {1, "/a/b", 3072, 72, 1}, {1, "/a", 16384, 9000, 1}},
+     .want = {.limit_mib = 3000, .max_mib = 3072, .path = "/a/b"}},
+    {.what = "v1: an ancestor with use_hierarchy 0 (/a) does not account its children",
+     .avail_mib = 21000,
+     .self_cgroup = "4:memory:/a/b\n",
+     .dirs = {{1, "/a/b", 8192, 100, 1}, {1, "/a", 1024, 10, 0}},
+     .want = {.limit_mib = 8092, .path = "/a/b"}},
+    {.what = "v1 in a container without a cgroup namespace: its cgroup is the mount's root",
+     .avail_mib = 21000,
+     .self_cgroup = "4:memory:/docker/0123abcd\n",
+     .dirs = {{1, "", 2048, 48, 1}},
+     .want = {.limit_mib = 2000, .from = V1_FROM, .path = "/"}},
+    {.what = "a cgroup limit above MemAvailable: MemAvailable is the smaller",
+     .avail_mib = 1500,
+     .self_cgroup = "4:memory:/big\n",
+     .dirs = {{1, "/big", 8192, 0, 1}},
+     .want = {.limit_mib = 1500, .from = "MemAvailable"}},
+    {.what = "no cgroup files at all: MemAvailable",
+     .avail_mib = 12345,
+     .self_cgroup = "4:memory:/gone\n0::/\n",
+     .want = {.limit_mib = 12345, .from = "MemAvailable"}},
+    {.what = "nothing readable: no limit (the budget then refuses with a message)",
+     .want = {.limit_mib = 0}},
+};
+
+/* Writes case c's tree under <base>/<tree>. */
+static void write_tree(const probe_case *c)
 {
-    static char s[4][32];
-    static int i;
-    i = (i + 1) % 4;
-    snprintf(s[i], sizeof s[i], "%zu", n * MIB);
-    return s[i];
+    if (c->avail_mib)
+        meminfo(c->avail_mib);
+    if (c->self_cgroup)
+        put("proc/self/cgroup", "%s", c->self_cgroup);
+    else if (!c->avail_mib)
+        put("proc/version", "fake\n"); /* the tree exists, with nothing the probe reads */
+    for (const cgroup_dir *d = c->dirs; d < c->dirs + 4 && d->dir; d++) {
+        char limit[32];
+        if (d->limit_mib == UNLIMITED)
+            snprintf(limit, sizeof limit, "%s", d->version == 1 ? V1_NO_LIMIT : "max");
+        else
+            snprintf(limit, sizeof limit, "%zu", (size_t)d->limit_mib * MIB);
+        if (d->version == 1)
+            v1(d->dir, limit, d->usage_mib, d->use_hierarchy);
+        else
+            v2(d->dir, limit, d->usage_mib);
+    }
 }
 
-static srv_memory_plan probe(void)
+static void check_case(const probe_case *c)
 {
     srv_memory_plan m;
     srv_memory_probe_at(&m, root_of(tree));
-    return m;
+    int ok = m.limit == c->want.limit_mib * MIB &&
+             (!c->want.from || strcmp(m.limit_from, c->want.from) == 0) &&
+             (!c->want.version || m.cgroup_version == c->want.version) &&
+             (!c->want.max_mib || m.cgroup_max == c->want.max_mib * MIB) &&
+             (!c->want.no_cgroup_max || m.cgroup_max == 0) &&
+             (!c->want.path || strcmp(m.cgroup_path, c->want.path) == 0);
+    CHECK(ok,
+          "tree %d, %s: limit %zu MiB from %s, cgroup v%d max %zu MiB at '%s'; want %zu MiB "
+          "from %s, v%d, max %zu MiB%s, at %s (null / 0: any)",
+          tree, c->what, m.limit / MIB, m.limit_from ? m.limit_from : "(null)", m.cgroup_version,
+          m.cgroup_max / MIB, m.cgroup_path, c->want.limit_mib,
+          c->want.from ? c->want.from : "(null)", c->want.version, c->want.max_mib,
+          c->want.no_cgroup_max ? " (none binds)" : "", c->want.path ? c->want.path : "(null)");
 }
-
-static const char *V1_FROM = "cgroup v1 memory.limit_in_bytes - memory.usage_in_bytes";
-static const char *V2_FROM = "cgroup memory.max - memory.current";
 
 int main(void)
 {
@@ -111,119 +232,12 @@ int main(void)
     snprintf(base, sizeof base, "%s/mhla-memprobe-XXXXXX", tmp);
     if (!mkdtemp(base))
         die("mkdtemp %s: %s", base, strerror(errno));
-
-    /* v2 with a memory.max: max - current */
-    tree = 1;
-    meminfo(20000);
-    put("proc/self/cgroup", "0::/system.slice/mhla.service\n");
-    v2("/system.slice/mhla.service", mib(4096), 96);
-    v2("/system.slice", "max", 500);
-    srv_memory_plan m = probe();
-    CHECK(m.limit == 4000 * MIB && strcmp(m.limit_from, V2_FROM) == 0 && m.cgroup_version == 2 &&
-              m.cgroup_max == 4096 * MIB &&
-              strcmp(m.cgroup_path, "/system.slice/mhla.service") == 0,
-          "v2 memory.max: limit %zu MiB from %s (%s)", m.limit / MIB, m.limit_from, m.cgroup_path);
-
-    /* v2 "max" everywhere: MemAvailable */
-    tree = 2;
-    meminfo(20000);
-    put("proc/self/cgroup", "0::/user.slice\n");
-    v2("/user.slice", "max", 96);
-    m = probe();
-    CHECK(m.limit == 20000 * MIB && strcmp(m.limit_from, "MemAvailable") == 0 && !m.cgroup_max,
-          "v2 max: MemAvailable, got %zu MiB from %s", m.limit / MIB, m.limit_from);
-
-    /* v2: an ancestor's smaller room binds */
-    tree = 3;
-    meminfo(20000);
-    put("proc/self/cgroup", "0::/kubepods/pod1/ctr\n");
-    v2("/kubepods/pod1/ctr", mib(8192), 100);
-    v2("/kubepods/pod1", mib(6144), 1144);
-    v2("/kubepods", "max", 3000);
-    m = probe();
-    CHECK(m.limit == 5000 * MIB && m.cgroup_max == 6144 * MIB &&
-              strcmp(m.cgroup_path, "/kubepods/pod1") == 0,
-          "v2 nested: the pod's 6144 - 1144 binds, got %zu MiB at %s", m.limit / MIB,
-          m.cgroup_path);
-
-    /* v1 with a limit, on a hybrid machine (the unified line names no memory) */
-    tree = 4;
-    meminfo(20000);
-    put("proc/self/cgroup", "9:name=systemd:/\n4:memory:/process_api/abc/soak\n3:cpuset:/\n0::/\n");
-    v1("/process_api/abc/soak", mib(8192), 2, 1);
-    v1("/process_api/abc", V1_NO_LIMIT, 3, 1);
-    v1("/process_api", V1_NO_LIMIT, 5000, 1);
-    v1("", V1_NO_LIMIT, 5000, 1);
-    m = probe();
-    CHECK(m.limit == 8190 * MIB && strcmp(m.limit_from, V1_FROM) == 0 && m.cgroup_version == 1 &&
-              m.cgroup_max == 8192 * MIB && strcmp(m.cgroup_path, "/process_api/abc/soak") == 0,
-          "v1 limit: got %zu MiB from %s (%s)", m.limit / MIB, m.limit_from, m.cgroup_path);
-
-    /* v1 unlimited along the whole path: MemAvailable */
-    tree = 5;
-    meminfo(21000);
-    put("proc/self/cgroup", "4:memory:/process_api/abc\n0::/\n");
-    v1("/process_api/abc", V1_NO_LIMIT, 3, 1);
-    v1("/process_api", V1_NO_LIMIT, 5000, 1);
-    v1("", V1_NO_LIMIT, 5000, 1);
-    m = probe();
-    CHECK(m.limit == 21000 * MIB && strcmp(m.limit_from, "MemAvailable") == 0 && !m.cgroup_max,
-          "v1 unlimited: MemAvailable, got %zu MiB from %s", m.limit / MIB, m.limit_from);
-
-    /* v1 nested: the smallest room along the path, controllers comma-joined */
-    tree = 6;
-    meminfo(21000);
-    put("proc/self/cgroup", "7:memory,hugetlb:/a/b/c\n");
-    v1("/a/b/c", mib(8192), 100, 1);
-    v1("/a/b", mib(3072), 72, 1);
-    v1("/a", mib(16384), 9000, 1);
-    m = probe();
-    CHECK(m.limit == 3000 * MIB && m.cgroup_max == 3072 * MIB && strcmp(m.cgroup_path, "/a/b") == 0,
-          "v1 nested: /a/b's 3072 - 72 binds, got %zu MiB at %s", m.limit / MIB, m.cgroup_path);
-
-    /* v1: an ancestor with use_hierarchy 0 does not account its children */
-    tree = 7;
-    meminfo(21000);
-    put("proc/self/cgroup", "4:memory:/a/b\n");
-    v1("/a/b", mib(8192), 100, 1);
-    v1("/a", mib(1024), 10, 0);
-    m = probe();
-    CHECK(m.limit == 8092 * MIB && strcmp(m.cgroup_path, "/a/b") == 0,
-          "v1 use_hierarchy 0: /a does not bind, got %zu MiB at %s", m.limit / MIB, m.cgroup_path);
-
-    /* v1 in a container without a cgroup namespace: its cgroup is the mount's root */
-    tree = 8;
-    meminfo(21000);
-    put("proc/self/cgroup", "4:memory:/docker/0123abcd\n");
-    v1("", mib(2048), 48, 1);
-    m = probe();
-    CHECK(m.limit == 2000 * MIB && strcmp(m.limit_from, V1_FROM) == 0 &&
-              strcmp(m.cgroup_path, "/") == 0,
-          "v1 container root: got %zu MiB from %s at %s", m.limit / MIB, m.limit_from,
-          m.cgroup_path);
-
-    /* a cgroup limit above MemAvailable: MemAvailable is the smaller */
-    tree = 9;
-    meminfo(1500);
-    put("proc/self/cgroup", "4:memory:/big\n");
-    v1("/big", mib(8192), 0, 1);
-    m = probe();
-    CHECK(m.limit == 1500 * MIB && strcmp(m.limit_from, "MemAvailable") == 0,
-          "limit above MemAvailable: got %zu MiB from %s", m.limit / MIB, m.limit_from);
-
-    /* no cgroup files at all: MemAvailable */
-    tree = 10;
-    meminfo(12345);
-    put("proc/self/cgroup", "4:memory:/gone\n0::/\n");
-    m = probe();
-    CHECK(m.limit == 12345 * MIB && strcmp(m.limit_from, "MemAvailable") == 0,
-          "missing cgroup files: MemAvailable, got %zu MiB from %s", m.limit / MIB, m.limit_from);
-
-    /* nothing readable: no limit (the budget then refuses with a message) */
-    tree = 11;
-    put("proc/version", "fake\n");
-    m = probe();
-    CHECK(m.limit == 0, "nothing readable: no limit, got %zu MiB", m.limit / MIB);
+    int n = (int)(sizeof CASES / sizeof CASES[0]);
+    for (int i = 0; i < n; i++) {
+        tree = i + 1;
+        write_tree(&CASES[i]);
+        check_case(&CASES[i]);
+    }
 
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
@@ -232,6 +246,6 @@ int main(void)
     if (failures)
         fprintf(stderr, "%d failure(s)\n", failures);
     else
-        printf("memory probe: 11 trees ok\n");
+        printf("memory probe: %d trees ok\n", n);
     return failures ? 1 : 0;
 }

@@ -36,6 +36,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import gen_checkpoint  # noqa: E402
 import pace  # noqa: E402
+import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 
 PACE = pace.Pace()
@@ -76,20 +77,8 @@ class Server:
         c.close()
         return r.status, json.loads(data)
 
-    def metrics(self):
-        c = self.conn(PACE.limit("token", 100, 10))
-        c.request("GET", "/metrics")
-        text = c.getresponse().read().decode()
-        c.close()
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
-
     def costs(self):
-        m = self.metrics()
+        m = server_metrics.fetch(self.port, PACE.limit("token", 100, 10))
         part = lambda p: m['mhla_step_cost_seconds{part="%s"}' % p]  # noqa: E731
         return part("fixed"), part("per_decode_row"), part("per_prefill_token")
 
