@@ -7,8 +7,12 @@
  *   i+4, i+2, i+1), KB_TILE_T x KB_TILE_J (the register tile: rows of x by
  *   rows of w) and KB_OPS / KB_NAME (the table it exports); optionally
  *   KB_TILE_STORE(acc, y, ldy), reducing a whole tile at once in the same
- *   tree, KB_TILE_J1 (rows of w per tile against a single row of x: more
- *   independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
+ *   tree, KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf), its own kernel
+ *   for the tiles it takes (nonzero when it did; same products, same order),
+ *   KB_NARROW_T (the fewest rows of x that go in tiles), KB_SMALL_T with
+ *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x),
+ *   KB_TILE_J1 (rows of w per tile against a
+ * single row of x: more independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
  *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches).
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
@@ -25,6 +29,11 @@
 #endif
 #ifndef KB_PREFETCH
 #define KB_PREFETCH(p) ((void)0)
+#endif
+/* Below this many rows of x, rows of w go against one row of x at a time
+ * (batch-1 decode); from it on, in tiles (the last rows of x in a shorter one). */
+#ifndef KB_NARROW_T
+#define KB_NARROW_T KB_TILE_T
 #endif
 
 static float kb_dot(const float *a, const float *b, int n)
@@ -74,6 +83,10 @@ static inline __attribute__((always_inline)) vec16 kb_wload_tail(kb_wrow w, size
 static inline __attribute__((always_inline)) void
 kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, int MJ, size_t pf)
 {
+#ifdef KB_TILE_HALVES
+    if (KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf))
+        return;
+#endif
     vec16 acc[KB_TILE_T][KB_TILE_MAX_J];
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
@@ -175,52 +188,134 @@ kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *
                     ldy, bf16, 1, 1, 0);
 }
 
-static inline __attribute__((always_inline)) void kb_linear(const float *x, int T, int K,
-                                                            const float *wf, const uint16_t *wh,
-                                                            int j0, int j1, float *y, int ldy,
-                                                            int bf16)
+/* A tile of TT rows of x by n < TJ rows of w (n a constant in each call, so
+ * every case is a tile kernel of its own). */
+static inline __attribute__((always_inline)) void
+kb_tile_rest(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int TT, int TJ, int n)
 {
-    if (T < KB_TILE_T) {
-        kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, bf16, bf16 ? KB_TILE_J1 : KB_TILE_J1_F32);
+    (void)TJ; /* unused where tiles have 2 rows of w */
+    if (n == 1)
+        kb_tile(x, K, w, y, ldy, bf16, TT, 1, 0);
+#if KB_TILE_MAX_J > 2
+    else if (n == 2 && TJ > 2)
+        kb_tile(x, K, w, y, ldy, bf16, TT, 2, 0);
+#endif
+#if KB_TILE_MAX_J > 3
+    else if (n == 3 && TJ > 3)
+        kb_tile(x, K, w, y, ldy, bf16, TT, 3, 0);
+#endif
+    else
+        for (int j = 0; j < n; j++)
+            kb_tile(x, K, kb_row(w.f, w.h, (size_t)j, K), y + j, ldy, bf16, TT, 1, 0);
+}
+
+/* A tile of m < TT rows of x (the last of a block) by TJ rows of w; m a
+ * constant in each call. */
+static inline __attribute__((always_inline)) void
+kb_tile_short(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int TT, int TJ, int m)
+{
+    (void)TT; /* unused where tiles have 2 rows of x */
+#if KB_TILE_T > 2
+    if (m == 2 && TT > 2) {
+        kb_tile(x, K, w, y, ldy, bf16, 2, TJ, 0);
         return;
     }
+#endif
+#if KB_TILE_T > 3
+    if (m == 3 && TT > 3) {
+        kb_tile(x, K, w, y, ldy, bf16, 3, TJ, 0);
+        return;
+    }
+#endif
+    for (int t = 0; t < m; t++)
+        kb_tile(x + (size_t)t * K, K, w, y + (size_t)t * ldy, ldy, bf16, 1, TJ, 0);
+}
+
+/* Rows of x in tiles of TT x TJ (constants at each call), over blocks of x
+ * that stay in L2. */
+static inline __attribute__((always_inline)) void
+kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
+                float *y, int ldy, int bf16, int TT, int TJ)
+{
     int tb = kb_token_block(K);
     for (int t0 = 0; t0 < T; t0 += tb) {
         int t1 = t0 + tb < T ? t0 + tb : T;
         int j = j0;
-        for (; j + KB_TILE_J <= j1; j += KB_TILE_J) {
+        for (; j + TJ <= j1; j += TJ) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
             int t = t0;
             /* the first tile of x against these rows of w prefetches the next rows */
-            if (t + KB_TILE_T <= t1) {
-                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
-                        KB_TILE_J, kb_pf(K, bf16));
-                t += KB_TILE_T;
+            if (t + TT <= t1) {
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
+                        kb_pf(K, bf16));
+                t += TT;
             }
-            for (; t + KB_TILE_T <= t1; t += KB_TILE_T)
-                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, KB_TILE_T,
-                        KB_TILE_J, 0);
-            for (; t < t1; t++)
-                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, 1, KB_TILE_J,
-                        0);
+            for (; t + TT <= t1; t += TT)
+                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ, 0);
+            if (t < t1)
+                kb_tile_short(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
+                              t1 - t);
         }
-        for (; j < j1; j++)
-            for (int t = t0; t < t1; t++)
-                kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                        ldy, bf16, 1, 1, 0);
+        /* rows of w left over from whole tiles (a task's share need not divide
+         * the tile): tiles of that many rows, each tile of x reading them once */
+        if (j < j1) {
+            int t = t0;
+            for (; t + TT <= t1; t += TT)
+                kb_tile_rest(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K),
+                             y + (size_t)t * ldy + j, ldy, bf16, TT, TJ, j1 - j);
+            for (; j < j1; j++)
+                for (int u = t; u < t1; u++)
+                    kb_tile(x + (size_t)u * K, K, kb_row(wf, wh, (size_t)j, K),
+                            y + (size_t)u * ldy + j, ldy, bf16, 1, 1, 0);
+        }
     }
 }
+
+/* Each path of each weight type is a function of its own: inlined into one,
+ * the tile kernels shared its registers and spilled (measured: batch-4
+ * decode 5-10 % slower on the avx2 path). */
+#define KB_PATH(name, body)                                                                        \
+    static __attribute__((noinline)) void name(const float *x, int T, int K, const float *wf,      \
+                                               const uint16_t *wh, int j0, int j1, float *y,       \
+                                               int ldy)                                            \
+    {                                                                                              \
+        body;                                                                                      \
+    }
+KB_PATH(kb_narrow_f32, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_TILE_J1_F32))
+KB_PATH(kb_narrow_bf16, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_J1))
+KB_PATH(kb_tiled_f32, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_TILE_T, KB_TILE_J))
+KB_PATH(kb_tiled_bf16, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_T, KB_TILE_J))
+#ifdef KB_SMALL_T
+KB_PATH(kb_small_f32,
+        kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_SMALL_TILE_T, KB_SMALL_TILE_J))
+KB_PATH(kb_small_bf16,
+        kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_SMALL_TILE_T, KB_SMALL_TILE_J))
+#endif
 
 static void kb_linear_f32(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
                           int ldy)
 {
-    kb_linear(x, T, K, w, NULL, j0, j1, y, ldy, 0);
+    if (T < KB_NARROW_T)
+        kb_narrow_f32(x, T, K, w, NULL, j0, j1, y, ldy);
+#ifdef KB_SMALL_T
+    else if (T < KB_SMALL_T)
+        kb_small_f32(x, T, K, w, NULL, j0, j1, y, ldy);
+#endif
+    else
+        kb_tiled_f32(x, T, K, w, NULL, j0, j1, y, ldy);
 }
 
 static void kb_linear_bf16(const float *x, int T, int K, const uint16_t *w, int j0, int j1,
                            float *y, int ldy)
 {
-    kb_linear(x, T, K, NULL, w, j0, j1, y, ldy, 1);
+    if (T < KB_NARROW_T)
+        kb_narrow_bf16(x, T, K, NULL, w, j0, j1, y, ldy);
+#ifdef KB_SMALL_T
+    else if (T < KB_SMALL_T)
+        kb_small_bf16(x, T, K, NULL, w, j0, j1, y, ldy);
+#endif
+    else
+        kb_tiled_bf16(x, T, K, NULL, w, j0, j1, y, ldy);
 }
 
 const k_ops KB_OPS = {
