@@ -10,7 +10,8 @@
  * means the sequence ended. Such text is emitted up to the previous push and the window
  * moves on. Windows that still cannot move (ids that add no text, decoders whose output
  * is not prefix-stable) are re-decoded only when their pending length doubles, which
- * keeps the total work linear in the ids pushed. */
+ * keeps the total work linear in the ids pushed. A window never starts at ids that decode
+ * to nothing on their own (see move_window). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,34 @@ static int set_piece(mhla_tok_stream *st, const char *s, size_t n, const char **
     return 0;
 }
 
+/* How far back move_window looks for a start before it keeps the window's old one. */
+enum { STREAM_START_SEARCH = 8 };
+
+/* The text of the ids before `to` is emitted: the window moves on, to start at the latest
+ * id from which the ids up to `to` decode to some text of their own. A window must not
+ * start where its first ids decode to nothing: the next push's text would then meet the
+ * start-of-text rules where the text before it did not (a byte run's leading BOM dropped,
+ * then a Strip decoder taking off the space that followed it — a space the one-shot decode
+ * keeps). */
+static int move_window(mhla_tok_stream *st, size_t to, char *err, size_t errlen)
+{
+    size_t p = st->read;
+    for (;;) {
+        mhla_buf ctx = {0};
+        int rc = decode_window(st, st->ids.v + p, to - p, &ctx, err, errlen);
+        bool text = ctx.len > 0;
+        mhla_buf_free(&ctx);
+        if (rc)
+            return -1;
+        if (text || p == st->prefix)
+            break;
+        p = st->read - p >= STREAM_START_SEARCH ? st->prefix : p - 1;
+    }
+    st->prefix = p;
+    st->read = to;
+    return 0;
+}
+
 int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, size_t *len,
                          char *err, size_t errlen)
 {
@@ -154,8 +183,8 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
             tok_err(err, errlen, "out of memory");
             goto done;
         }
-        st->prefix = st->read;
-        st->read = st->ids.n;
+        if (move_window(st, st->ids.n, err, errlen))
+            goto done;
     } else if (extends && st->ids.n - 1 > st->read) {
         /* the text up to the previous push is final when it still starts this text and
          * more follows it: emit it and move the window on to there */
@@ -167,8 +196,8 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
                 tok_err(err, errlen, "out of memory");
                 goto done;
             }
-            st->prefix = st->read;
-            st->read = st->ids.n - 1;
+            if (move_window(st, st->ids.n - 1, err, errlen))
+                goto done;
         }
     }
     rc = 0;
