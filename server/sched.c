@@ -382,21 +382,26 @@ static void update_gauges(srv_sched *s)
 
 /* ---- the step: plan ---------------------------------------------------------- */
 
+/* Reallocates the array *pp points to (any element type, `size` bytes each) to
+ * cap elements; on failure it keeps the old one and returns -1. */
+static int grow_to(void *pp, size_t size, int cap)
+{
+    void *old, *p;
+    memcpy(&old, pp, sizeof old);
+    if (!(p = realloc(old, (size_t)cap * size)))
+        return -1;
+    memcpy(pp, &p, sizeof p);
+    return 0;
+}
+
 static int grow_items(srv_sched *s, int n)
 {
     if (n <= s->cap_items)
         return 0;
     int cap = n * 2;
-    item_ref *rf = realloc(s->refs, (size_t)cap * sizeof *rf);
-    if (rf)
-        s->refs = rf;
-    mhla_batch_item *it = rf ? realloc(s->batch, (size_t)cap * sizeof *it) : NULL;
-    if (it)
-        s->batch = it;
-    mhla_sample_slot *sl = it ? realloc(s->slots, (size_t)cap * sizeof *sl) : NULL;
-    if (!sl)
+    if (grow_to(&s->refs, sizeof *s->refs, cap) || grow_to(&s->batch, sizeof *s->batch, cap) ||
+        grow_to(&s->slots, sizeof *s->slots, cap))
         return -1;
-    s->slots = sl;
     s->cap_items = cap;
     return 0;
 }
@@ -447,19 +452,10 @@ static int grow_prompts(srv_sched *s, int n)
     if (n <= s->cap_prompts)
         return 0;
     int cap = n * 2;
-    prompt_ref *pr = realloc(s->prompts, (size_t)cap * sizeof *pr);
-    if (pr)
-        s->prompts = pr;
-    srv_plan_prompt *pp = pr ? realloc(s->pp, (size_t)cap * sizeof *pp) : NULL;
-    if (pp)
-        s->pp = pp;
-    int *o = pp ? realloc(s->pp_order, (size_t)cap * sizeof *o) : NULL;
-    if (o)
-        s->pp_order = o;
-    int *ch = o ? realloc(s->pp_chunk, (size_t)cap * sizeof *ch) : NULL;
-    if (!ch)
+    if (grow_to(&s->prompts, sizeof *s->prompts, cap) || grow_to(&s->pp, sizeof *s->pp, cap) ||
+        grow_to(&s->pp_order, sizeof *s->pp_order, cap) ||
+        grow_to(&s->pp_chunk, sizeof *s->pp_chunk, cap))
         return -1;
-    s->pp_chunk = ch;
     s->cap_prompts = cap;
     return 0;
 }

@@ -292,30 +292,31 @@ KB_PATH(kb_small_bf16,
         kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_SMALL_TILE_T, KB_SMALL_TILE_J))
 #endif
 
+/* The path for T rows of x, for f32 (wf) or bf16 (wh) weights. */
+static void kb_linear_any(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0,
+                          int j1, float *y, int ldy)
+{
+    int bf16 = wh != NULL;
+    if (T < KB_NARROW_T)
+        (bf16 ? kb_narrow_bf16 : kb_narrow_f32)(x, T, K, wf, wh, j0, j1, y, ldy);
+#ifdef KB_SMALL_T
+    else if (T < KB_SMALL_T)
+        (bf16 ? kb_small_bf16 : kb_small_f32)(x, T, K, wf, wh, j0, j1, y, ldy);
+#endif
+    else
+        (bf16 ? kb_tiled_bf16 : kb_tiled_f32)(x, T, K, wf, wh, j0, j1, y, ldy);
+}
+
 static void kb_linear_f32(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
                           int ldy)
 {
-    if (T < KB_NARROW_T)
-        kb_narrow_f32(x, T, K, w, NULL, j0, j1, y, ldy);
-#ifdef KB_SMALL_T
-    else if (T < KB_SMALL_T)
-        kb_small_f32(x, T, K, w, NULL, j0, j1, y, ldy);
-#endif
-    else
-        kb_tiled_f32(x, T, K, w, NULL, j0, j1, y, ldy);
+    kb_linear_any(x, T, K, w, NULL, j0, j1, y, ldy);
 }
 
 static void kb_linear_bf16(const float *x, int T, int K, const uint16_t *w, int j0, int j1,
                            float *y, int ldy)
 {
-    if (T < KB_NARROW_T)
-        kb_narrow_bf16(x, T, K, NULL, w, j0, j1, y, ldy);
-#ifdef KB_SMALL_T
-    else if (T < KB_SMALL_T)
-        kb_small_bf16(x, T, K, NULL, w, j0, j1, y, ldy);
-#endif
-    else
-        kb_tiled_bf16(x, T, K, NULL, w, j0, j1, y, ldy);
+    kb_linear_any(x, T, K, NULL, w, j0, j1, y, ldy);
 }
 
 const k_ops KB_OPS = {
