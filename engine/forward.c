@@ -61,8 +61,6 @@ static int ensure_sample_rows(mhla_cpu *e, const mhla_batch_item *items, int n_i
     return 0;
 }
 
-static float silu(float x) { return x / (1.0f + k_expf(-x)); }
-
 static void feature_map(mhla_feature_map fm, float *x, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -181,9 +179,7 @@ static void output_norm_row(void *ctx, int t)
             float *o = e->att + ((size_t)t * H + j) * dv;
             k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
             if (k_matrix_present(ly->wg)) {
-                const float *g = e->g + ((size_t)t * H + j) * dv;
-                for (int i = 0; i < dv; i++)
-                    o[i] *= silu(g[i]);
+                k_silu_mul(e->g + ((size_t)t * H + j) * dv, o, o, dv);
             }
         }
     }
@@ -231,9 +227,7 @@ static void swiglu_row(void *ctx, int t)
 {
     const swiglu_job *j = ctx;
     float *g = j->gate + (size_t)t * j->I;
-    const float *u = j->up + (size_t)t * j->I;
-    for (int i = 0; i < j->I; i++)
-        g[i] = silu(g[i]) * u[i];
+    k_silu_mul(g, j->up + (size_t)t * j->I, g, j->I);
 }
 
 /* gate = silu(gate) * up, row by row over the pool */

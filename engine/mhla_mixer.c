@@ -7,8 +7,10 @@
  * The current block's k~ and v are kept raw (at most C rows, cache-resident),
  * so a token reads P_i once and never a running S_i; S_i = K_iᵀ V_i is formed
  * once when the block closes, and P_{i+1} = Σ_{b ≤ i} m[i+1][b] S_b once when
- * the next block starts. Prefill and decode run this same code token by
- * token, which is why any split of a sequence into calls gives the same bits.
+ * the next block starts. The tokens of a call that fall in one block are
+ * done together, as matrix products, but every value is summed in the same
+ * order as for one token at a time, which is why prefill, decode and any
+ * split of a sequence into calls give the same bits.
  */
 #include "cpu/kernels.h"
 #include "engine_internal.h"
@@ -88,12 +90,18 @@ static void mix_prefix(const head_view *h, int i)
     }
 }
 
-/* Columns [c0, c0+w) of row a of S_i = K_iᵀ V_i, summed in token order. */
-static void block_summary_span(const head_view *h, int a, int c0, int w, float *dst)
+/* Floats of stack scratch a worker uses for the summaries of non-f32 pages and for a pass of
+ * block_outputs: 32 KiB. */
+#define SCRATCH_FLOATS 8192
+
+/* Rows [a0, a0 + na), columns [c0, c0 + w) of S_i = K_iᵀ V_i into dst (leading dimension
+ * ldd): a matrix product that sums each value in token order, as C rank-1 updates would. */
+static void summary_part(const head_view *h, int a0, int na, int c0, int w, float *dst, size_t ldd)
 {
-    memset(dst, 0, (size_t)w * sizeof(float));
-    for (int u = 0; u < h->C; u++)
-        k_axpy(h->cur_k[(size_t)u * h->dk + a], h->cur_v + (size_t)u * h->dv + c0, dst, w);
+    for (int a = 0; a < na; a++)
+        memset(dst + (size_t)a * ldd, 0, (size_t)w * sizeof(float));
+    k_gemm_acc(na, w, h->C, h->cur_k + a0, 1, (size_t)h->dk, h->cur_v + c0, (size_t)h->dv, dst,
+               ldd);
 }
 
 static float key_sum(const head_view *h, int a)
@@ -104,62 +112,88 @@ static float key_sum(const head_view *h, int a)
     return sum;
 }
 
-/* S_i = K_iᵀ V_i (and the key sum) into block i's page. */
+/* S_i = K_iᵀ V_i (and the key sum) into block i's page: straight into an f32 page, else
+ * a stack-sized part at a time, converted as it is written. */
 static void close_block(const head_view *h, int i)
 {
     void *page = kv_seq_page(h->kv, i);
     if (h->dtype == KV_DTYPE_F32) {
-        float *S = (float *)page + h->page_s;
-        for (int a = 0; a < h->dk; a++)
-            block_summary_span(h, a, 0, h->dv, S + (size_t)a * h->dv);
-        if (h->prefix_k)
-            for (int a = 0; a < h->dk; a++)
-                ((float *)page)[h->page_k + a] = key_sum(h, a);
-        return;
-    }
-    float buf[PAGE_SPAN];
-    for (int a = 0; a < h->dk; a++)
-        for (int c0 = 0; c0 < h->dv; c0 += PAGE_SPAN) {
-            int w = h->dv - c0 < PAGE_SPAN ? h->dv - c0 : PAGE_SPAN;
-            block_summary_span(h, a, c0, w, buf);
-            kv_page_write(h->dtype, page, h->page_s + (size_t)a * h->dv + c0, buf, (size_t)w);
+        summary_part(h, 0, h->dk, 0, h->dv, (float *)page + h->page_s, (size_t)h->dv);
+    } else {
+        float buf[SCRATCH_FLOATS];
+        int w = h->dv < SCRATCH_FLOATS ? h->dv : SCRATCH_FLOATS;
+        int rows = SCRATCH_FLOATS / w;
+        for (int c0 = 0; c0 < h->dv; c0 += w) {
+            int cw = h->dv - c0 < w ? h->dv - c0 : w;
+            for (int a0 = 0; a0 < h->dk; a0 += rows) {
+                int na = h->dk - a0 < rows ? h->dk - a0 : rows;
+                summary_part(h, a0, na, c0, cw, buf, (size_t)cw);
+                for (int a = 0; a < na; a++)
+                    kv_page_write(h->dtype, page, h->page_s + (size_t)(a0 + a) * h->dv + c0,
+                                  buf + (size_t)a * cw, (size_t)cw);
+            }
         }
+    }
     if (h->prefix_k)
         for (int a = 0; a < h->dk; a++) {
             float v = key_sum(h, a);
-            kv_page_write(h->dtype, page, h->page_k + a, &v, 1);
+            if (h->dtype == KV_DTYPE_F32)
+                ((float *)page)[h->page_k + a] = v;
+            else
+                kv_page_write(h->dtype, page, h->page_k + a, &v, 1);
         }
 }
 
-/* Output of one query head for the token at block offset r of block i. */
-static void head_output(const head_view *h, const float *q, int i, int r, float *out, float *scores)
+/* Outputs of one query head for the n tokens at block offsets r0 .. r0+n-1 of block i
+ * (their k and v already in cur_k, cur_v), R tokens per pass:
+ *     out_t = q_tᵀ P_i + m[i][i] Σ_{u ≤ r0+t} (q_t · k_u) v_u
+ * Both sums are matrix products over the pass's tokens (P_i and each v_u read once per
+ * pass, not once per token), each value summed in the order the one-token form sums it:
+ * q_tᵀ P_i over a, the intra-block sum over u, so any split into passes, chunks or calls
+ * gives the same bits. */
+static void block_outputs(const head_view *h, const float *q, size_t q_stride, int i, int r0, int n,
+                          float *out, size_t out_stride, float *scratch, int R)
 {
-    int dk = h->dk, dv = h->dv;
-    memset(out, 0, (size_t)dv * sizeof(float));
-    if (i > 0)
-        for (int a = 0; a < dk; a++)
-            k_axpy(q[a], h->prefix + (size_t)a * dv, out, dv);
-    for (int u = 0; u <= r; u++)
-        scores[u] = k_dot(q, h->cur_k + (size_t)u * dk, dk);
-    float intra[dv];
-    memset(intra, 0, sizeof intra);
-    for (int u = 0; u <= r; u++)
-        k_axpy(scores[u], h->cur_v + (size_t)u * dv, intra, dv);
+    int dk = h->dk, dv = h->dv, C = h->C;
     float m_ii = h->mix[(size_t)i * h->Lm + i];
-    k_axpy(m_ii, intra, out, dv);
-    if (h->prefix_k) {
-        float z = i > 0 ? k_dot(q, h->prefix_k, dk) : 0.0f, zs = 0.0f;
-        for (int u = 0; u <= r; u++)
-            zs += scores[u];
-        float den = z + m_ii * zs;
-        /* The formula leaves 0/0 undefined (relu features that share no
-         * positive component); its limit, 0, is returned instead of a NaN
-         * that would poison every later position. */
-        if (den == 0.0f)
-            memset(out, 0, (size_t)dv * sizeof(float));
-        else
-            for (int c = 0; c < dv; c++)
-                out[c] /= den;
+    for (int t0 = 0; t0 < n; t0 += R) {
+        int nr = n - t0 < R ? n - t0 : R, ra = r0 + t0;
+        const float *qt = q + (size_t)t0 * q_stride;
+        float *ot = out + (size_t)t0 * out_stride;
+        float *scores = scratch, *intra = scratch + (size_t)R * C; /* [nr][C], [nr][dv] */
+        for (int t = 0; t < nr; t++)
+            memset(ot + (size_t)t * out_stride, 0, (size_t)dv * sizeof(float));
+        if (i > 0)
+            k_gemm_acc(nr, dv, dk, qt, q_stride, 1, h->prefix, (size_t)dv, ot, out_stride);
+        for (int t = 0; t < nr; t++)
+            for (int u = 0; u <= ra + t; u++)
+                scores[(size_t)t * C + u] =
+                    k_dot(qt + (size_t)t * q_stride, h->cur_k + (size_t)u * dk, dk);
+        memset(intra, 0, (size_t)nr * dv * sizeof(float));
+        /* keys every token of the pass sees, then each token's own few beyond them */
+        k_gemm_acc(nr, dv, ra + 1, scores, (size_t)C, 1, h->cur_v, (size_t)dv, intra, (size_t)dv);
+        for (int t = 1; t < nr; t++)
+            for (int u = ra + 1; u <= ra + t; u++)
+                k_axpy(scores[(size_t)t * C + u], h->cur_v + (size_t)u * dv, intra + (size_t)t * dv,
+                       dv);
+        for (int t = 0; t < nr; t++) {
+            float *o = ot + (size_t)t * out_stride;
+            k_axpy(m_ii, intra + (size_t)t * dv, o, dv);
+            if (!h->prefix_k)
+                continue;
+            float z = i > 0 ? k_dot(qt + (size_t)t * q_stride, h->prefix_k, dk) : 0.0f, zs = 0.0f;
+            for (int u = 0; u <= ra + t; u++)
+                zs += scores[(size_t)t * C + u];
+            float den = z + m_ii * zs;
+            /* The formula leaves 0/0 undefined (relu features that share no
+             * positive component); its limit, 0, is returned instead of a NaN
+             * that would poison every later position. */
+            if (den == 0.0f)
+                memset(o, 0, (size_t)dv * sizeof(float));
+            else
+                for (int c = 0; c < dv; c++)
+                    o[c] /= den;
+        }
     }
 }
 
@@ -168,25 +202,36 @@ void mhla_mix_run(mhla_seq *s, int layer, int kv_head, const mhla_mixer_io *io)
     head_view h = view_of(s, layer, kv_head);
     const mhla_config *c = &s->model->cfg;
     int group = c->num_heads / c->num_kv_heads;
-    float scores[h.C];
+    /* at least one token's row of each (a model with very wide heads or blocks) */
+    int n_scratch = h.C + h.dv > SCRATCH_FLOATS ? h.C + h.dv : SCRATCH_FLOATS;
+    float scratch[n_scratch];
+    int R = n_scratch / (h.C + h.dv);
+    R = R < 1 ? 1 : R > 16 ? 16 : R;
     int pos = kv_seq_pos(s->kv);
-    for (int t = 0; t < io->n; t++) {
-        int p = pos + t, i = p / h.C, r = p % h.C;
-        if (r == 0)
+    /* a segment: the call's tokens that fall in one block */
+    for (int t0 = 0; t0 < io->n;) {
+        int p = pos + t0, i = p / h.C, r0 = p % h.C;
+        int n = io->n - t0 < h.C - r0 ? io->n - t0 : h.C - r0;
+        if (r0 == 0)
             mix_prefix(&h, i);
-        memcpy(h.cur_k + (size_t)r * h.dk,
-               io->k + (size_t)t * io->k_stride + (size_t)kv_head * h.dk,
-               (size_t)h.dk * sizeof(float));
-        memcpy(h.cur_v + (size_t)r * h.dv,
-               io->v + (size_t)t * io->v_stride + (size_t)kv_head * h.dv,
-               (size_t)h.dv * sizeof(float));
+        for (int t = 0; t < n; t++) {
+            memcpy(h.cur_k + (size_t)(r0 + t) * h.dk,
+                   io->k + (size_t)(t0 + t) * io->k_stride + (size_t)kv_head * h.dk,
+                   (size_t)h.dk * sizeof(float));
+            memcpy(h.cur_v + (size_t)(r0 + t) * h.dv,
+                   io->v + (size_t)(t0 + t) * io->v_stride + (size_t)kv_head * h.dv,
+                   (size_t)h.dv * sizeof(float));
+        }
         for (int jj = 0; jj < group; jj++) {
             int j = kv_head * group + jj;
-            head_output(&h, io->q + (size_t)t * io->q_stride + (size_t)j * h.dk, i, r,
-                        io->out + (size_t)t * io->out_stride + (size_t)j * h.dv, scores);
+            block_outputs(&h, io->q + (size_t)t0 * io->q_stride + (size_t)j * h.dk,
+                          (size_t)io->q_stride, i, r0, n,
+                          io->out + (size_t)t0 * io->out_stride + (size_t)j * h.dv,
+                          (size_t)io->out_stride, scratch, R);
         }
-        if (r == h.C - 1)
+        if (r0 + n == h.C)
             close_block(&h, i);
+        t0 += n;
     }
 }
 

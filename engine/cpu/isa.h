@@ -10,12 +10,18 @@
 
 #include "kernels_q8.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
     const char *name;
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float s, const float *row, float *acc, int n);
+    /* kernels.h k_gemm_acc */
+    void (*gemm_acc)(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
+                     size_t ldb, float *C, size_t ldc);
+    /* kernels.h k_silu_mul */
+    void (*silu_mul)(const float *a, const float *b, float *out, int n);
     /* y[t*ldy + j] for t < T, j0 <= j < j1 against the rows of w [N, K] */
     void (*linear_f32)(const float *x, int T, int K, const float *w, int j0, int j1, float *y,
                        int ldy);
@@ -26,6 +32,14 @@ typedef struct {
                       int ldy);
     const char *(*q8_kernel)(void); /* the instructions it uses, chosen at run time */
 } k_ops;
+
+/* e^x in double for k_expf and the vector forms of it (kernels.c exp_d): x = (32 e + i)
+ * ln2/32 + r, e^x = 2^e 2^(i/32) e^r; k_exp2_32[i] = 2^(i/32). */
+#define K_EXP_INV 0x1.71547652b82fep+5
+#define K_EXP_HI 0x1.62e42f0000000p-6
+#define K_EXP_LO 0x1.df473de6af279p-31
+extern const double k_exp2_32[32];
+float k_silu(float x); /* kernels.h */
 
 /* The chosen path's table (the best the CPU runs until k_isa_select). */
 const k_ops *k_isa_ops(void);

@@ -185,5 +185,6 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
 #define KB_X_BLOCK_BYTES (256 * 1024)
 #define KB_OPS k_ops_avx2
 #define KB_NAME "avx2"
+#include "silu_avx2.h"
 #include "q8_avx2.h"
 #include "kernels_body.h"

@@ -68,7 +68,11 @@ static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4]
 #define KB_TILE_J 4
 #define KB_TILE_J1 8
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* kb_gemm_acc: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
+#define KB_GEMM_M 4
+#define KB_GEMM_NV 4
 #define KB_OPS k_ops_avx512
 #define KB_NAME "avx512"
+#include "silu_avx512.h"
 #include "q8_avx512.h"
 #include "kernels_body.h"

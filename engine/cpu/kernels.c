@@ -16,6 +16,13 @@ float k_dot(const float *a, const float *b, int n) { return k_isa_ops()->dot(a, 
 
 void k_axpy(float s, const float *row, float *acc, int n) { k_isa_ops()->axpy(s, row, acc, n); }
 
+void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
+                size_t ldb, float *C, size_t ldc)
+{
+    if (M > 0 && N > 0 && K > 0)
+        k_isa_ops()->gemm_acc(M, N, K, A, a_rs, a_cs, B, ldb, C, ldc);
+}
+
 /* One matrix of a job: y[t*ldy + j] = x[t] . w[j] for j < N. */
 typedef struct {
     k_matrix w;
@@ -127,7 +134,7 @@ void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
  * and aarch64): x = (32 e + i) ln2/32 + r, |r| <= ln2/64, e^x = 2^e 2^(i/32)
  * e^r, with e^r - 1 by its Taylor series to r^5 (relative error ~2e-15),
  * then one rounding to float. */
-static const double EXP2_32[32] = {
+const double k_exp2_32[32] = {
     0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
     0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
     0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
@@ -141,13 +148,11 @@ static const double EXP2_32[32] = {
 /* e^x for x in [-110, 89], as a double */
 static double exp_d(double x)
 {
-    static const double INV = 0x1.71547652b82fep+5, HI = 0x1.62e42f0000000p-6,
-                        LO = 0x1.df473de6af279p-31;
-    double k = floor(x * INV + 0.5);
-    double r = (x - k * HI) - k * LO; /* k * HI is exact */
+    double k = floor(x * K_EXP_INV + 0.5);
+    double r = (x - k * K_EXP_HI) - k * K_EXP_LO; /* k * HI is exact */
     double p = r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120)))));
     int ki = (int)k;
-    double t = EXP2_32[ki & 31];
+    double t = k_exp2_32[ki & 31];
     /* times 2^floor(k / 32), built from its bits: for x in [-110, 89] the
      * exponent is in [-159, 128] and the product a normal double, so this is
      * exactly ldexp's result without its library call (a hot spot at batch 1) */
@@ -167,6 +172,13 @@ float k_expf(float x)
     if (x < -110.0f)
         return 0.0f;
     return (float)exp_d((double)x);
+}
+
+float k_silu(float x) { return x / (1.0f + k_expf(-x)); }
+
+void k_silu_mul(const float *a, const float *b, float *out, int n)
+{
+    k_isa_ops()->silu_mul(a, b, out, n);
 }
 
 float k_expm1f(float x)

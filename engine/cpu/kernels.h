@@ -50,11 +50,24 @@ int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N
 float k_expf(float x);
 float k_expm1f(float x);
 
+/* silu(x) = x / (1 + e^-x) with k_expf; k_silu_mul: out[i] = silu(a[i]) * b[i] (out may be a
+ * or b), vectorized on the paths that can (the same operations in double, so the same bits
+ * as the scalar form on every path). */
+float k_silu(float x);
+void k_silu_mul(const float *a, const float *b, float *out, int n);
+
 /* out = x / sqrt(mean(x^2) + eps) * w */
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out);
 
 /* acc[c] = fma(s, row[c], acc[c]) for c < n */
 void k_axpy(float s, const float *row, float *acc, int n);
+
+/* C[m*ldc + n] = fma(A[m*a_rs + k*a_cs], B[k*ldb + n], C[m*ldc + n]) for k = 0 .. K-1 in
+ * turn, every m < M, n < N: the same bits as K calls of k_axpy(A[m][k], B[k], C[m], N) per
+ * row, done as a matrix product (B's rows read once per tile of rows of C). C is not
+ * zeroed. */
+void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
+                size_t ldb, float *C, size_t ldc);
 
 /* The instruction-set path, process-wide. name: "avx512", "avx2", "neon",
  * "portable" or "auto"; NULL or "" takes MHLA_CPU_ISA from the environment,

@@ -13,7 +13,8 @@
  *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x),
  *   KB_TILE_J1 (rows of w per tile against a
  * single row of x: more independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
- *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches).
+ *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches),
+ *   KB_GEMM_M x KB_GEMM_NV (the register tile of kb_gemm_acc: rows by vectors).
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
@@ -57,6 +58,84 @@ static void kb_axpy(float s, const float *row, float *acc, int n)
         V_STORE_TAIL(acc + c, V_FMA(sv, V_LOAD_TAIL(row + c, n - c), V_LOAD_TAIL(acc + c, n - c)),
                      n - c);
 }
+
+/* C[m][n] = fma(A[m][k], B[k][n], C[m][n]) for k = 0, 1, ... K-1 in turn: per element the
+ * same operations, in the same order, as K calls of kb_axpy, so the same bits; a register
+ * tile of M rows by NV vectors of C loads B's row k once for M rows and never stores C
+ * between steps of k. M, NV and `tail` (the lanes of the last vector, 0 for all 16) are
+ * constants at every call site. */
+#ifndef KB_GEMM_M
+#define KB_GEMM_M 4
+#endif
+#ifndef KB_GEMM_NV
+#define KB_GEMM_NV 1
+#endif
+static inline __attribute__((always_inline)) void kb_gemm_tile(int M, int NV, int tail, int K,
+                                                               const float *A, size_t a_rs,
+                                                               size_t a_cs, const float *B,
+                                                               size_t ldb, float *C, size_t ldc)
+{
+    vec16 acc[KB_GEMM_M][KB_GEMM_NV];
+    for (int m = 0; m < M; m++)
+        for (int v = 0; v < NV; v++)
+            acc[m][v] = tail && v == NV - 1 ? V_LOAD_TAIL(C + (size_t)m * ldc + 16 * v, tail)
+                                            : V_LOAD(C + (size_t)m * ldc + 16 * v);
+    for (int k = 0; k < K; k++) {
+        vec16 b[KB_GEMM_NV];
+        const float *bk = B + (size_t)k * ldb;
+        for (int v = 0; v < NV; v++)
+            b[v] = tail && v == NV - 1 ? V_LOAD_TAIL(bk + 16 * v, tail) : V_LOAD(bk + 16 * v);
+        for (int m = 0; m < M; m++) {
+            vec16 a = V_SET1(A[(size_t)m * a_rs + (size_t)k * a_cs]);
+            for (int v = 0; v < NV; v++)
+                acc[m][v] = V_FMA(a, b[v], acc[m][v]);
+        }
+    }
+    for (int m = 0; m < M; m++)
+        for (int v = 0; v < NV; v++) {
+            if (tail && v == NV - 1)
+                V_STORE_TAIL(C + (size_t)m * ldc + 16 * v, acc[m][v], tail);
+            else
+                V_STORE(C + (size_t)m * ldc + 16 * v, acc[m][v]);
+        }
+}
+
+/* Columns [n0, n0 + w) of every row, w a constant (16 * KB_GEMM_NV or 16) or the tail. */
+static inline __attribute__((always_inline)) void kb_gemm_cols(int M, int NVW, int tail, int K,
+                                                               const float *A, size_t a_rs,
+                                                               size_t a_cs, const float *B,
+                                                               size_t ldb, float *C, size_t ldc)
+{
+    int m = 0;
+    for (; m + KB_GEMM_M <= M; m += KB_GEMM_M)
+        kb_gemm_tile(KB_GEMM_M, NVW, tail, K, A + (size_t)m * a_rs, a_rs, a_cs, B, ldb,
+                     C + (size_t)m * ldc, ldc);
+    for (; m < M; m++)
+        kb_gemm_tile(1, NVW, tail, K, A + (size_t)m * a_rs, a_rs, a_cs, B, ldb, C + (size_t)m * ldc,
+                     ldc);
+}
+
+static void kb_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs,
+                        const float *B, size_t ldb, float *C, size_t ldc)
+{
+    int n = 0;
+    for (; n + 16 * KB_GEMM_NV <= N; n += 16 * KB_GEMM_NV)
+        kb_gemm_cols(M, KB_GEMM_NV, 0, K, A, a_rs, a_cs, B + n, ldb, C + n, ldc);
+    for (; n + 16 <= N; n += 16)
+        kb_gemm_cols(M, 1, 0, K, A, a_rs, a_cs, B + n, ldb, C + n, ldc);
+    if (n < N)
+        kb_gemm_cols(M, 1, N - n, K, A, a_rs, a_cs, B + n, ldb, C + n, ldc);
+}
+
+/* silu(a) * b, one value at a time where the path has no vector form (KB_SILU_MUL) */
+#ifndef KB_SILU_MUL
+static void kb_silu_mul(const float *a, const float *b, float *out, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = k_silu(a[i]) * b[i];
+}
+#define KB_SILU_MUL kb_silu_mul
+#endif
 
 /* A weight row pointer; `bf16` is a compile-time constant at every call
  * site, so each kernel is specialised for one storage type. */
@@ -323,6 +402,8 @@ const k_ops KB_OPS = {
     .name = KB_NAME,
     .dot = kb_dot,
     .axpy = kb_axpy,
+    .gemm_acc = kb_gemm_acc,
+    .silu_mul = KB_SILU_MUL,
     .linear_f32 = kb_linear_f32,
     .linear_bf16 = kb_linear_bf16,
     .linear_q8 = kq_linear, /* kernels_q8_body.h, via the isa_*.c */
