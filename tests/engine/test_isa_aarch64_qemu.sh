@@ -2,7 +2,8 @@
 # The NEON kernel path on aarch64, from this x86-64 machine: cross-builds the
 # engine with Debian's cross toolchain, then runs the exactness and
 # batch-independence tests under qemu-user and compares its logits byte for
-# byte with this machine's portable path (test_isa_paths.py).
+# byte with this machine's portable path (test_isa_paths.py); and the
+# vector kernels' own test (test_vector_kernels.c) on the neon path.
 # Skipped (exit 77) when the cross tools are missing; deploy/bootstrap-debian.sh
 # installs them with MHLA_CROSS=1.
 #
@@ -46,7 +47,13 @@ aarch64-linux-gnu-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
   -I"$src/tests/common" "$src/tests/engine/test_batch_independence.c" \
   "$src/engine/backend_registry.c" "$libs/libmhla_engine_core.a" "$libs/libmhla_kvstate.a" \
   "$libs/libmhla_base.a" -lcjson -lm -lpthread -o "$build/bin/test_batch_independence"
+# test_vector_kernels (k_gemm_acc, k_silu_mul on the neon and portable paths) likewise
+aarch64-linux-gnu-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+  -I"$src/base/include" -I"$src/engine" -I"$src/engine/include" -I"$src/tests/common" \
+  "$src/tests/engine/test_vector_kernels.c" "$libs/libmhla_engine_core.a" \
+  "$libs/libmhla_base.a" -lm -lpthread -o "$build/bin/test_vector_kernels"
 file "$build/bin/mhla-generate" | sed 's/, BuildID.*//'
+taskset -c 0 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/bin/test_vector_kernels"
 # The tests run the programs in --bin: wrappers that start them under qemu.
 bin=$work/bin
 mkdir -p "$bin"
