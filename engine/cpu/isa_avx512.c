@@ -71,6 +71,7 @@ static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4]
 /* kb_gemm_acc: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
 #define KB_GEMM_M 4
 #define KB_GEMM_NV 4
+#define KB_GEMM_NV1 8 /* a single row: 8 accumulators */
 #define KB_OPS k_ops_avx512
 #define KB_NAME "avx512"
 #include "silu_avx512.h"

@@ -70,18 +70,24 @@ static void kb_axpy(float s, const float *row, float *acc, int n)
 #ifndef KB_GEMM_NV
 #define KB_GEMM_NV 1
 #endif
+/* Rows left over from whole tiles (all of them at decode, one token per sequence) go one
+ * at a time, KB_GEMM_NV1 vectors wide: a longer run of each row of B read in one go. */
+#ifndef KB_GEMM_NV1
+#define KB_GEMM_NV1 KB_GEMM_NV
+#endif
+#define KB_GEMM_NVMAX (KB_GEMM_NV1 > KB_GEMM_NV ? KB_GEMM_NV1 : KB_GEMM_NV)
 static inline __attribute__((always_inline)) void kb_gemm_tile(int M, int NV, int tail, int K,
                                                                const float *A, size_t a_rs,
                                                                size_t a_cs, const float *B,
                                                                size_t ldb, float *C, size_t ldc)
 {
-    vec16 acc[KB_GEMM_M][KB_GEMM_NV];
+    vec16 acc[KB_GEMM_M][KB_GEMM_NVMAX];
     for (int m = 0; m < M; m++)
         for (int v = 0; v < NV; v++)
             acc[m][v] = tail && v == NV - 1 ? V_LOAD_TAIL(C + (size_t)m * ldc + 16 * v, tail)
                                             : V_LOAD(C + (size_t)m * ldc + 16 * v);
     for (int k = 0; k < K; k++) {
-        vec16 b[KB_GEMM_NV];
+        vec16 b[KB_GEMM_NVMAX];
         const float *bk = B + (size_t)k * ldb;
         for (int v = 0; v < NV; v++)
             b[v] = tail && v == NV - 1 ? V_LOAD_TAIL(bk + 16 * v, tail) : V_LOAD(bk + 16 * v);
@@ -100,31 +106,29 @@ static inline __attribute__((always_inline)) void kb_gemm_tile(int M, int NV, in
         }
 }
 
-/* Columns [n0, n0 + w) of every row, w a constant (16 * KB_GEMM_NV or 16) or the tail. */
-static inline __attribute__((always_inline)) void kb_gemm_cols(int M, int NVW, int tail, int K,
-                                                               const float *A, size_t a_rs,
-                                                               size_t a_cs, const float *B,
-                                                               size_t ldb, float *C, size_t ldc)
-{
-    int m = 0;
-    for (; m + KB_GEMM_M <= M; m += KB_GEMM_M)
-        kb_gemm_tile(KB_GEMM_M, NVW, tail, K, A + (size_t)m * a_rs, a_rs, a_cs, B, ldb,
-                     C + (size_t)m * ldc, ldc);
-    for (; m < M; m++)
-        kb_gemm_tile(1, NVW, tail, K, A + (size_t)m * a_rs, a_rs, a_cs, B, ldb, C + (size_t)m * ldc,
-                     ldc);
-}
-
+/* Whole tiles of rows, a slab of B's columns (K rows by the tile's width, in L1) at a time
+ * for all of them; then the rows left over. */
 static void kb_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs,
                         const float *B, size_t ldb, float *C, size_t ldc)
 {
-    int n = 0;
+    int M4 = M / KB_GEMM_M * KB_GEMM_M, n = 0;
     for (; n + 16 * KB_GEMM_NV <= N; n += 16 * KB_GEMM_NV)
-        kb_gemm_cols(M, KB_GEMM_NV, 0, K, A, a_rs, a_cs, B + n, ldb, C + n, ldc);
-    for (; n + 16 <= N; n += 16)
-        kb_gemm_cols(M, 1, 0, K, A, a_rs, a_cs, B + n, ldb, C + n, ldc);
-    if (n < N)
-        kb_gemm_cols(M, 1, N - n, K, A, a_rs, a_cs, B + n, ldb, C + n, ldc);
+        for (int m = 0; m < M4; m += KB_GEMM_M)
+            kb_gemm_tile(KB_GEMM_M, KB_GEMM_NV, 0, K, A + (size_t)m * a_rs, a_rs, a_cs, B + n, ldb,
+                         C + (size_t)m * ldc + n, ldc);
+    for (; n < N; n += 16)
+        for (int m = 0; m < M4; m += KB_GEMM_M)
+            kb_gemm_tile(KB_GEMM_M, 1, N - n < 16 ? N - n : 0, K, A + (size_t)m * a_rs, a_rs, a_cs,
+                         B + n, ldb, C + (size_t)m * ldc + n, ldc);
+    for (int m = M4; m < M; m++) {
+        const float *Am = A + (size_t)m * a_rs;
+        float *Cm = C + (size_t)m * ldc;
+        n = 0;
+        for (; n + 16 * KB_GEMM_NV1 <= N; n += 16 * KB_GEMM_NV1)
+            kb_gemm_tile(1, KB_GEMM_NV1, 0, K, Am, a_rs, a_cs, B + n, ldb, Cm + n, ldc);
+        for (; n < N; n += 16)
+            kb_gemm_tile(1, 1, N - n < 16 ? N - n : 0, K, Am, a_rs, a_cs, B + n, ldb, Cm + n, ldc);
+    }
 }
 
 /* silu(a) * b, one value at a time where the path has no vector form (KB_SILU_MUL) */
