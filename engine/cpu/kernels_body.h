@@ -13,7 +13,9 @@
  *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x),
  *   KB_TILE_J1 (rows of w per tile against a
  * single row of x: more independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
- *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches).
+ *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches),
+ *   KB_TILE_PF_SHARE(M, MJ) (how many tiles of x share the prefetch of the
+ *   next rows of w, for KB_TILE_HALVES's tiles; 0: the first tile alone).
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
@@ -244,6 +246,18 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
         for (; j + TJ <= j1; j += TJ) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
             int t = t0;
+#ifdef KB_TILE_PF_SHARE
+            /* the first KB_TILE_PF_SHARE(TT, TJ) tiles of x each prefetch their
+             * share of the next rows (the path folds the tile's index and the
+             * count into pf), so the prefetches are spread over more time */
+            if (KB_TILE_PF_SHARE(TT, TJ) > 0) {
+                int n = (t1 - t0) / TT;
+                n = n < KB_TILE_PF_SHARE(TT, TJ) ? n : KB_TILE_PF_SHARE(TT, TJ);
+                for (int u = 0; u < n; t += TT, u++)
+                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
+                            kb_pf(K, bf16) << 16 | (size_t)u << 8 | (size_t)n);
+            } else
+#endif
             /* the first tile of x against these rows of w prefetches the next rows */
             if (t + TT <= t1) {
                 kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
