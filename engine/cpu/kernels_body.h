@@ -140,6 +140,10 @@ static inline kb_wrow kb_row(const float *wf, const uint16_t *wh, size_t j, int 
     return r;
 }
 
+#ifndef KB_TILE_PF_SHARE
+#define KB_TILE_PF_SHARE(M, MJ) 0
+#endif
+
 /* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
  * rows of w over it, so w is streamed from memory once per block. The block
  * is as many tiles of x as fit in KB_X_BLOCK_BYTES, between 32 and 128 rows
@@ -246,20 +250,17 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
         for (; j + TJ <= j1; j += TJ) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
             int t = t0;
-#ifdef KB_TILE_PF_SHARE
-            /* the first KB_TILE_PF_SHARE(TT, TJ) tiles of x each prefetch their
-             * share of the next rows (the path folds the tile's index and the
-             * count into pf), so the prefetches are spread over more time */
             if (KB_TILE_PF_SHARE(TT, TJ) > 0) {
+                /* the first KB_TILE_PF_SHARE(TT, TJ) tiles of x each prefetch their
+                 * share of the next rows (the path folds the tile's index and the
+                 * count into pf), so the prefetches are spread over more time */
                 int n = (t1 - t0) / TT;
                 n = n < KB_TILE_PF_SHARE(TT, TJ) ? n : KB_TILE_PF_SHARE(TT, TJ);
                 for (int u = 0; u < n; t += TT, u++)
                     kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
                             kb_pf(K, bf16) << 16 | (size_t)u << 8 | (size_t)n);
-            } else
-#endif
-            /* the first tile of x against these rows of w prefetches the next rows */
-            if (t + TT <= t1) {
+            } else if (t + TT <= t1) {
+                /* the first tile of x against these rows of w prefetches the next rows */
                 kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
                         kb_pf(K, bf16));
                 t += TT;
