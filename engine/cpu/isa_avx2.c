@@ -89,6 +89,12 @@ static inline float v_reduce(vec16 v)
  * vectors did 8 per 8. */
 #define HALF_T 4
 #define HALF_J 3
+/* The passes go over K in blocks of HALF_KB elements, lanes 0-7 then lanes
+ * 8-15 of each block, the sums carried from block to block: the second pass
+ * finds the block's rows of x and w in L1 (whole rows are 77 KiB of f32 at
+ * K = 2816, the MLP's down projection, and fell out of L1 between the
+ * passes: it ran at 62 % of OpenBLAS's rate, 90 % in blocks). */
+#define HALF_KB 128
 
 static inline __attribute__((always_inline)) __m256 half_w(const float *wf, const uint16_t *wh,
                                                            size_t i, int bf16)
@@ -114,50 +120,60 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
                                                               float *y, int ldy, int bf16, int M,
                                                               int MJ, size_t pf)
 {
-    __m256 lo[HALF_T][HALF_J], acc[HALF_T][HALF_J];
-    for (int h = 0; h < 2; h++) {
-        for (int t = 0; t < M; t++)
-            for (int j = 0; j < MJ; j++)
-                acc[t][j] = _mm256_setzero_ps();
-        int i = 0;
-        for (; i + 16 <= K; i += 16) {
-            /* each pass prefetches every other line of the next tiles' rows, so
-             * memory streams while either pass computes */
-            if (pf && ((bf16 ? i >> 5 : i >> 4) & 1) == h && (!bf16 || (i & 16) == 0))
-                for (int j = 0; j < MJ; j++)
-                    _mm_prefetch(bf16 ? (const char *)(wh + (size_t)j * K + i + pf)
-                                      : (const char *)(wf + (size_t)j * K + i + pf),
-                                 _MM_HINT_T0);
-            __m256 wv[HALF_J];
-            for (int j = 0; j < MJ; j++)
-                wv[j] = half_w(wf ? wf + (size_t)j * K : NULL, wh ? wh + (size_t)j * K : NULL,
-                               (size_t)i + 8 * h, bf16);
-            for (int t = 0; t < M; t++) {
-                __m256 xv = _mm256_loadu_ps(x + (size_t)t * K + i + 8 * h);
-                for (int j = 0; j < MJ; j++)
-                    acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
-            }
-        }
-        if (i < K) {
-            int r = K - i;
-            __m256 wv[HALF_J];
-            for (int j = 0; j < MJ; j++)
-                wv[j] = half_w_tail(wf ? wf + (size_t)j * K : NULL, wh ? wh + (size_t)j * K : NULL,
-                                    (size_t)i, r, h, bf16);
-            for (int t = 0; t < M; t++) {
-                __m256 xv = _mm256_maskload_ps(x + (size_t)t * K + i + 8 * h, lane_mask(r - 8 * h));
-                for (int j = 0; j < MJ; j++)
-                    acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
-            }
-        }
-        if (h == 0)
+    __m256 part[2][HALF_T][HALF_J]; /* each half's sums, from one block of K to the next */
+    /* pf: the distance << 16 | this tile's index u << 8 | the count n of
+     * tiles that prefetch; in pass h the tile prefetches the lines L of the
+     * next rows with L % 2n == 2u + h, so the n tiles' passes cover them all */
+    size_t pfd = pf >> 16;
+    int pfu = (int)(pf >> 8) & 255, pfn = (int)pf & 255;
+    int nxt[2] = {2 * pfu, 2 * pfu + 1};
+    for (int k0 = 0; k0 < K; k0 += HALF_KB) {
+        int k1 = K - k0 > HALF_KB ? k0 + HALF_KB : K;
+        for (int h = 0; h < 2; h++) {
+            __m256 acc[HALF_T][HALF_J];
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
-                    lo[t][j] = acc[t][j];
+                    acc[t][j] = k0 ? part[h][t][j] : _mm256_setzero_ps();
+            int i = k0;
+            for (; i + 16 <= k1; i += 16) {
+                if (pfd && (bf16 ? i >> 5 : i >> 4) == nxt[h] && (!bf16 || (i & 16) == 0)) {
+                    nxt[h] += 2 * pfn;
+                    for (int j = 0; j < MJ; j++)
+                        _mm_prefetch(bf16 ? (const char *)(wh + (size_t)j * K + i + pfd)
+                                          : (const char *)(wf + (size_t)j * K + i + pfd),
+                                     _MM_HINT_T0);
+                }
+                __m256 wv[HALF_J];
+                for (int j = 0; j < MJ; j++)
+                    wv[j] = half_w(wf ? wf + (size_t)j * K : NULL, wh ? wh + (size_t)j * K : NULL,
+                                   (size_t)i + 8 * h, bf16);
+                for (int t = 0; t < M; t++) {
+                    __m256 xv = _mm256_loadu_ps(x + (size_t)t * K + i + 8 * h);
+                    for (int j = 0; j < MJ; j++)
+                        acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
+                }
+            }
+            if (i < k1) {
+                int r = k1 - i;
+                __m256 wv[HALF_J];
+                for (int j = 0; j < MJ; j++)
+                    wv[j] = half_w_tail(wf ? wf + (size_t)j * K : NULL,
+                                        wh ? wh + (size_t)j * K : NULL, (size_t)i, r, h, bf16);
+                for (int t = 0; t < M; t++) {
+                    __m256 xv =
+                        _mm256_maskload_ps(x + (size_t)t * K + i + 8 * h, lane_mask(r - 8 * h));
+                    for (int j = 0; j < MJ; j++)
+                        acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
+                }
+            }
+            for (int t = 0; t < M; t++)
+                for (int j = 0; j < MJ; j++)
+                    part[h][t][j] = acc[t][j];
+        }
     }
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++) {
-            vec16 v = {lo[t][j], acc[t][j]};
+            vec16 v = {part[0][t][j], part[1][t][j]};
             y[(size_t)t * ldy + j] = v_reduce(v);
         }
 }
@@ -167,6 +183,12 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
          ? (tile_halves((x), (K), (w).f, (w).h, (y), (ldy), (bf16), (M), (MJ), (pf)), 1)           \
          : 0)
 
+/* The next rows of w are prefetched by the first HALF_PF_TILES tiles of x
+ * against the rows in use, each its share of the lines (tile_halves): one
+ * tile issuing them all ran out of misses in flight (batch 16/32 decode with
+ * f32 weights measured 10-20 % slower). */
+#define HALF_PF_TILES 8
+#define KB_TILE_PF_SHARE(M, MJ) ((M) * (MJ) > 4 ? HALF_PF_TILES : 0)
 /* tiles of 4 x 3 in half passes (above); against a single row of x, 4 rows
  * of w (8 accumulator halves, operands loaded as used) */
 #define KB_TILE_T HALF_T

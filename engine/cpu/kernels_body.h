@@ -14,7 +14,9 @@
  *   KB_TILE_J1 (rows of w per tile against a
  * single row of x: more independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
  *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches),
- *   KB_GEMM_M x KB_GEMM_NV (the register tile of kb_gemm_acc: rows by vectors).
+ *   KB_TILE_PF_SHARE(M, MJ) (how many tiles of x share the prefetch of the
+ *   next rows of w, for KB_TILE_HALVES's tiles; 0: the first tile alone),
+ *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm_acc's register tiles), KB_SILU_MUL.
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
@@ -221,6 +223,10 @@ static inline kb_wrow kb_row(const float *wf, const uint16_t *wh, size_t j, int 
     return r;
 }
 
+#ifndef KB_TILE_PF_SHARE
+#define KB_TILE_PF_SHARE(M, MJ) 0
+#endif
+
 /* Tokens per cache block: a block of x stays in L2 while a thread sweeps its
  * rows of w over it, so w is streamed from memory once per block. The block
  * is as many tiles of x as fit in KB_X_BLOCK_BYTES, between 32 and 128 rows
@@ -327,8 +333,17 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
         for (; j + TJ <= j1; j += TJ) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
             int t = t0;
-            /* the first tile of x against these rows of w prefetches the next rows */
-            if (t + TT <= t1) {
+            if (KB_TILE_PF_SHARE(TT, TJ) > 0) {
+                /* the first KB_TILE_PF_SHARE(TT, TJ) tiles of x each prefetch their
+                 * share of the next rows (the path folds the tile's index and the
+                 * count into pf), so the prefetches are spread over more time */
+                int n = (t1 - t0) / TT;
+                n = n < KB_TILE_PF_SHARE(TT, TJ) ? n : KB_TILE_PF_SHARE(TT, TJ);
+                for (int u = 0; u < n; t += TT, u++)
+                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
+                            kb_pf(K, bf16) << 16 | (size_t)u << 8 | (size_t)n);
+            } else if (t + TT <= t1) {
+                /* the first tile of x against these rows of w prefetches the next rows */
                 kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
                         kb_pf(K, bf16));
                 t += TT;
