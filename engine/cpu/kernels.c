@@ -16,6 +16,11 @@ float k_dot(const float *a, const float *b, int n) { return k_isa_ops()->dot(a, 
 
 void k_axpy(float s, const float *row, float *acc, int n) { k_isa_ops()->axpy(s, row, acc, n); }
 
+float k_stream_sum(const float *p, size_t n, int prefetch)
+{
+    return k_isa_ops()->stream_sum(p, n, prefetch);
+}
+
 /* One matrix of a job: y[t*ldy + j] = x[t] . w[j] for j < N. */
 typedef struct {
     k_matrix w;

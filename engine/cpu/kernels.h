@@ -56,6 +56,11 @@ void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out);
 /* acc[c] = fma(s, row[c], acc[c]) for c < n */
 void k_axpy(float s, const float *row, float *acc, int n);
 
+/* The sum of n floats (n a multiple of 64) read as the kernels stream weights
+ * (whole vectors in order; with `prefetch`, the bf16 tiles' software
+ * prefetch): what the memory-bandwidth measurement reads with. */
+float k_stream_sum(const float *p, size_t n, int prefetch);
+
 /* The instruction-set path, process-wide. name: "avx512", "avx2", "neon",
  * "portable" or "auto"; NULL or "" takes MHLA_CPU_ISA from the environment,
  * and without it the best path the CPU runs. -1 with the cause in err for a

@@ -319,6 +319,30 @@ static void kb_linear_bf16(const float *x, int T, int K, const uint16_t *w, int 
     kb_linear_any(x, T, K, NULL, w, j0, j1, y, ldy);
 }
 
+/* The sum of n floats (n a multiple of 64), read the way the kernels stream
+ * weights: whole vectors in order, four cache lines an iteration, and with
+ * `prefetch` each line fetched KB_PF_BYTES ahead as the bf16 tiles do. The
+ * memory-bandwidth measurement's read; its value only keeps the loads. */
+static float kb_stream_sum(const float *p, size_t n, int prefetch)
+{
+    vec16 a0 = V_ZERO(), a1 = V_ZERO(), a2 = V_ZERO(), a3 = V_ZERO(), one = V_SET1(1.0f);
+    const size_t pf = KB_PF_BYTES / sizeof(float);
+    (void)pf; /* a path without a prefetch instruction */
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        if (prefetch) {
+            KB_PREFETCH(p + i + pf);
+            KB_PREFETCH(p + i + pf + 16);
+            KB_PREFETCH(p + i + pf + 32);
+            KB_PREFETCH(p + i + pf + 48);
+        }
+        a0 = V_FMA(V_LOAD(p + i), one, a0);
+        a1 = V_FMA(V_LOAD(p + i + 16), one, a1);
+        a2 = V_FMA(V_LOAD(p + i + 32), one, a2);
+        a3 = V_FMA(V_LOAD(p + i + 48), one, a3);
+    }
+    return v_reduce(a0) + v_reduce(a1) + v_reduce(a2) + v_reduce(a3);
+}
+
 const k_ops KB_OPS = {
     .name = KB_NAME,
     .dot = kb_dot,
@@ -327,4 +351,5 @@ const k_ops KB_OPS = {
     .linear_bf16 = kb_linear_bf16,
     .linear_q8 = kq_linear, /* kernels_q8_body.h, via the isa_*.c */
     .q8_kernel = kq_kernel,
+    .stream_sum = kb_stream_sum,
 };
