@@ -45,6 +45,17 @@ void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy
 int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N, float *const *y,
                    const int *ldy, int n, tp_pool *pool);
 
+/* An elementwise step over output columns [c0, c1) of every row. */
+typedef void (*k_cols_fn)(void *ctx, int c0, int c1);
+
+/* k_linear of w[0] and w[1] (both [N, K]) on the same x,
+ * into y[0] and y[1] (row stride ldy), in one job of the pool cut by output
+ * columns: a task computes columns [c0, c1) of both, then runs after(ctx,
+ * c0, c1) on them (e.g. the MLP's silu(gate) * up, in the job instead of a
+ * pass of its own). Each value the same bits as k_linear's. */
+void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float *const *y, int ldy,
+                   k_cols_fn after, void *after_ctx, tp_pool *pool);
+
 /* e^x and e^x - 1, to within an ulp, the same bits on every CPU (libm's
  * expf / expm1f differ between x86-64 and aarch64 in the last bit). */
 float k_expf(float x);
