@@ -99,14 +99,17 @@ kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, in
     int i = 0;
     for (; i + 16 <= K; i += 16) {
         vec16 xv[KB_TILE_T], wv[KB_TILE_MAX_J];
-        if (pf && (!bf16 || (i & 16) == 0)) {
+        if (pf && M == 1 && (!bf16 || (i & 16) == 0)) {
             /* elements per cache line: 32 bf16, 16 f32 */
             size_t at = pf + (size_t)i * MJ;
             (void)at; /* a path without a prefetch instruction */
             for (int j = 0; j < MJ; j++)
                 KB_PREFETCH(bf16 ? (const void *)(w.h + at + (size_t)j * 32)
                                  : (const void *)(w.f + at + (size_t)j * 16));
-        }
+        } else if (pf && (!bf16 || (i & 16) == 0))
+            for (int j = 0; j < MJ; j++)
+                KB_PREFETCH(bf16 ? (const void *)(w.h + (size_t)j * K + i + pf)
+                                 : (const void *)(w.f + (size_t)j * K + i + pf));
         for (int t = 0; t < M; t++)
             xv[t] = V_LOAD(x + (size_t)t * K + i);
         for (int j = 0; j < MJ; j++)
