@@ -14,9 +14,15 @@
  * Next to each rate it prints the bound memory bandwidth sets: a decode step
  * reads every weight once (the bytes the device holds them in) and, per
  * sequence, P_i plus on average C/2 rows of the current block; the bound is
- * batch * bandwidth / those bytes, with the bandwidth measured at start (a
- * GPU: device-to-device copy, bytes read + written per second; the CPU: a
- * parallel read).
+ * batch * bandwidth / those bytes (a GPU: device-to-device copy, bytes read +
+ * written per second; the CPU: a read of 256 MiB with the engine's threads,
+ * streamed as the kernels stream weights). A shared machine's bandwidth moves
+ * between runs and within one, so it is measured BW_REPS times at start and
+ * again right before and right after each batch size's decode rounds; each
+ * reading is printed as best / median / worst, and a batch's bound takes the
+ * best of its before and after readings, the highest rate the machine showed
+ * around that decode, so a rate's fraction of it is never flattered by a
+ * slow moment of the measurement.
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
  *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
@@ -153,6 +159,22 @@ static double sgemm_gflops(int M, int N, int K, int threads, const char **core)
 #endif
 }
 
+/* Repetitions of each bandwidth reading. */
+#define BW_REPS 9
+
+typedef struct {
+    double best, median, worst;
+} bw_reading;
+
+static bw_reading read_bandwidth(mhla_engine *e)
+{
+    double r[BW_REPS];
+    mhla_error err;
+    check(mhla_engine_memory_bandwidth(e, r, BW_REPS, &err), &err);
+    qsort(r, BW_REPS, sizeof r[0], cmp_double);
+    return (bw_reading){r[BW_REPS - 1], r[BW_REPS / 2], r[0]};
+}
+
 static void print_fraction(double rate, double bound)
 {
     if (bound > 0)
@@ -214,8 +236,8 @@ int main(int argc, char **argv)
     mhla_engine *e;
     check(mhla_engine_create(m, &o, &e, &err), &err);
     const char *note = mhla_engine_device_note(e);
-    double bw = 0;
-    check(mhla_engine_memory_bandwidth(e, &bw, &err), &err);
+    bw_reading at_start = read_bandwidth(e);
+    double bw = at_start.best;
     double wbytes = (double)mhla_engine_step_weight_bytes(e);
     /* per sequence and step: P_i, and on average C/2 rows of the current block */
     double lh = (double)c->num_layers * c->num_kv_heads;
@@ -223,11 +245,11 @@ int main(int argc, char **argv)
                           c->chunk_size / 2.0 * (c->head_k_dim + c->head_v_dim) * 4);
     printf("device: %s%s%s\n", mhla_engine_device_name(e), note[0] ? "; " : "", note);
     printf("cpu: %s\n", mhla_engine_cpu_note(e));
-    printf("bandwidth %.1f GB/s (%s); a step reads %.1f MB of weights and %.2f MB of state per "
-           "sequence\n",
+    printf("bandwidth %.1f GB/s (%s; best of %d, median %.1f, worst %.1f); a step reads %.1f MB "
+           "of weights and %.2f MB of state per sequence\n",
            bw / 1e9,
            mhla_engine_device(e) == MHLA_DEVICE_CUDA ? "device copy, read + written" : "read",
-           wbytes / 1e6, sbytes / 1e6);
+           BW_REPS, at_start.median / 1e9, at_start.worst / 1e9, wbytes / 1e6, sbytes / 1e6);
     printf("model: %d layers, d=%d, H=%d, Hkv=%d, dk=%d, dv=%d, I=%d, V=%d, C=%d, context %d; "
            "weights %.0f MB (%s)\n",
            c->num_layers, c->hidden_size, c->num_heads, c->num_kv_heads, c->head_k_dim,
@@ -307,6 +329,7 @@ int main(int argc, char **argv)
         if (batch < 1)
             batch = 1;
         double r_lo = 0, r_hi = 0, m_lo = 0, m_hi = 0;
+        bw_reading before = read_bandwidth(e);
         for (int r = 0; r < (rounds > 0 ? rounds : 1); r++) {
             double ma, mb;
             double a = decode_rate(e, at_lo, batch, steps, V, &seed, &ma);
@@ -316,12 +339,17 @@ int main(int argc, char **argv)
             m_lo = ma > m_lo ? ma : m_lo;
             m_hi = mb > m_hi ? mb : m_hi;
         }
-        double bound = bw > 0 ? batch * bw / (wbytes + batch * sbytes) : 0;
+        bw_reading after = read_bandwidth(e);
+        double bw_b = before.best > after.best ? before.best : after.best;
+        double bound = bw_b > 0 ? batch * bw_b / (wbytes + batch * sbytes) : 0;
         printf("%-6d %12.2f %12.2f %9.3f | %12.2f %12.2f %9.3f | %12.1f %12.1f |", batch, r_lo,
                r_hi, r_hi / r_lo, m_lo, m_hi, m_hi / m_lo, bound, cbound);
         print_fraction(r_lo, bound);
         print_fraction(r_lo, cbound);
-        printf("\n");
+        printf("\n       bandwidth before / after these rounds, GB/s: best %.1f / %.1f, median "
+               "%.1f / %.1f, worst %.1f / %.1f; the bound is from %.1f\n",
+               before.best / 1e9, after.best / 1e9, before.median / 1e9, after.median / 1e9,
+               before.worst / 1e9, after.worst / 1e9, bw_b / 1e9);
         fflush(stdout);
         p = strchr(p, ',');
         if (!p)

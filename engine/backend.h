@@ -39,8 +39,9 @@ typedef struct {
     void (*describe)(const void *ctx, char *buf, size_t len);
     /* Bytes of weights one step reads (mhla_engine_step_weight_bytes). */
     size_t (*step_weight_bytes)(const void *ctx);
-    /* The memory bandwidth a step can stream at (mhla_engine_memory_bandwidth). */
-    int (*memory_bandwidth)(void *ctx, double *bytes_per_s, mhla_error *err);
+    /* The memory bandwidth a step can stream at, measured reps times into
+     * rates[0..reps) (mhla_engine_memory_bandwidth). */
+    int (*memory_bandwidth)(void *ctx, double *rates, int reps, mhla_error *err);
     /* Free and total bytes of the device's memory (mhla_engine_device_memory);
      * NULL: the backend works in host memory. */
     int (*device_memory)(void *ctx, size_t *free_bytes, size_t *total_bytes, mhla_error *err);

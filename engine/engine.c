@@ -169,9 +169,12 @@ size_t mhla_engine_step_weight_bytes(const mhla_engine *e)
     return e->ops->step_weight_bytes(e->backend);
 }
 
-int mhla_engine_memory_bandwidth(mhla_engine *e, double *bytes_per_s, mhla_error *err)
+int mhla_engine_memory_bandwidth(mhla_engine *e, double *rates, int reps, mhla_error *err)
 {
-    return e->ops->memory_bandwidth(e->backend, bytes_per_s, err);
+    if (reps < 1)
+        return mhla_fail(err, "a bandwidth measurement needs at least one repetition, not %d",
+                         reps);
+    return e->ops->memory_bandwidth(e->backend, rates, reps, err);
 }
 
 int mhla_engine_device_memory(mhla_engine *e, size_t *free_bytes, size_t *total_bytes,

@@ -125,6 +125,17 @@ static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row
     tp_run(T > 8 ? e->workers : NULL, T, prepare_qk_row, &sj);
 }
 
+/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate: head j of row t. */
+static void output_norm(mhla_cpu *e, const mhla_layer *ly, int t, int j)
+{
+    const mhla_config *c = &e->model->cfg;
+    int H = c->num_heads, dv = c->head_v_dim;
+    float *o = e->att + ((size_t)t * H + j) * dv;
+    k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
+    if (k_matrix_present(ly->wg))
+        k_silu_mul(e->g + ((size_t)t * H + j) * dv, o, o, dv);
+}
+
 static void token_mixer_unit(void *ctx, int u)
 {
     const step_job *sj = ctx;
@@ -151,45 +162,30 @@ static void token_mixer_unit(void *ctx, int u)
             .n = items[b].n_tokens,
         };
         mhla_mix_run(items[b].seq, layer, g, &io);
+        /* the output norm of the heads this unit produced, in the same task */
+        int group = c->num_heads / Hkv;
+        for (int t = row_start[b]; t < row_start[b + 1]; t++)
+            for (int j = g * group; j < (g + 1) * group; j++)
+                output_norm(e, sj->ly, t, j);
     }
 }
 
-/* Runs the token mixer: one work unit per (sequence, kv head). */
+/* Runs the token mixer and its output norm: one work unit per (sequence, kv
+ * head). */
 static void token_mixer(mhla_cpu *e, int layer, mhla_batch_item *items, int n_items,
                         const int *row_start)
 {
-    step_job sj = {.e = e, .items = items, .row_start = row_start, .layer = layer};
+    step_job sj = {.e = e,
+                   .items = items,
+                   .row_start = row_start,
+                   .ly = &e->model->layers[layer],
+                   .layer = layer};
     /* a step too small to be worth waking threads for (a small model's
      * decode): q~ᵀ P_i, the bulk of the work, under 64K products */
     const mhla_config *c = &e->model->cfg;
     long work = (long)row_start[n_items] * c->num_heads * c->head_k_dim * c->head_v_dim;
     tp_run(work >= 64L * 1024 ? e->workers : NULL, n_items * c->num_kv_heads, token_mixer_unit,
            &sj);
-}
-
-static void output_norm_row(void *ctx, int t)
-{
-    const step_job *sj = ctx;
-    mhla_cpu *e = sj->e;
-    const mhla_layer *ly = sj->ly;
-    const mhla_config *c = &e->model->cfg;
-    int H = c->num_heads, dv = c->head_v_dim;
-    {
-        for (int j = 0; j < H; j++) {
-            float *o = e->att + ((size_t)t * H + j) * dv;
-            k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
-            if (k_matrix_present(ly->wg)) {
-                k_silu_mul(e->g + ((size_t)t * H + j) * dv, o, o, dv);
-            }
-        }
-    }
-}
-
-/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate. */
-static void output_norm(mhla_cpu *e, const mhla_layer *ly, int T)
-{
-    step_job sj = {.e = e, .ly = ly};
-    tp_run(T > 8 ? e->workers : NULL, T, output_norm_row, &sj);
 }
 
 typedef struct {
@@ -220,21 +216,18 @@ static void add_rows(float *x, const float *y, size_t n)
 typedef struct {
     float *gate;
     const float *up;
-    int I;
+    int T, I;
 } swiglu_job;
 
-static void swiglu_row(void *ctx, int t)
+/* gate = silu(gate) * up on columns [c0, c1) of every row: the epilogue of
+ * the job that computes those columns of gate and up */
+static void swiglu_cols(void *ctx, int c0, int c1)
 {
     const swiglu_job *j = ctx;
-    float *g = j->gate + (size_t)t * j->I;
-    k_silu_mul(g, j->up + (size_t)t * j->I, g, j->I);
-}
-
-/* gate = silu(gate) * up, row by row over the pool */
-static void swiglu_rows(mhla_cpu *e, int T, int I)
-{
-    swiglu_job j = {e->gate, e->up, I};
-    tp_run(T > 8 ? e->workers : NULL, T, swiglu_row, &j);
+    for (int t = 0; t < j->T; t++) {
+        float *g = j->gate + (size_t)t * j->I;
+        k_silu_mul(g + c0, j->up + (size_t)t * j->I + c0, g + c0, c1 - c0);
+    }
 }
 
 static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_items, int T,
@@ -256,16 +249,15 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
                          nt);
     prepare_qk(e, items, row_start, T);
     token_mixer(e, l, items, n_items, row_start);
-    output_norm(e, ly, T);
     k_linear(e->att, T, od, ly->wo, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);
 
     rmsnorm_rows(e, e->x, ly->mlp_norm, e->h, T);
+    /* gate and up in one job, silu(gate) * up in its tasks */
     k_matrix wgu[2] = {ly->w_gate, ly->w_up};
-    int ngu[2] = {I, I};
     float *ygu[2] = {e->gate, e->up};
-    (void)k_linear_multi(e->h, T, D, wgu, ngu, ygu, ngu, 2, nt);
-    swiglu_rows(e, T, I);
+    swiglu_job sw = {e->gate, e->up, T, I};
+    k_linear_pair(e->h, T, D, wgu, I, ygu, I, swiglu_cols, &sw, nt);
     k_linear(e->gate, T, I, ly->w_down, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);
 }

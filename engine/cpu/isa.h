@@ -31,6 +31,9 @@ typedef struct {
     void (*linear_q8)(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
                       int ldy);
     const char *(*q8_kernel)(void); /* the instructions it uses, chosen at run time */
+    /* the sum of n floats (n % 64 == 0) read as weights are streamed, with or
+     * without their software prefetch: the memory-bandwidth measurement */
+    float (*stream_sum)(const float *p, size_t n, int prefetch);
 } k_ops;
 
 /* e^x in double for k_expf and the vector forms of it (kernels.c exp_d): x = (32 e + i)

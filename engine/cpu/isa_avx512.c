@@ -63,10 +63,11 @@ static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4]
 #define KB_TILE_STORE(acc, y, ldy) tile_store_4x4((acc), (y), (ldy))
 
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers; against a
- * single row of x, 8 rows of w (8 accumulators, 8 + 1 operands) */
+ * single row of x, 4 rows of w too (with the prefetch of the next tiles in
+ * address order, 4 weight streams measured faster than 8: bench/RESULTS.md) */
 #define KB_TILE_T 4
 #define KB_TILE_J 4
-#define KB_TILE_J1 8
+#define KB_TILE_J1 4
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 /* kb_gemm_acc: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
 #define KB_GEMM_M 4

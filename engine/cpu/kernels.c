@@ -23,6 +23,11 @@ void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, c
         k_isa_ops()->gemm_acc(M, N, K, A, a_rs, a_cs, B, ldb, C, ldc);
 }
 
+float k_stream_sum(const float *p, size_t n, int prefetch)
+{
+    return k_isa_ops()->stream_sum(p, n, prefetch);
+}
+
 /* One matrix of a job: y[t*ldy + j] = x[t] . w[j] for j < N. */
 typedef struct {
     k_matrix w;
@@ -37,6 +42,9 @@ typedef struct {
     const float *x;
     int T, K, n_parts, groups, n_tasks;
     linear_part part[LINEAR_MAX_PARTS];
+    /* k_linear_pair: both parts cut by the same columns, then `after` */
+    k_cols_fn after;
+    void *after_ctx;
 } linear_job;
 
 static void linear_rows(const linear_job *j, const linear_part *p, int j0, int j1)
@@ -54,6 +62,15 @@ static void linear_task(void *ctx, int task)
     const linear_job *j = ctx;
     int g0 = (int)((long)j->groups * task / j->n_tasks);
     int g1 = (int)((long)j->groups * (task + 1) / j->n_tasks);
+    if (j->after) { /* k_linear_pair: the same columns of both, then the epilogue */
+        int c0 = g0 * 4, c1 = g1 * 4 < j->part[0].N ? g1 * 4 : j->part[0].N;
+        if (c0 < c1) {
+            linear_rows(j, &j->part[0], c0, c1);
+            linear_rows(j, &j->part[1], c0, c1);
+            j->after(j->after_ctx, c0, c1);
+        }
+        return;
+    }
     for (int i = 0, base = 0; i < j->n_parts && base < g1; base += j->part[i++].groups) {
         const linear_part *p = &j->part[i];
         int a = g0 > base ? g0 - base : 0, b = g1 - base < p->groups ? g1 - base : p->groups;
@@ -78,6 +95,8 @@ static void linear_run(linear_job *j, tp_pool *pool)
         j->groups += j->part[i].groups;
         n += j->part[i].N;
     }
+    if (j->after) /* paired: a task's groups are columns of both parts */
+        j->groups = j->part[0].groups;
     long macs = (long)j->T * j->K * n;
     int want = tp_threads(pool) > 1 ? tp_threads(pool) * TASKS_PER_THREAD : 1;
     long by_size = macs / (MIN_TASK_MACS * 1L);
@@ -109,7 +128,21 @@ int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N
 {
     if (n < 1 || n > LINEAR_MAX_PARTS)
         return -1;
-    if (w[0].q8) { /* q8 products quantize x once per matrix: one job each */
+    int n_q8 = 0;
+    for (int i = 0; i < n; i++)
+        n_q8 += w[i].q8 != NULL;
+    if (n_q8 == n) { /* x quantized once, then one job over the matrices' row blocks */
+        const struct k_q8_matrix *wq[LINEAR_MAX_PARTS];
+        for (int i = 0; i < n; i++)
+            wq[i] = w[i].q8;
+        if (k_linear_q8_multi(x, T, wq, y, ldy, n, NULL, NULL, pool))
+            for (int i = 0; i < n; i++)
+                for (int t = 0; t < T; t++)
+                    for (int c = 0; c < N[i]; c++)
+                        y[i][(size_t)t * ldy[i] + c] = NAN;
+        return 0;
+    }
+    if (n_q8) { /* mixed storage: one job each */
         for (int i = 0; i < n; i++)
             k_linear(x, T, K, w[i], N[i], y[i], ldy[i], pool);
         return 0;
@@ -119,6 +152,36 @@ int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N
         j.part[i] = (linear_part){.w = w[i], .N = N[i], .ldy = ldy[i], .y = y[i]};
     linear_run(&j, pool);
     return 0;
+}
+
+void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float *const *y, int ldy,
+                   k_cols_fn after, void *after_ctx, tp_pool *pool)
+{
+    if (!w[0].q8 != !w[1].q8) { /* mixed storage: one job each, then the epilogue */
+        for (int i = 0; i < 2; i++)
+            k_linear(x, T, K, w[i], N, y[i], ldy, pool);
+        after(after_ctx, 0, N);
+        return;
+    }
+    if (w[0].q8) {
+        const struct k_q8_matrix *wq[2] = {w[0].q8, w[1].q8};
+        int ldys[2] = {ldy, ldy};
+        /* out of memory for the quantized activations: NaN, never garbage */
+        if (k_linear_q8_multi(x, T, wq, y, ldys, 2, after, after_ctx, pool)) {
+            for (int i = 0; i < 2; i++)
+                for (int t = 0; t < T; t++)
+                    for (int c = 0; c < N; c++)
+                        y[i][(size_t)t * ldy + c] = NAN;
+            after(after_ctx, 0, N);
+        }
+        return;
+    }
+    linear_job j = {.ops = k_isa_ops(), .x = x, .T = T, .K = K, .n_parts = 2};
+    for (int i = 0; i < 2; i++)
+        j.part[i] = (linear_part){.w = w[i], .N = N, .ldy = ldy, .y = y[i]};
+    j.after = after;
+    j.after_ctx = after_ctx;
+    linear_run(&j, pool);
 }
 
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)

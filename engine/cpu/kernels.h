@@ -45,6 +45,17 @@ void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy
 int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N, float *const *y,
                    const int *ldy, int n, tp_pool *pool);
 
+/* An elementwise step over output columns [c0, c1) of every row. */
+typedef void (*k_cols_fn)(void *ctx, int c0, int c1);
+
+/* k_linear of w[0] and w[1] (both [N, K]) on the same x,
+ * into y[0] and y[1] (row stride ldy), in one job of the pool cut by output
+ * columns: a task computes columns [c0, c1) of both, then runs after(ctx,
+ * c0, c1) on them (e.g. the MLP's silu(gate) * up, in the job instead of a
+ * pass of its own). Each value the same bits as k_linear's. */
+void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float *const *y, int ldy,
+                   k_cols_fn after, void *after_ctx, tp_pool *pool);
+
 /* e^x and e^x - 1, to within an ulp, the same bits on every CPU (libm's
  * expf / expm1f differ between x86-64 and aarch64 in the last bit). */
 float k_expf(float x);
@@ -68,6 +79,11 @@ void k_axpy(float s, const float *row, float *acc, int n);
  * zeroed. */
 void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
                 size_t ldb, float *C, size_t ldc);
+
+/* The sum of n floats (n a multiple of 64) read as the kernels stream weights
+ * (whole vectors in order; with `prefetch`, the bf16 tiles' software
+ * prefetch): what the memory-bandwidth measurement reads with. */
+float k_stream_sum(const float *p, size_t n, int prefetch);
 
 /* The instruction-set path, process-wide. name: "avx512", "avx2", "neon",
  * "portable" or "auto"; NULL or "" takes MHLA_CPU_ISA from the environment,

@@ -116,61 +116,106 @@ static void quant_task(void *ctx, int task)
                           j->d + (size_t)t * j->G, j->sum + (size_t)t * j->G);
 }
 
+#define Q8_MAX_PARTS 4
+
+/* A job over the row blocks of n matrices, one after the other; with
+ * `after` (n = 2), over the same row blocks of both, then the epilogue. */
 typedef struct {
     const k_ops *ops;
     const kq_act *x;
-    int T, n_tasks;
-    const k_q8_matrix *w;
-    float *y;
-    int ldy;
+    int T, n_tasks, n, blocks;
+    const k_q8_matrix *w[Q8_MAX_PARTS];
+    float *y[Q8_MAX_PARTS];
+    int ldy[Q8_MAX_PARTS];
+    void (*after)(void *ctx, int c0, int c1);
+    void *after_ctx;
 } q8_job;
 
 static void q8_task(void *ctx, int task)
 {
     const q8_job *j = ctx;
-    int b0 = (int)((long)j->w->blocks * task / j->n_tasks);
-    int b1 = (int)((long)j->w->blocks * (task + 1) / j->n_tasks);
-    j->ops->linear_q8(j->x, j->T, j->w, b0, b1, j->y, j->ldy);
+    int b0 = (int)((long)j->blocks * task / j->n_tasks);
+    int b1 = (int)((long)j->blocks * (task + 1) / j->n_tasks);
+    if (j->after) {
+        if (b0 >= b1)
+            return;
+        for (int i = 0; i < 2; i++)
+            j->ops->linear_q8(j->x, j->T, j->w[i], b0, b1, j->y[i], j->ldy[i]);
+        int c1 = b1 * KQ_ROWS < j->w[0]->N ? b1 * KQ_ROWS : j->w[0]->N;
+        j->after(j->after_ctx, b0 * KQ_ROWS, c1);
+        return;
+    }
+    for (int i = 0, base = 0; i < j->n && base < b1; base += j->w[i++]->blocks) {
+        int a = b0 > base ? b0 - base : 0;
+        int b = b1 - base < j->w[i]->blocks ? b1 - base : j->w[i]->blocks;
+        if (a < b)
+            j->ops->linear_q8(j->x, j->T, j->w[i], a, b, j->y[i], j->ldy[i]);
+    }
 }
 
-/* As k_linear: a few tasks per thread, none smaller than ~64 Ki products. */
 #define TASKS_PER_THREAD 4
 #define MIN_TASK_MACS (64L * 1024)
 
-static void run_rows(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool,
-                     int8_t *q, float *d, int32_t *sum)
+static void run_rows(const float *x, int T, q8_job *j, tp_pool *pool, int8_t *q, float *d,
+                     int32_t *sum)
 {
-    int K = w->K, G = w->groups;
+    int K = j->w[0]->K, G = j->w[0]->groups;
     int threads = tp_threads(pool);
     quant_job qj = {x, T, K, G, threads > 1 && (long)T * K >= 16384 ? threads : 1, q, d, sum};
     if (qj.n_tasks > T)
         qj.n_tasks = T;
     tp_run(pool, qj.n_tasks, quant_task, &qj);
     kq_act act = {K, G, q, d, sum};
-    q8_job j = {k_isa_ops(), &act, T, 1, w, y, ldy};
-    long by_size = (long)T * K * w->N / MIN_TASK_MACS;
+    j->ops = k_isa_ops();
+    j->x = &act;
+    long N = 0;
+    j->blocks = 0;
+    for (int i = 0; i < j->n; i++) {
+        N += j->w[i]->N;
+        j->blocks += j->w[i]->blocks;
+    }
+    if (j->after)
+        j->blocks = j->w[0]->blocks;
+    long by_size = (long)T * K * N / MIN_TASK_MACS;
     int want = threads > 1 ? threads * TASKS_PER_THREAD : 1;
     if (want > by_size)
         want = (int)(by_size > 0 ? by_size : 1);
-    if (want > w->blocks)
-        want = w->blocks;
-    j.n_tasks = want < 1 ? 1 : want;
-    tp_run(pool, j.n_tasks, q8_task, &j);
+    if (want > j->blocks)
+        want = j->blocks;
+    j->n_tasks = want < 1 ? 1 : want;
+    tp_run(pool, j->n_tasks, q8_task, j);
 }
 
-int k_linear_q8(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool)
+int k_linear_q8_multi(const float *x, int T, const k_q8_matrix *const *w, float *const *y,
+                      const int *ldy, int n, void (*after)(void *ctx, int c0, int c1),
+                      void *after_ctx, tp_pool *pool)
 {
+    if (n < 1 || n > Q8_MAX_PARTS || (after && (n != 2 || w[0]->N != w[1]->N)))
+        return -1;
     if (T <= 0)
         return 0;
-    size_t K = (size_t)w->K, G = (size_t)w->groups;
+    q8_job j = {.T = T, .n = n, .after = after, .after_ctx = after_ctx};
+    for (int i = 0; i < n; i++) {
+        if (w[i]->K != w[0]->K)
+            return -1;
+        j.w[i] = w[i];
+        j.y[i] = y[i];
+        j.ldy[i] = ldy[i];
+    }
+    size_t K = (size_t)w[0]->K, G = (size_t)w[0]->groups;
     /* per row: its scales, its group sums, its int8 values */
     unsigned char *buf = malloc((size_t)T * (K + G * (sizeof(float) + sizeof(int32_t))));
     if (!buf)
         return -1;
-    run_rows(x, T, w, y, ldy, pool, (int8_t *)(buf + (size_t)T * G * 8), (float *)buf,
+    run_rows(x, T, &j, pool, (int8_t *)(buf + (size_t)T * G * 8), (float *)buf,
              (int32_t *)(buf + (size_t)T * G * 4));
     free(buf);
     return 0;
+}
+
+int k_linear_q8(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool)
+{
+    return k_linear_q8_multi(x, T, &w, &y, &ldy, 1, NULL, NULL, pool);
 }
 
 const char *k_q8_kernel_name(void) { return k_isa_ops()->q8_kernel(); }

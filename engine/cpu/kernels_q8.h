@@ -57,6 +57,14 @@ void k_q8_quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum)
  * group of 32; blocks of 16 output columns split over the pool. -1 only
  * when out of memory for the quantized activations. */
 int k_linear_q8(const float *x, int T, const k_q8_matrix *w, float *y, int ldy, tp_pool *pool);
+/* n (1 to 4) such products of the same x (all matrices of its width K): x
+ * quantized once, then one job over the matrices' row blocks. With `after`,
+ * n is 2, both matrices have the same N, a task takes the same row blocks
+ * of both and then runs after(after_ctx, c0, c1) on its columns [c0, c1).
+ * -1 when out of memory or for n out of range. */
+int k_linear_q8_multi(const float *x, int T, const k_q8_matrix *const *w, float *const *y,
+                      const int *ldy, int n, void (*after)(void *ctx, int c0, int c1),
+                      void *after_ctx, tp_pool *pool);
 
 /* Quantized activation rows, as the per-path kernels read them: row t at
  * q + t*K, its group scales at d + t*groups, its group sums at sum + t*groups. */

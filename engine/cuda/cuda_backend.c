@@ -273,11 +273,12 @@ static size_t cuda_step_weight_bytes(const void *ctx)
     return ((size_t)c->num_layers * per_layer + V * D) * g->weight_elem;
 }
 
-static int cuda_memory_bandwidth(void *ctx, double *bytes_per_s, mhla_error *err)
+static int cuda_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *err)
 {
     char cerr[MHLA_CUDA_ERR];
-    if (mhla_cuda_copy_bandwidth(((cuda_ctx *)ctx)->gpu, bytes_per_s, cerr))
-        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+    for (int r = 0; r < reps; r++)
+        if (mhla_cuda_copy_bandwidth(((cuda_ctx *)ctx)->gpu, &rates[r], cerr))
+            return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
 

@@ -201,10 +201,12 @@ void mhla_engine_device_stats(const mhla_engine *engine, mhla_device_stats *out)
 int mhla_engine_device_memory(mhla_engine *engine, size_t *free_bytes, size_t *total_bytes,
                               mhla_error *err);
 /* Measures the memory bandwidth a step can stream at, for benchmarks'
- * memory-bandwidth bounds: on a GPU a device-to-device copy (bytes read +
- * written per second), on the CPU a read of 256 MiB with the engine's
- * threads (bytes read per second). */
-int mhla_engine_memory_bandwidth(mhla_engine *engine, double *bytes_per_s, mhla_error *err);
+ * memory-bandwidth bounds, reps times (rates[0..reps), bytes per second;
+ * a shared machine's bandwidth moves, so a caller looks at their spread): on
+ * a GPU a device-to-device copy (bytes read + written), on the CPU a read of
+ * 256 MiB with the engine's threads, streamed as the kernels stream weights
+ * (bytes read). */
+int mhla_engine_memory_bandwidth(mhla_engine *engine, double *rates, int reps, mhla_error *err);
 
 /*
  * One item of a batch: feed n_tokens new tokens to seq (prefill chunk or a
