@@ -38,7 +38,10 @@
  * a roofline only (the engine keeps its own batch-invariant kernels): a
  * token costs 2 flops per weight, so the bound in tokens/s is that rate over
  * 2 x the weights a step reads. Each rate is printed as a fraction of the
- * memory bound and of the compute bound.
+ * memory bound and of the compute bound. Both bounds are read again right
+ * before and after each prefill and each batch's decode rounds, and each
+ * rate is set against the better of the two readings around it (a shared
+ * machine's bandwidth and free cores change within minutes).
  */
 #include "engine.h"
 
@@ -126,20 +129,28 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
     return (double)batch * steps / dt;
 }
 
-/* GFLOP/s of OpenBLAS sgemm, C[M,N] = A[M,K] B[N,K]^T, best of 5; 0 without OpenBLAS. */
+/* GFLOP/s of OpenBLAS sgemm, C[M,N] = A[M,K] B[N,K]^T, best of 5; 0 without OpenBLAS. The
+ * operands are made on the first call and kept: the rate is read again around every
+ * prefill and every batch's decode, so that a bound comes from the same minutes as the rate
+ * set against it (a burst of other work on a shared machine can halve one reading). */
 static double sgemm_gflops(int M, int N, int K, int threads, const char **core)
 {
 #ifdef MHLA_BENCH_OPENBLAS
-    float *a = malloc((size_t)M * K * sizeof(float)), *b = malloc((size_t)N * K * sizeof(float));
-    float *c = malloc((size_t)M * N * sizeof(float));
-    if (!a || !b || !c) {
-        free(a), free(b), free(c);
-        return 0;
+    static float *a, *b, *c;
+    if (!a) {
+        a = malloc((size_t)M * K * sizeof(float)), b = malloc((size_t)N * K * sizeof(float));
+        c = malloc((size_t)M * N * sizeof(float));
+        if (!a || !b || !c) {
+            free(a), free(b), free(c);
+            a = b = c = NULL;
+            *core = "not measured: out of memory";
+            return 0;
+        }
+        for (size_t i = 0; i < (size_t)M * K; i++)
+            a[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+        for (size_t i = 0; i < (size_t)N * K; i++)
+            b[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
     }
-    for (size_t i = 0; i < (size_t)M * K; i++)
-        a[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
-    for (size_t i = 0; i < (size_t)N * K; i++)
-        b[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
     openblas_set_num_threads(threads);
     *core = openblas_get_corename();
     double best = 0;
@@ -150,7 +161,6 @@ static double sgemm_gflops(int M, int N, int K, int threads, const char **core)
         double g = 2.0 * M * N * K / dt / 1e9;
         best = g > best ? g : best;
     }
-    free(a), free(b), free(c);
     return best;
 #else
     (void)M, (void)N, (void)K, (void)threads;
@@ -258,8 +268,9 @@ int main(int argc, char **argv)
     /* compute roofline: 2 flops per weight per token */
     double gflops = 0, flop_tok = 0;
     const char *core = "";
+    int nt = 1;
     if (mhla_engine_device(e) == MHLA_DEVICE_CPU) {
-        int nt = threads > 0 ? threads : 0;
+        nt = threads > 0 ? threads : 0;
         if (nt == 0 && sscanf(mhla_engine_device_name(e), "cpu (%d", &nt) != 1)
             nt = 1;
         gflops = sgemm_gflops(512, c->intermediate_size, c->hidden_size, nt, &core);
@@ -273,7 +284,11 @@ int main(int argc, char **argv)
                gflops, c->intermediate_size, c->hidden_size, nt, core, flop_tok / 1e9,
                gflops > 0 ? gflops * 1e9 / flop_tok : 0.0);
     }
-    double cbound = gflops > 0 ? gflops * 1e9 / flop_tok : 0;
+    /* the compute bound in tokens/s from the sgemm rate read now; 0 where there is none */
+#define COMPUTE_BOUND_NOW()                                                                        \
+    (gflops > 0                                                                                    \
+         ? sgemm_gflops(512, c->intermediate_size, c->hidden_size, nt, &core) * 1e9 / flop_tok     \
+         : 0.0)
     unsigned seed = 1;
     int lo = 100, hi = 1900;
     if (hi + steps > c->max_positions) {
@@ -292,7 +307,7 @@ int main(int argc, char **argv)
                     c->max_positions);
             return 1;
         }
-        double t_pre;
+        double t_pre, cb_before = COMPUTE_BOUND_NOW();
         int calls = 1;
         if (plen > hi) { /* reuses the state at position hi: two calls */
             check(mhla_seq_clone(at_hi, &tmp, &err), &err);
@@ -303,12 +318,18 @@ int main(int argc, char **argv)
             t_pre = feed(e, tmp, plen, V, &seed);
         }
         mhla_seq_free(tmp);
+        double cb_after = COMPUTE_BOUND_NOW();
+        double cb = cb_before > cb_after ? cb_before : cb_after;
         /* each call reads the weights once */
         printf("prefill: %d-token prompt in %.3f s: %.1f tokens/s (memory bound %.0f tokens/s, "
                "compute bound %.1f tokens/s:",
-               plen, t_pre, plen / t_pre, bw > 0 ? plen / (calls * wbytes / bw) : 0.0, cbound);
-        print_fraction(plen / t_pre, cbound);
+               plen, t_pre, plen / t_pre, bw > 0 ? plen / (calls * wbytes / bw) : 0.0, cb);
+        print_fraction(plen / t_pre, cb);
         printf(")\n");
+        if (cb > 0)
+            printf("       compute bound before / after this prefill, tokens/s: %.1f / %.1f; the "
+                   "bound is the better\n",
+                   cb_before, cb_after);
         fflush(stdout);
         p = strchr(p, ',');
         if (!p)
@@ -330,6 +351,7 @@ int main(int argc, char **argv)
             batch = 1;
         double r_lo = 0, r_hi = 0, m_lo = 0, m_hi = 0;
         bw_reading before = read_bandwidth(e);
+        double cb_before = COMPUTE_BOUND_NOW();
         for (int r = 0; r < (rounds > 0 ? rounds : 1); r++) {
             double ma, mb;
             double a = decode_rate(e, at_lo, batch, steps, V, &seed, &ma);
@@ -340,16 +362,22 @@ int main(int argc, char **argv)
             m_hi = mb > m_hi ? mb : m_hi;
         }
         bw_reading after = read_bandwidth(e);
+        double cb_after = COMPUTE_BOUND_NOW();
+        double cb = cb_before > cb_after ? cb_before : cb_after;
         double bw_b = before.best > after.best ? before.best : after.best;
         double bound = bw_b > 0 ? batch * bw_b / (wbytes + batch * sbytes) : 0;
         printf("%-6d %12.2f %12.2f %9.3f | %12.2f %12.2f %9.3f | %12.1f %12.1f |", batch, r_lo,
-               r_hi, r_hi / r_lo, m_lo, m_hi, m_hi / m_lo, bound, cbound);
+               r_hi, r_hi / r_lo, m_lo, m_hi, m_hi / m_lo, bound, cb);
         print_fraction(r_lo, bound);
-        print_fraction(r_lo, cbound);
+        print_fraction(r_lo, cb);
         printf("\n       bandwidth before / after these rounds, GB/s: best %.1f / %.1f, median "
                "%.1f / %.1f, worst %.1f / %.1f; the bound is from %.1f\n",
                before.best / 1e9, after.best / 1e9, before.median / 1e9, after.median / 1e9,
                before.worst / 1e9, after.worst / 1e9, bw_b / 1e9);
+        if (cb > 0)
+            printf("       compute bound before / after these rounds, tokens/s: %.1f / %.1f; the "
+                   "bound is the better\n",
+                   cb_before, cb_after);
         fflush(stdout);
         p = strchr(p, ',');
         if (!p)

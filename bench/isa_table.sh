@@ -81,8 +81,10 @@ for p in $paths; do
     cb=$(sed -n 's/^compute: .* bound \([0-9.]*\) tokens\/s.*/\1/p' <<<"$out")
     row="| $p | $w | $bw | ${gf:--} |"
     for n in 512 2000; do
+      # the rate and the compute bound read around that prefill
       r=$(sed -n "s/^prefill: $n-token prompt in [0-9.]* s: \([0-9.]*\) tokens\/s.*/\1/p" <<<"$out")
-      row="$row ${r:+$(frac "$r" "${cb:-0}")} |"
+      pb=$(sed -n "s/^prefill: $n-token prompt .* compute bound \([0-9.]*\) tokens\/s.*/\1/p" <<<"$out")
+      row="$row ${r:+$(frac "$r" "${pb:-${cb:-0}}")} |"
     done
     for b in 1 16 32; do
       line=$(awk -v b="$b" '$1 == b && $5 == "|" { print; exit }' <<<"$out")
@@ -102,4 +104,6 @@ echo
 echo "tok/s over the whole decode window (best of $rounds round(s), $steps steps); in" \
      "parentheses the fraction of the bound: batch 1 of the memory bound (read bandwidth" \
      "over the bytes a step reads), prefill and batch 16/32 of the compute bound (the" \
-     "sgemm rate over 2 flops per weight)."
+     "sgemm rate over 2 flops per weight), each bound the better of its readings right" \
+     "before and after that measurement; the read GB/s and sgemm columns are the readings" \
+     "at start."
