@@ -269,16 +269,23 @@ static inline size_t kb_pf(int K, int bf16)
 
 /* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
  * tile against each row of x; bf16 tiles prefetch the next tiles' rows
- * (f32 ones streamed slower with the prefetch, with two threads). */
+ * (f32 ones streamed slower with the prefetch, with two threads), but only
+ * rows below j1: the rows past a task's end are another task's, mostly read
+ * already by then, and past a matrix's end they are not weights of it. Those
+ * prefetches were ~2 % of a batch-1 step's traffic (16-22 KiB a task); without
+ * them the products streamed ~0.6 % faster (bench/RESULTS.md). */
 static inline __attribute__((always_inline)) void
 kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
                  float *y, int ldy, int bf16, int J)
 {
     int j = j0;
+    size_t pf = bf16 ? kb_pf(K, 1) : 0;
+    /* the last tile whose prefetch (rows j + pf / K on, J of them) stays below j1 */
+    int j_pf = j1 - J - (int)(pf / (size_t)K);
     for (; j + J <= j1; j += J)
         for (int t = 0; t < T; t++)
             kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                    ldy, bf16, 1, J, bf16 ? kb_pf(K, 1) : 0);
+                    ldy, bf16, 1, J, j <= j_pf ? pf : 0);
     for (; j + KB_TILE_J <= j1; j += KB_TILE_J)
         for (int t = 0; t < T; t++)
             kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
