@@ -25,6 +25,19 @@ int tok_utf8_sanitize(const char *s, size_t n, mhla_buf *out)
     return mhla_buf_put(out, s + run, n - run);
 }
 
+size_t tok_utf8_invalid_at(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        int32_t cp;
+        size_t k = mhla_utf8_next(s + i, n - i, &cp);
+        if (cp == 0xFFFD && !(k == 3 && (unsigned char)s[i] == 0xEF &&
+                              (unsigned char)s[i + 1] == 0xBF && (unsigned char)s[i + 2] == 0xBD))
+            return i;
+        i += k;
+    }
+    return n;
+}
+
 bool tok_js_space(int32_t c)
 {
     return (c >= 9 && c <= 13) || c == 32 || c == 0xA0 || c == 0x1680 ||

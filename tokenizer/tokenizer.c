@@ -198,6 +198,17 @@ int mhla_tok_load_mem(const char *json, size_t len, const char *config_json, siz
     if (err && errlen)
         err[0] = 0;
     *out = NULL;
+    /* JSON text is UTF-8 (RFC 8259), and the reference refuses a file that is not: a token
+     * holding invalid bytes would otherwise reach decoded text verbatim */
+    size_t bad = tok_utf8_invalid_at(json, len);
+    if (bad < len) {
+        tok_err(err, errlen, "tokenizer.json is not valid UTF-8 (byte %zu)", bad);
+        return -1;
+    }
+    if (config_json && (bad = tok_utf8_invalid_at(config_json, config_len)) < config_len) {
+        tok_err(err, errlen, "tokenizer_config.json is not valid UTF-8 (byte %zu)", bad);
+        return -1;
+    }
     cJSON *root = cJSON_ParseWithLength(json, len), *cfg = NULL;
     if (!root) {
         const char *at = cJSON_GetErrorPtr();

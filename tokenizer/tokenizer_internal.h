@@ -41,6 +41,8 @@ int tok_ids_push(tok_ids *a, int32_t id);
 /* ---- UTF-8 helpers (tok_utf8.c; decoding and encoding are base's mhla_utf8_next / _put) ---- */
 /* Replace invalid sequences by U+FFFD exactly as the WHATWG TextDecoder does. */
 int tok_utf8_sanitize(const char *s, size_t n, mhla_buf *out);
+/* The offset of the first byte that does not start a valid UTF-8 sequence, n if none. */
+size_t tok_utf8_invalid_at(const char *s, size_t n);
 /* JavaScript's notion of white space (String.prototype.trim, \s without the u-flag
  * rewrite): the reference implementation uses it in several places. */
 bool tok_js_space(int32_t cp);

@@ -185,6 +185,10 @@ static void test_refusals(void)
         "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[],\"unk_token\":\"<unk>\"}}",
         "unk_token");
     expect_refused("{" MODEL ",\"added_tokens\":[{\"content\":\"x\"}]}", "added_tokens[0]");
+    /* raw bytes that are not UTF-8 (here in an added token's content, which decoding
+     * would emit verbatim): the whole file is refused, as the reference refuses it */
+    expect_refused("{" MODEL ",\"added_tokens\":[{\"id\":3,\"content\":\"<|e\xc1\xc1t|>\"}]}",
+                   "not valid UTF-8 (byte");
     expect_refused(
         "{" MODEL
         ",\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}}]}}",
