@@ -766,7 +766,13 @@ def run_small(s):
         t.join(PACE.limit(s.model, 3 * body_tokens(long_req), 60))
     check(results == [200, 200, 200], "queued requests complete")
 
-    # SIGTERM while a stream runs: it finishes, new work is refused, exit 0
+    # SIGTERM while a stream runs: it finishes, new work is refused, exit 0.
+    # The queued requests' bookkeeping settles first: a client can have its response
+    # before the server counts the request finished, and "1 running" below must be the
+    # drain stream, not the last of those (seen on a loaded machine under ASan: SIGTERM
+    # went out before the stream arrived, and it was refused with 503)
+    check(wait_metrics(s, lambda m: m["mhla_requests_running"] == 0 and
+                       m["mhla_requests_waiting"] == 0), "idle before the drain")
     res = {}
     th = threading.Thread(target=lambda: res.update(r=s.stream({"prompt": "drain", "max_tokens": 480,
                                                                 "ignore_eos": True}, auth)))
