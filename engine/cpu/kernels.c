@@ -108,14 +108,21 @@ static void linear_run(linear_job *j, tp_pool *pool)
     tp_run(pool, j->n_tasks, linear_task, j);
 }
 
+/* The q8 products' answer when there is no memory to quantize x: NaN in every output, never
+ * garbage. */
+static void fill_nan(float *y, int T, int N, int ldy)
+{
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < N; c++)
+            y[(size_t)t * ldy + c] = NAN;
+}
+
 void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy, tp_pool *pool)
 {
     if (w.q8) {
         /* out of memory for the quantized activations: NaN, never garbage */
         if (k_linear_q8(x, T, w.q8, y, ldy, pool))
-            for (int t = 0; t < T; t++)
-                for (int c = 0; c < N; c++)
-                    y[(size_t)t * ldy + c] = NAN;
+            fill_nan(y, T, N, ldy);
         return;
     }
     linear_job j = {.ops = k_isa_ops(), .x = x, .T = T, .K = K, .n_parts = 1};
@@ -137,9 +144,7 @@ int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N
             wq[i] = w[i].q8;
         if (k_linear_q8_multi(x, T, wq, y, ldy, n, NULL, NULL, pool))
             for (int i = 0; i < n; i++)
-                for (int t = 0; t < T; t++)
-                    for (int c = 0; c < N[i]; c++)
-                        y[i][(size_t)t * ldy[i] + c] = NAN;
+                fill_nan(y[i], T, N[i], ldy[i]);
         return 0;
     }
     if (n_q8) { /* mixed storage: one job each */
@@ -169,9 +174,7 @@ void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float
         /* out of memory for the quantized activations: NaN, never garbage */
         if (k_linear_q8_multi(x, T, wq, y, ldys, 2, after, after_ctx, pool)) {
             for (int i = 0; i < 2; i++)
-                for (int t = 0; t < T; t++)
-                    for (int c = 0; c < N; c++)
-                        y[i][(size_t)t * ldy + c] = NAN;
+                fill_nan(y[i], T, N, ldy);
             after(after_ctx, 0, N);
         }
         return;
