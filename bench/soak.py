@@ -28,7 +28,6 @@ At the end the load stops and the soak fails (exit 1) on
 The last line of the results file is the verdict with its reasons.
 """
 import argparse
-import http.client
 import json
 import os
 import random
@@ -40,21 +39,14 @@ import sys
 import threading
 import time
 
-from soak_cgroup import CgroupError, MemoryCgroup
+from soak_cgroup import CgroupError, MemoryCgroup  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "tools"))
+import server_metrics  # noqa: E402
 
 GAUGES = ("mhla_requests_running", "mhla_requests_waiting", "mhla_sequences_running",
           "mhla_state_bytes", 'mhla_state_pages{kind="used"}', 'mhla_state_pages{kind="reserved"}')
-
-
-def parse_metrics(text):
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$', line)
-        if m and "_bucket" not in m.group(1):
-            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
 
 
 class Soak:
@@ -116,12 +108,9 @@ class Soak:
         return out
 
     def metrics(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        c.request("GET", "/metrics")
-        r = c.getresponse()
-        data = r.read().decode()
-        c.close()
-        return parse_metrics(data)
+        """The server's samples, histogram buckets left out."""
+        return {k: v for k, v in server_metrics.fetch(self.port, 60).items()
+                if "_bucket{" not in k}
 
     def rss_mib(self):
         with open("/proc/%d/status" % self.proc.pid) as f:

@@ -14,13 +14,13 @@ The server (--device cuda, default --state-memory auto) logs the budget's arithm
 Without a usable GPU (real backend) it exits 77: skipped.
 """
 import argparse
-import http.client
 import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 import testutil as tu  # noqa: E402
 
@@ -45,19 +45,6 @@ def events(log_path, name):
     return out
 
 
-def metrics(port):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    c.close()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, _, v = line.rpartition(" ")
-            out[k] = float(v)
-    return out
-
-
 def serve(a, model, tag, fake_mib):
     """Starts the server, returns (budget event, arithmetic message, metrics) or the log when
     it did not start."""
@@ -76,7 +63,7 @@ def serve(a, model, tag, fake_mib):
         server_proc.stop(proc, 30)
         return None, None, None, open(log, errors="replace").read()
     try:
-        m = metrics(port)
+        m = server_metrics.fetch(port, 120)
     finally:
         rc, _ = server_proc.stop(proc, 120)
         check(rc == 0, "%s: SIGTERM: exit 0 (got %s)" % (tag, rc))

@@ -35,6 +35,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 from checks import check, finish  # noqa: E402
+import server_metrics  # noqa: E402
 from server_proc import listening_port, start_logged, stop  # noqa: E402
 SCRIPT = os.path.join(ROOT, "deploy", "local-cluster.sh")
 CFG = os.path.join(ROOT, "deploy", "haproxy", "mhla-haproxy.cfg")
@@ -168,17 +169,6 @@ def post(url, body, headers=None):
         return e.code, e.headers.get("X-MHLA-Replica"), e.read().decode(errors="replace")
 
 
-def metrics(port):
-    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=HTTP_TIMEOUT) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            k, v = line.rsplit(" ", 1)
-            out[k] = float(v)
-    return out
-
-
 def start_single(a, flags):
     """One mhla-server outside the cluster (the reference); returns (proc, url)."""
     log_path = os.path.join(a.work, "single.log")
@@ -282,7 +272,7 @@ def run_affinity(a, balance, work):
     cl = Cluster(a, "affinity-" + balance, balance=balance)
     try:
         cl.up()
-        before = [metrics(cl.port(k)) for k in range(1, REPLICAS + 1)]
+        before = [server_metrics.fetch(cl.port(k), HTTP_TIMEOUT) for k in range(1, REPLICAS + 1)]
         groups = {}
         ttft = []
         for g, ids in work:
@@ -292,7 +282,7 @@ def run_affinity(a, balance, work):
             if st != 200:
                 check(False, "%s: request answered (%s %s)" % (balance, st, body))
             groups.setdefault(g, set()).add(srv)
-        after = [metrics(cl.port(k)) for k in range(1, REPLICAS + 1)]
+        after = [server_metrics.fetch(cl.port(k), HTTP_TIMEOUT) for k in range(1, REPLICAS + 1)]
     finally:
         cl.down()
     prompt = sum(x["mhla_prompt_tokens_total"] - y["mhla_prompt_tokens_total"]

@@ -14,7 +14,6 @@ import argparse
 import http.client
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -29,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
 import gen_checkpoint  # noqa: E402
 import pace  # noqa: E402
+import server_metrics  # noqa: E402
 
 FAILURES = []
 PROCS = []
@@ -135,14 +135,7 @@ class Server:
     def metrics(self):
         st, _, data = self.request("GET", "/metrics")
         assert st == 200
-        out = {}
-        for line in data.decode().splitlines():
-            if not line or line.startswith("#"):
-                continue
-            m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$', line)
-            assert m, "bad metrics line %r" % line
-            out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-        return out
+        return server_metrics.parse(data.decode())
 
     def stop(self, timeout=None):
         self.proc.send_signal(signal.SIGTERM)

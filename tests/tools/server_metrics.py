@@ -1,20 +1,25 @@
 """The server's /metrics (Prometheus text format) as a dict of samples: the one parser the
 tests and benchmarks that read the server's counters share."""
 import http.client
+import re
+
+# a sample's name with its optional {labels}, as Prometheus writes it
+_KEY = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})?$')
 
 
 def parse(text):
     """Every sample of a Prometheus text exposition as {'name{labels}': value}, e.g.
     'mhla_step_cost_seconds{part="fixed"}': 0.0012; # HELP / # TYPE and blank lines are
-    skipped. A line without a value raises ValueError naming it."""
+    skipped. A line without a value, or whose name is not a metric name with optional
+    {labels}, raises ValueError naming it."""
     out = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         key, sep, value = line.rpartition(" ")
         try:
-            if not sep:
-                raise ValueError("no value")
+            if not sep or not _KEY.match(key):
+                raise ValueError("no name and value")
             out[key] = float(value)
         except ValueError:
             raise ValueError("/metrics: not a 'name value' sample: %r" % line) from None
