@@ -62,6 +62,73 @@ static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4]
 }
 #define KB_TILE_STORE(acc, y, ldy) tile_store_4x4((acc), (y), (ldy))
 
+/* The 4 x 4 batch tile: kb_tile's loop (the same products in the same
+ * order), with the prefetch of the next rows of f32 weights shared out among
+ * the first F32_PF_TILES tiles of x against the rows in use.
+ * kb_linear_tiled passes them pf = the distance << 16 | the tile's index u
+ * << 8 | the count n of tiles that prefetch, and tile u prefetches the lines
+ * L of each next row with L % n == u. At 16 rows of x a step's f32 weights
+ * (1.36 GB on the 340M shape) take about as long to stream as their
+ * products take to compute, and the first tile of x issuing all the
+ * prefetches (the next rows' 256 lines in a quarter of the time the rows are
+ * in use) streamed them slower: shared by 2 tiles, batch-16 decode measured
+ * ~10 % faster (bench/RESULTS.md, "AVX-512 path, f32 at 16 rows"). bf16
+ * tiles prefetch as before: the first tile of x, every line. */
+#ifndef F32_PF_TILES
+#define F32_PF_TILES 2
+#endif
+#ifndef F32_PF_HINT
+#define F32_PF_HINT _MM_HINT_T0
+#endif
+static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K, const float *wf,
+                                                           const uint16_t *wh, float *y, int ldy,
+                                                           int bf16, size_t pf)
+{
+    size_t pfd = pf >> 16;
+    int nxt = (int)(pf >> 8) & 255, n = (int)pf & 255;
+    if (bf16 && nxt)
+        pfd = 0;
+    vec16 acc[4][4];
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 4; j++)
+            acc[t][j] = V_ZERO();
+    int i = 0;
+    for (; i + 16 <= K; i += 16) {
+        if (pfd && bf16 && (i & 16) == 0) /* a line holds 32 bf16 */
+            for (int j = 0; j < 4; j++)
+                _mm_prefetch((const char *)(wh + (size_t)j * K + i + pfd), _MM_HINT_T0);
+        else if (pfd && !bf16 && i >> 4 == nxt) {
+            nxt += n;
+            for (int j = 0; j < 4; j++)
+                _mm_prefetch((const char *)(wf + (size_t)j * K + i + pfd), F32_PF_HINT);
+        }
+        vec16 xv[4], wv[4];
+        for (int t = 0; t < 4; t++)
+            xv[t] = V_LOAD(x + (size_t)t * K + i);
+        for (int j = 0; j < 4; j++)
+            wv[j] = bf16 ? V_LOAD_BF16(wh + (size_t)j * K + i) : V_LOAD(wf + (size_t)j * K + i);
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 4; j++)
+                acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+    }
+    if (i < K) {
+        int r = K - i;
+        vec16 xv[4], wv[4];
+        for (int t = 0; t < 4; t++)
+            xv[t] = V_LOAD_TAIL(x + (size_t)t * K + i, r);
+        for (int j = 0; j < 4; j++)
+            wv[j] = bf16 ? V_LOAD_BF16_TAIL(wh + (size_t)j * K + i, r)
+                         : V_LOAD_TAIL(wf + (size_t)j * K + i, r);
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 4; j++)
+                acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+    }
+    tile_store_4x4(acc, y, ldy);
+}
+#define KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf)                                           \
+    ((M) == 4 && (MJ) == 4 ? (tile_4x4((x), (K), (w).f, (w).h, (y), (ldy), (bf16), (pf)), 1) : 0)
+#define KB_TILE_PF_SHARE(M, MJ) ((M) == 4 && (MJ) == 4 ? F32_PF_TILES : 0)
+
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers; against a
  * single row of x, 4 rows of w too (with the prefetch of the next tiles in
  * address order, 4 weight streams measured faster than 8: bench/RESULTS.md) */
