@@ -96,9 +96,10 @@ float k_q8_value(const k_q8_matrix *w, int j, int k)
     return (float)w->q[bg * 512 + u * 64 + r * 4 + i] * w->scale[bg * KQ_ROWS + r];
 }
 
-/* Compiled for wider vectors too, chosen at load by what the CPU runs: the same operations on
- * each value (products, conversions and integer steps, no fused ones), so the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* Compiled for wider vectors too, chosen at load by what the CPU runs (GCC 12 on, whose
+ * resolver tests the x86-64 levels): the same operations on each value (products, conversions
+ * and integer steps, no fused ones), so the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 void k_q8_quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum)
