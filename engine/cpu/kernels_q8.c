@@ -25,13 +25,22 @@ void k_q8_sizes(int N, int K, size_t *q_bytes, size_t *scale_bytes)
 }
 
 /* One group of 32: its scale, and q = round(v * 127 / max|v|) in [-127, 127]. */
-static float quantize_group(const float *v, int8_t *q)
+static inline __attribute__((always_inline)) float quantize_group(const float *v, int8_t *q)
 {
-    float amax = 0.0f;
+    /* max |v| over the values that are not NaN, found on the bit patterns: without the sign,
+     * a float's pattern orders as an integer the way the float does, so this is the value a
+     * float compare would find, and the loop is integer maxima the compiler vectorizes (at
+     * batch-1 decode, x is quantized on one thread while the other waits) */
+    int32_t m = 0;
     for (int i = 0; i < KQ_GROUP; i++) {
-        float a = fabsf(v[i]);
-        amax = a > amax ? a : amax;
+        int32_t b;
+        memcpy(&b, v + i, sizeof b);
+        b &= 0x7fffffff;
+        b = b > 0x7f800000 ? 0 : b; /* a NaN: skipped, as `a > amax` skips it */
+        m = b > m ? b : m;
     }
+    float amax;
+    memcpy(&amax, &m, sizeof amax);
     if (amax == 0.0f || !(amax <= FLT_MAX)) {
         memset(q, 0, KQ_GROUP);
         /* a NaN or an infinity makes the group's products NaN, as in f32 */
@@ -87,6 +96,12 @@ float k_q8_value(const k_q8_matrix *w, int j, int k)
     return (float)w->q[bg * 512 + u * 64 + r * 4 + i] * w->scale[bg * KQ_ROWS + r];
 }
 
+/* Compiled for wider vectors too, chosen at load by what the CPU runs (GCC 12 on, whose
+ * resolver tests the x86-64 levels): the same operations on each value (products, conversions
+ * and integer steps, no fused ones), so the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 void k_q8_quantize_row(const float *x, int K, int8_t *q, float *d, int32_t *sum)
 {
     for (int g = 0; g < K / KQ_GROUP; g++) {
