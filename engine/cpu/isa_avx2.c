@@ -115,6 +115,30 @@ static inline __attribute__((always_inline)) __m256 half_w_tail(const float *wf,
     return _mm256_maskload_ps(wf + i + 8 * h, lane_mask(r - 8 * h));
 }
 
+/* One step of 16 elements of a half pass: lanes [8h, 8h + 8) at i, with this
+ * tile's share of the prefetch of the next rows (tile_halves) */
+static inline __attribute__((always_inline)) void
+half_step(const float *x, int K, const float *wf, const uint16_t *wh, int bf16, int M, int MJ,
+          int i, int h, size_t pfd, int pfn, int *nxt, __m256 acc[HALF_T][HALF_J])
+{
+    if (pfd && (bf16 ? i >> 5 : i >> 4) == *nxt && (!bf16 || (i & 16) == 0)) {
+        *nxt += 2 * pfn;
+        for (int j = 0; j < MJ; j++)
+            _mm_prefetch(bf16 ? (const char *)(wh + (size_t)j * K + i + pfd)
+                              : (const char *)(wf + (size_t)j * K + i + pfd),
+                         _MM_HINT_T0);
+    }
+    __m256 wv[HALF_J];
+    for (int j = 0; j < MJ; j++)
+        wv[j] = half_w(wf ? wf + (size_t)j * K : NULL, wh ? wh + (size_t)j * K : NULL,
+                       (size_t)i + 8 * h, bf16);
+    for (int t = 0; t < M; t++) {
+        __m256 xv = _mm256_loadu_ps(x + (size_t)t * K + i + 8 * h);
+        for (int j = 0; j < MJ; j++)
+            acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
+    }
+}
+
 static inline __attribute__((always_inline)) void tile_halves(const float *x, int K,
                                                               const float *wf, const uint16_t *wh,
                                                               float *y, int ldy, int bf16, int M,
@@ -135,24 +159,15 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
                 for (int j = 0; j < MJ; j++)
                     acc[t][j] = k0 ? part[h][t][j] : _mm256_setzero_ps();
             int i = k0;
-            for (; i + 16 <= k1; i += 16) {
-                if (pfd && (bf16 ? i >> 5 : i >> 4) == nxt[h] && (!bf16 || (i & 16) == 0)) {
-                    nxt[h] += 2 * pfn;
-                    for (int j = 0; j < MJ; j++)
-                        _mm_prefetch(bf16 ? (const char *)(wh + (size_t)j * K + i + pfd)
-                                          : (const char *)(wf + (size_t)j * K + i + pfd),
-                                     _MM_HINT_T0);
-                }
-                __m256 wv[HALF_J];
-                for (int j = 0; j < MJ; j++)
-                    wv[j] = half_w(wf ? wf + (size_t)j * K : NULL, wh ? wh + (size_t)j * K : NULL,
-                                   (size_t)i + 8 * h, bf16);
-                for (int t = 0; t < M; t++) {
-                    __m256 xv = _mm256_loadu_ps(x + (size_t)t * K + i + 8 * h);
-                    for (int j = 0; j < MJ; j++)
-                        acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
-                }
-            }
+            /* the steps unrolled: f32 a whole block (the products at 16 rows of x measured
+             * ~10 % faster, 4 steps at a time 7-11 % slower than 8), bf16 two at a time (2 %
+             * faster; a whole block 3-4 % slower) */
+            if (bf16)
+                _Pragma("GCC unroll 2") for (; i + 16 <= k1; i += 16)
+                    half_step(x, K, wf, wh, 1, M, MJ, i, h, pfd, pfn, &nxt[h], acc);
+            else
+                _Pragma("GCC unroll 8") for (; i + 16 <= k1; i += 16)
+                    half_step(x, K, wf, wh, 0, M, MJ, i, h, pfd, pfn, &nxt[h], acc);
             if (i < k1) {
                 int r = k1 - i;
                 __m256 wv[HALF_J];
