@@ -5,7 +5,9 @@
 #
 # usage: bench/contention.sh [BUILD_DIR] [MODEL_DIR] [ROUNDS] [PROMPT_TOKENS] [NEW_TOKENS]
 #   defaults: build, models/brown-mhla (the demo model: short steps, where
-#   waiting for a descheduled thread costs the most), 3 rounds, 128, 256.
+#   waiting for a descheduled thread costs the most), 3 rounds, 128, 1900
+#   (the demo model's decode of 256 tokens lasts 40-70 ms, a few of the
+#   scheduler's time slices: too short to measure a share of the CPU).
 #
 # Each round runs mhla-generate with the default threads and with --threads 1
 # back to back (greedy, the same prompt ids); the median of the rounds is
@@ -16,7 +18,7 @@ build=${1:-build}
 model=${2:-models/brown-mhla}
 rounds=${3:-3}
 plen=${4:-128}
-gen=${5:-256}
+gen=${5:-1900}
 exe=$build/bin/mhla-generate
 [ -x "$exe" ] || { echo "contention: $exe not found (build mhla-generate first)" >&2; exit 2; }
 cores=$(nproc)
