@@ -45,16 +45,18 @@ trap stop_all EXIT
 
 # prints "output_tok_s itl_p99_ms" of one measurement; extra args go to the server
 one_run() {
-  local port=$((20000 + RANDOM % 20000)) log="$out/server.log" json="$out/bench.json"
-  "$server" --model "$model" --port "$port" "$@" > "$log" 2>&1 &
+  local log="$out/server.log" json="$out/bench.json" port=
+  # --port 0: the kernel picks a free port, and the server logs it
+  "$server" --model "$model" --port 0 "$@" > "$log" 2>&1 &
   srv=$!
-  local up=0
-  for _ in $(seq 150); do
-    if curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1; then up=1; break; fi
+  for _ in $(seq 300); do
+    port=$(sed -n 's/.*"event":"listening".*"port":\([0-9]*\).*/\1/p' "$log" | head -1)
+    [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1 && break
+    port=
     kill -0 "$srv" 2>/dev/null || break
     sleep 0.2
   done
-  if [ "$up" != 1 ]; then
+  if [ -z "$port" ]; then
     echo "contention_server: the server did not come up: $(tail -3 "$log")" >&2
     exit 1
   fi
