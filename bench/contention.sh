@@ -24,12 +24,7 @@ exe=$build/bin/mhla-generate
 cores=$(nproc)
 ids=$(seq 1 "$plen" | awk '{printf "%s%d", (NR > 1 ? "," : ""), ($1 * 7919) % 1000}')
 
-busy=()
-stop_busy() {
-  for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${busy[@]}"; do wait "$p" 2>/dev/null || true; done
-  busy=()
-}
+source "$(dirname "${BASH_SOURCE[0]}")/busy_loops.sh"
 trap stop_busy EXIT
 
 # prints "prefill_tok_s decode_tok_s" of one run
@@ -44,8 +39,6 @@ one_run() {
   echo "$p $d"
 }
 
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $cores CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
 "$exe" --model "$model" --prompt-ids 1 --max-tokens 0 2>&1 | grep -E "device|cpu " | sed 's/^/  /'
 echo "model $model, prompt $plen tokens, $gen generated; median of $rounds rounds"
@@ -55,11 +48,7 @@ printf '%-22s | %10s %10s %7s | %10s %10s %7s\n' "" "default" "threads 1" "ratio
   "threads 1" "ratio"
 for per_core in 0 1 2; do
   n=$((per_core * cores))
-  for ((i = 0; i < n; i++)); do
-    (while :; do :; done) &
-    busy+=($!)
-  done
-  sleep 1
+  start_busy "$n"
   dp=() dd=() sp=() sd=()
   for ((r = 0; r < rounds; r++)); do
     read -r a b < <(one_run)

@@ -32,14 +32,12 @@ done
 cores=$(nproc)
 out=$(mktemp -d)
 
-busy=()
+source "$(dirname "${BASH_SOURCE[0]}")/busy_loops.sh"
 srv=
 stop_all() {
   [ -n "$srv" ] && { kill "$srv" 2>/dev/null || true; wait "$srv" 2>/dev/null || true; }
   srv=
-  for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${busy[@]}"; do wait "$p" 2>/dev/null || true; done
-  busy=()
+  stop_busy
 }
 trap stop_all EXIT
 
@@ -76,8 +74,6 @@ if lv["failed"] or not lv["completed"]:
 print("%.1f %.2f" % (lv["output_token_throughput"], lv["itl_ms"]["p99"]))' "$json"
 }
 
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $cores CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "model $model, $conc streams of 96-token prompts and 64 tokens out, ${secs} s each;" \
   "median of $rounds rounds"
@@ -87,11 +83,7 @@ printf '%-16s | %9s %9s %6s | %12s %12s\n' "" "default" "threads 1" "ratio" "def
   "threads 1"
 for per_core in $levels; do
   n=$((per_core * cores))
-  for ((i = 0; i < n; i++)); do
-    (while :; do :; done) &
-    busy+=($!)
-  done
-  sleep 1
+  start_busy "$n"
   dt=() di=() st=() si=()
   for ((r = 0; r < rounds; r++)); do
     one_run > "$out/r"
