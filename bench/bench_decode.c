@@ -22,7 +22,10 @@
  * reading is printed as best / median / worst, and a batch's bound takes the
  * best of its before and after readings, the highest rate the machine showed
  * around that decode, so a rate's fraction of it is never flattered by a
- * slow moment of the measurement.
+ * slow moment of the measurement. At batch 1 it also sets each step against
+ * the machine of the same moment: `steps` steps at each position, each
+ * followed by one reading, and prints the median (and quartiles) of the
+ * steps' rates as fractions of the reading after each ("paired").
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
  *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
@@ -127,6 +130,49 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
     free(tok);
     free(logits);
     return (double)batch * steps / dt;
+}
+
+/* Batch-1 steps of a clone of base, each followed by one bandwidth reading,
+ * `steps` times: the fraction of each step's rate (its weight and state bytes
+ * over its time) of the reading right after it. A shared machine's bandwidth
+ * moves from one minute to the next, and a bound read before and after a
+ * whole window sets the window against the best moment around it; a pair
+ * sets each step against the machine of the same moment. The reading evicts
+ * the last step's state from the caches, so a step of a pair never finds its
+ * state there. *median gets the median fraction, *lo and *hi the quartiles,
+ * *read_median the readings' median in bytes/s. */
+static void paired_fractions(mhla_engine *e, const mhla_seq *base, int steps, int V,
+                             double step_bytes, unsigned *seed, double *median, double *lo,
+                             double *hi, double *read_median)
+{
+    mhla_error err;
+    mhla_seq *s;
+    double *frac = malloc((size_t)steps * sizeof *frac),
+           *reads = malloc((size_t)steps * sizeof *reads);
+    float *logits = malloc((size_t)V * sizeof(float));
+    if (!frac || !reads || !logits) {
+        fprintf(stderr, "bench_decode: out of memory\n");
+        exit(1);
+    }
+    check(mhla_seq_clone(base, &s, &err), &err);
+    int32_t tok;
+    mhla_batch_item it = {s, &tok, 1, 0, logits, NULL};
+    for (int i = 0; i < steps; i++) {
+        tok = (int32_t)(rand_r(seed) % V);
+        double t0 = now();
+        check(mhla_engine_forward(e, &it, 1, &err), &err);
+        double dt = now() - t0;
+        check(mhla_engine_memory_bandwidth(e, &reads[i], 1, &err), &err);
+        frac[i] = reads[i] > 0 ? step_bytes / dt / reads[i] : 0;
+    }
+    qsort(frac, (size_t)steps, sizeof *frac, cmp_double);
+    qsort(reads, (size_t)steps, sizeof *reads, cmp_double);
+    *median = frac[steps / 2], *lo = frac[steps / 4], *hi = frac[(3 * steps) / 4];
+    *read_median = reads[steps / 2];
+    mhla_seq_free(s);
+    free(frac);
+    free(reads);
+    free(logits);
 }
 
 /* GFLOP/s of OpenBLAS sgemm, C[M,N] = A[M,K] B[N,K]^T, best of 5; 0 without OpenBLAS. The
@@ -378,6 +424,19 @@ int main(int argc, char **argv)
             printf("       compute bound before / after these rounds, tokens/s: %.1f / %.1f; the "
                    "bound is the better\n",
                    cb_before, cb_after);
+        if (batch == 1 && bw > 0) {
+            double f_lo[3], f_hi[3], rd_lo, rd_hi;
+            paired_fractions(e, at_lo, steps, V, wbytes + sbytes, &seed, &f_lo[0], &f_lo[1],
+                             &f_lo[2], &rd_lo);
+            paired_fractions(e, at_hi, steps, V, wbytes + sbytes, &seed, &f_hi[0], &f_hi[1],
+                             &f_hi[2], &rd_hi);
+            printf("       paired: %d steps, each followed by a bandwidth reading; a step's rate "
+                   "as a fraction of the reading after it, median (quartiles): @~100 %.1f%% "
+                   "(%.1f-%.1f%%), @~1900 %.1f%% (%.1f-%.1f%%); readings' median %.1f / %.1f "
+                   "GB/s\n",
+                   steps, 100 * f_lo[0], 100 * f_lo[1], 100 * f_lo[2], 100 * f_hi[0], 100 * f_hi[1],
+                   100 * f_hi[2], rd_lo / 1e9, rd_hi / 1e9);
+        }
         fflush(stdout);
         p = strchr(p, ',');
         if (!p)

@@ -26,6 +26,8 @@ static void cpu_free(void *ctx)
         free(bufs[i]);
     free(e->row_item);
     free(e->sample_rows);
+    free(e->bw_mem);
+    free(e->bw_sums);
     tp_free(e->workers);
     free(e);
 }
@@ -140,20 +142,27 @@ static double seconds_of(tp_pool *pool, int n_tasks, read_job *j)
  * repetition's rate, so the reading is never below what either pattern got. */
 static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *err)
 {
-    const mhla_cpu *e = ctx;
+    mhla_cpu *e = ctx;
     int n_tasks = e->n_threads * BW_TASKS_PER_THREAD;
-    size_t part = BW_BYTES / sizeof(float) / (size_t)n_tasks / 64 * 64;
-    void *mem = NULL;
-    float *sums = malloc((size_t)n_tasks * sizeof *sums);
-    if (!sums || posix_memalign(&mem, (size_t)2 << 20, part * (size_t)n_tasks * sizeof(float))) {
-        free(sums);
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the bandwidth measurement");
+    if (!e->bw_mem) {
+        /* made once: a reading can then be a single repetition between two
+         * steps, without the allocation and the page faults */
+        size_t part = BW_BYTES / sizeof(float) / (size_t)n_tasks / 64 * 64;
+        void *mem = NULL;
+        float *sums = malloc((size_t)n_tasks * sizeof *sums);
+        if (!sums ||
+            posix_memalign(&mem, (size_t)2 << 20, part * (size_t)n_tasks * sizeof(float))) {
+            free(sums);
+            return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the bandwidth measurement");
+        }
+        (void)madvise(mem, part * (size_t)n_tasks * sizeof(float), MADV_HUGEPAGE);
+        read_job fill = {mem, part, 1, sums};
+        tp_run(e->workers, n_tasks, fill_part, &fill);
+        e->bw_mem = mem, e->bw_sums = sums, e->bw_part = part;
+        (void)seconds_of(e->workers, n_tasks, &fill); /* the pages mapped */
     }
-    (void)madvise(mem, part * (size_t)n_tasks * sizeof(float), MADV_HUGEPAGE);
-    read_job rj = {mem, part, 1, sums};
-    tp_run(e->workers, n_tasks, fill_part, &rj);
-    (void)seconds_of(e->workers, n_tasks, &rj); /* the threads awake, the pages mapped */
-    double bytes = (double)part * n_tasks * sizeof(float);
+    read_job rj = {e->bw_mem, e->bw_part, 1, e->bw_sums};
+    double bytes = (double)rj.part * n_tasks * sizeof(float);
     for (int r = 0; r < reps; r++) {
         double best = 0;
         for (int pf = 1; pf >= 0; pf--) {
@@ -164,8 +173,6 @@ static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *
         }
         rates[r] = best;
     }
-    free(mem);
-    free(sums);
     return 0;
 }
 

@@ -173,6 +173,10 @@ typedef struct {
     int *row_item;      /* which batch item each token row belongs to */
     float *sample_rows; /* logits of sampled positions no caller buffer holds */
     int sample_cap;
+    /* the bandwidth measurement's buffer, made on its first call and kept, so
+     * that single readings can alternate with steps (bench_decode) */
+    float *bw_mem, *bw_sums;
+    size_t bw_part; /* floats per task */
 } mhla_cpu;
 
 /* Rows of final hidden states turned into logits per lm_head call. */
