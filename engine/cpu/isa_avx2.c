@@ -96,12 +96,6 @@ static inline float v_reduce(vec16 v)
  * passes: it ran at 62 % of OpenBLAS's rate, 90 % in blocks). */
 #define HALF_KB 128
 
-static inline __attribute__((always_inline)) __m256 half_w(const float *wf, const uint16_t *wh,
-                                                           size_t i, int bf16)
-{
-    return bf16 ? bf16x8(wh + i) : _mm256_loadu_ps(wf + i);
-}
-
 /* Lanes [8h, 8h + 8) of the last, partial block of 16 at i (r = K - i
  * elements left): zero past K, as V_LOAD_TAIL and V_LOAD_BF16_TAIL give. */
 static inline __attribute__((always_inline)) __m256 half_w_tail(const float *wf, const uint16_t *wh,
@@ -116,24 +110,25 @@ static inline __attribute__((always_inline)) __m256 half_w_tail(const float *wf,
 }
 
 /* One step of 16 elements of a half pass: lanes [8h, 8h + 8) at i, with this
- * tile's share of the prefetch of the next rows (tile_halves) */
+ * tile's share of the prefetch of the next rows (tile_halves). The rows of x
+ * and w come as pointers computed once per tile: tested and recomputed in
+ * every step, they cost more instructions than the step's loads and
+ * multiply-adds. */
 static inline __attribute__((always_inline)) void
-half_step(const float *x, int K, const float *wf, const uint16_t *wh, int bf16, int M, int MJ,
-          int i, int h, size_t pfd, int pfn, int *nxt, __m256 acc[HALF_T][HALF_J])
+half_step(const float *const *xr, const float *const *wfr, const uint16_t *const *whr, int bf16,
+          int M, int MJ, int i, int h, size_t pfd, int pfn, int *nxt, __m256 acc[HALF_T][HALF_J])
 {
     if (pfd && (bf16 ? i >> 5 : i >> 4) == *nxt && (!bf16 || (i & 16) == 0)) {
         *nxt += 2 * pfn;
         for (int j = 0; j < MJ; j++)
-            _mm_prefetch(bf16 ? (const char *)(wh + (size_t)j * K + i + pfd)
-                              : (const char *)(wf + (size_t)j * K + i + pfd),
+            _mm_prefetch(bf16 ? (const char *)(whr[j] + i + pfd) : (const char *)(wfr[j] + i + pfd),
                          _MM_HINT_T0);
     }
     __m256 wv[HALF_J];
     for (int j = 0; j < MJ; j++)
-        wv[j] = half_w(wf ? wf + (size_t)j * K : NULL, wh ? wh + (size_t)j * K : NULL,
-                       (size_t)i + 8 * h, bf16);
+        wv[j] = bf16 ? bf16x8(whr[j] + i + 8 * h) : _mm256_loadu_ps(wfr[j] + i + 8 * h);
     for (int t = 0; t < M; t++) {
-        __m256 xv = _mm256_loadu_ps(x + (size_t)t * K + i + 8 * h);
+        __m256 xv = _mm256_loadu_ps(xr[t] + i + 8 * h);
         for (int j = 0; j < MJ; j++)
             acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
     }
@@ -151,6 +146,14 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
     size_t pfd = pf >> 16;
     int pfu = (int)(pf >> 8) & 255, pfn = (int)pf & 255;
     int nxt[2] = {2 * pfu, 2 * pfu + 1};
+    const float *xr[HALF_T], *wfr[HALF_J];
+    const uint16_t *whr[HALF_J];
+    for (int t = 0; t < M; t++)
+        xr[t] = x + (size_t)t * K;
+    for (int j = 0; j < MJ; j++) {
+        wfr[j] = bf16 ? NULL : wf + (size_t)j * K;
+        whr[j] = bf16 ? wh + (size_t)j * K : NULL;
+    }
     for (int k0 = 0; k0 < K; k0 += HALF_KB) {
         int k1 = K - k0 > HALF_KB ? k0 + HALF_KB : K;
         for (int h = 0; h < 2; h++) {
@@ -158,16 +161,16 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
                     acc[t][j] = k0 ? part[h][t][j] : _mm256_setzero_ps();
-            int i = k0;
+            int i = k0, nx = nxt[h]; /* a local, so it stays in a register */
             /* the steps unrolled: f32 a whole block (the products at 16 rows of x measured
              * ~10 % faster, 4 steps at a time 7-11 % slower than 8), bf16 two at a time (2 %
              * faster; a whole block 3-4 % slower) */
             if (bf16)
                 _Pragma("GCC unroll 2") for (; i + 16 <= k1; i += 16)
-                    half_step(x, K, wf, wh, 1, M, MJ, i, h, pfd, pfn, &nxt[h], acc);
+                    half_step(xr, wfr, whr, 1, M, MJ, i, h, pfd, pfn, &nx, acc);
             else
                 _Pragma("GCC unroll 8") for (; i + 16 <= k1; i += 16)
-                    half_step(x, K, wf, wh, 0, M, MJ, i, h, pfd, pfn, &nxt[h], acc);
+                    half_step(xr, wfr, whr, 0, M, MJ, i, h, pfd, pfn, &nx, acc);
             if (i < k1) {
                 int r = k1 - i;
                 __m256 wv[HALF_J];
@@ -181,6 +184,7 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
                         acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
                 }
             }
+            nxt[h] = nx;
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
                     part[h][t][j] = acc[t][j];
