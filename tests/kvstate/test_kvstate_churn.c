@@ -9,6 +9,7 @@
  * After every operation: kv_pool_check (lists, counts, index), every page's
  * reference count equals the number of live tables holding it, reservations
  * add up, and every live sequence's pages and rows are right for its tokens.
+ * Also: a sequence of a real model's size gets zero-filled, 2 MiB-aligned buffers.
  * Built also with AddressSanitizer and run under valgrind (fewer rounds).
  *
  * usage: test_kvstate_churn [ROUNDS]
