@@ -276,8 +276,8 @@ static void test_lru_order(void)
  * and a clone gets copies of them, not the same memory. */
 static void test_large_buffers(void)
 {
-    const kv_geometry g = {.layers = 16, .kv_heads = 4, .dk = 128, .dv = 256,
-                           .block_tokens = 64, .max_blocks = 2};
+    const kv_geometry g = {
+        .layers = 16, .kv_heads = 4, .dk = 128, .dv = 256, .block_tokens = 64, .max_blocks = 2};
     kv_pool_options o = {.geo = g, .dtype = KV_DTYPE_F32};
     kv_pool *p;
     kv_seq *s, *c;
