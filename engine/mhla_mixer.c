@@ -165,10 +165,11 @@ static void block_outputs(const head_view *h, const float *q, size_t q_stride, i
             memset(ot + (size_t)t * out_stride, 0, (size_t)dv * sizeof(float));
         if (i > 0)
             k_gemm_acc(nr, dv, dk, qt, q_stride, 1, h->prefix, (size_t)dv, ot, out_stride);
+        /* q_t · k_u for u ≤ ra + t: the rows of cur_k against q_t as a product, several rows
+         * at a time (each value the canonical dot product, the same bits as k_dot's) */
         for (int t = 0; t < nr; t++)
-            for (int u = 0; u <= ra + t; u++)
-                scores[(size_t)t * C + u] =
-                    k_dot(qt + (size_t)t * q_stride, h->cur_k + (size_t)u * dk, dk);
+            k_linear(qt + (size_t)t * q_stride, 1, dk, (k_matrix){.f32 = h->cur_k}, ra + t + 1,
+                     scores + (size_t)t * C, C, NULL);
         memset(intra, 0, (size_t)nr * dv * sizeof(float));
         /* keys every token of the pass sees, then each token's own few beyond them */
         k_gemm_acc(nr, dv, ra + 1, scores, (size_t)C, 1, h->cur_v, (size_t)dv, intra, (size_t)dv);

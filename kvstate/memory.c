@@ -4,19 +4,57 @@
  */
 #include "kvstate_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* Host buffers carry a header saying where they came from: calloc, or a mapping of their
+ * own (kv_mem_alloc_swept). */
+#define HEAD_BYTES 64 /* keeps calloc's alignment of what follows */
+#define HUGE_BYTES ((size_t)2 << 20)
+
+typedef struct {
+    void *base; /* the mapping, or NULL for calloc's block */
+    size_t len;
+} host_head;
 
 static void *host_alloc(void *ctx, size_t bytes)
 {
     (void)ctx;
-    return calloc(1, bytes ? bytes : 1);
+    unsigned char *b = calloc(1, HEAD_BYTES + bytes);
+    if (!b)
+        return NULL;
+    ((host_head *)b)->base = NULL;
+    return b + HEAD_BYTES;
+}
+
+/* A zero-filled mapping of its own, 2 MiB-aligned and advised for transparent huge pages. */
+static void *host_alloc_huge(size_t bytes)
+{
+    if (bytes > SIZE_MAX - 2 * HUGE_BYTES)
+        return NULL;
+    size_t len = bytes + HUGE_BYTES + HEAD_BYTES;
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    uintptr_t at = ((uintptr_t)base + HEAD_BYTES + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1);
+    unsigned char *p = (unsigned char *)at;
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: fine if refused */
+    host_head *h = (host_head *)(p - HEAD_BYTES);
+    h->base = base;
+    h->len = len;
+    return p;
 }
 
 static void host_release(void *ctx, void *p)
 {
     (void)ctx;
-    free(p);
+    host_head *h = (host_head *)((unsigned char *)p - HEAD_BYTES);
+    if (h->base)
+        munmap(h->base, h->len);
+    else
+        free(h);
 }
 
 static int host_copy(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir)
@@ -36,6 +74,20 @@ void kv_memory_host(kv_memory *m)
 }
 
 void *kv_mem_alloc(const kv_pool *p, size_t bytes) { return p->mem.alloc(p->mem.ctx, bytes); }
+
+/*
+ * A sequence's P_i and current-block rows: the token mixer sweeps all of them once per step.
+ * In host memory, from 2 MiB on, they get huge pages, as the weights do: on 4 KiB pages each
+ * sweep restarts the hardware prefetcher and misses the TLB every 4 KiB (bench/RESULTS.md,
+ * the token mixer's state in huge pages). Pages of S_b keep calloc's memory: they are read
+ * once per block, and made one per block, where faulting in fresh huge pages costs more.
+ */
+void *kv_mem_alloc_swept(const kv_pool *p, size_t bytes)
+{
+    if (p->mem.alloc != host_alloc || bytes < HUGE_BYTES)
+        return kv_mem_alloc(p, bytes);
+    return host_alloc_huge(bytes);
+}
 
 void kv_mem_release(const kv_pool *p, void *ptr)
 {

@@ -24,10 +24,10 @@ int kv_seq_create(kv_pool *p, kv_seq **out, kv_error *err)
     s->tokens = malloc(ctx * sizeof *s->tokens);
     s->table = malloc((size_t)g->max_blocks * sizeof *s->table);
     s->keys = malloc((size_t)g->max_blocks * sizeof *s->keys);
-    s->b.prefix = kv_mem_alloc(p, heads(g) * g->dk * g->dv * sizeof(float));
+    s->b.prefix = kv_mem_alloc_swept(p, heads(g) * g->dk * g->dv * sizeof(float));
     s->b.prefix_k = g->key_sums ? kv_mem_alloc(p, heads(g) * g->dk * sizeof(float)) : NULL;
-    s->b.cur_k = kv_mem_alloc(p, heads(g) * g->block_tokens * g->dk * sizeof(float));
-    s->b.cur_v = kv_mem_alloc(p, heads(g) * g->block_tokens * g->dv * sizeof(float));
+    s->b.cur_k = kv_mem_alloc_swept(p, heads(g) * g->block_tokens * g->dk * sizeof(float));
+    s->b.cur_v = kv_mem_alloc_swept(p, heads(g) * g->block_tokens * g->dv * sizeof(float));
     if (!s->tokens || !s->table || !s->keys || !s->b.prefix || (g->key_sums && !s->b.prefix_k) ||
         !s->b.cur_k || !s->b.cur_v) {
         kv_seq_free(s);

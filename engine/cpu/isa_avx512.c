@@ -139,7 +139,9 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K
 /* kb_gemm_acc: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
 #define KB_GEMM_M 4
 #define KB_GEMM_NV 4
-#define KB_GEMM_NV1 8 /* a single row: 8 accumulators */
+/* a single row (decode): 16 accumulators, so the token mixer reads each row of P_i (dv = 256)
+ * in one sweep instead of two passes over half rows */
+#define KB_GEMM_NV1 16
 #define KB_OPS k_ops_avx512
 #define KB_NAME "avx512"
 #include "silu_avx512.h"

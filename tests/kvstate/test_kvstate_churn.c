@@ -9,12 +9,14 @@
  * After every operation: kv_pool_check (lists, counts, index), every page's
  * reference count equals the number of live tables holding it, reservations
  * add up, and every live sequence's pages and rows are right for its tokens.
+ * Also: a sequence of a real model's size gets zero-filled, 2 MiB-aligned buffers.
  * Built also with AddressSanitizer and run under valgrind (fewer rounds).
  *
  * usage: test_kvstate_churn [ROUNDS]
  */
 #include "kvstate_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,10 +271,62 @@ static void test_lru_order(void)
     kv_pool_release(p);
 }
 
+/* A sequence of a real model's size: its P_i and current-block rows (2 MiB and more each) are
+ * zero-filled, 2 MiB-aligned (huge-page mappings in host memory), writable to the last float,
+ * and a clone gets copies of them, not the same memory. */
+static void test_large_buffers(void)
+{
+    const kv_geometry g = {
+        .layers = 16, .kv_heads = 4, .dk = 128, .dv = 256, .block_tokens = 64, .max_blocks = 2};
+    kv_pool_options o = {.geo = g, .dtype = KV_DTYPE_F32};
+    kv_pool *p;
+    kv_seq *s, *c;
+    kv_error err;
+    if (kv_pool_create(&o, &p, &err)) {
+        CHECK(0, "pool: %s", err.msg);
+        return;
+    }
+    if (kv_seq_create(p, &s, &err)) {
+        CHECK(0, "sequence: %s", err.msg);
+        kv_pool_release(p);
+        return;
+    }
+    kv_seq_bufs b = kv_seq_buffers(s);
+    size_t heads = (size_t)g.layers * g.kv_heads;
+    float *buf[3] = {b.prefix, b.cur_k, b.cur_v};
+    size_t n[3] = {heads * g.dk * g.dv, heads * g.block_tokens * g.dk,
+                   heads * g.block_tokens * g.dv};
+    for (int i = 0; i < 3; i++) {
+        CHECK(((uintptr_t)buf[i] & ((2u << 20) - 1)) == 0, "buffer %d at %p, not 2 MiB-aligned", i,
+              (void *)buf[i]);
+        size_t nonzero = 0;
+        for (size_t j = 0; j < n[i]; j++)
+            nonzero += buf[i][j] != 0.0f;
+        CHECK(nonzero == 0, "buffer %d: %zu of %zu floats not zero", i, nonzero, n[i]);
+        for (size_t j = 0; j < n[i]; j++)
+            buf[i][j] = (float)(j % 1000 + i);
+    }
+    if (kv_seq_clone(s, &c, &err)) {
+        CHECK(0, "clone: %s", err.msg);
+    } else {
+        kv_seq_bufs cb = kv_seq_buffers(c);
+        CHECK(cb.prefix != b.prefix && cb.cur_k != b.cur_k && cb.cur_v != b.cur_v,
+              "the clone shares a buffer with its original");
+        CHECK(memcmp(cb.prefix, b.prefix, n[0] * sizeof(float)) == 0 &&
+                  memcmp(cb.cur_k, b.cur_k, n[1] * sizeof(float)) == 0 &&
+                  memcmp(cb.cur_v, b.cur_v, n[2] * sizeof(float)) == 0,
+              "the clone's buffers differ from the original's");
+        kv_seq_free(c);
+    }
+    kv_seq_free(s);
+    kv_pool_release(p);
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 20000;
     test_lru_order();
+    test_large_buffers();
     for (int r = 0; r < ROOTS; r++)
         for (int i = 0; i < CTX; i++)
             roots[r][i] = rnd(VOCAB);
