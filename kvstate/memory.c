@@ -22,6 +22,8 @@ typedef struct {
 static void *host_alloc(void *ctx, size_t bytes)
 {
     (void)ctx;
+    if (bytes > SIZE_MAX - HEAD_BYTES)
+        return NULL;
     unsigned char *b = calloc(1, HEAD_BYTES + bytes);
     if (!b)
         return NULL;
