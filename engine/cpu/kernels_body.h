@@ -12,8 +12,10 @@
  *   KB_NARROW_T (the fewest rows of x that go in tiles), KB_SMALL_T with
  *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x),
  *   KB_TILE_J1 (rows of w per tile against a
- * single row of x: more independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
+ * single row of x: the weight streams of batch-1 decode; KB_TILE_J1_F32 for f32
  *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches),
+ *   KB_NARROW_PF_BYTES (how far ahead batch-1 bf16 tiles prefetch, at least
+ *   one tile; default: as the wider tiles, at least KB_TILE_MAX_J rows),
  *   KB_TILE_PF_SHARE(M, MJ) (how many tiles of x share the prefetch of the
  *   next rows of w, for KB_TILE_HALVES's tiles; 0: the first tile alone),
  *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm_acc's register tiles), KB_SILU_MUL.
@@ -267,6 +269,18 @@ static inline size_t kb_pf(int K, int bf16)
     return (rows < KB_TILE_MAX_J ? KB_TILE_MAX_J : rows) * (size_t)K;
 }
 
+/* The batch-1 bf16 tiles' prefetch distance in elements: whole rows, at
+ * least the tile's J (the rows after it). */
+#ifdef KB_NARROW_PF_BYTES
+static inline size_t kb_pf_narrow(int K, int J)
+{
+    size_t rows = (size_t)KB_NARROW_PF_BYTES / ((size_t)K * 2);
+    return (rows < (size_t)J ? (size_t)J : rows) * (size_t)K;
+}
+#else
+#define kb_pf_narrow(K, J) kb_pf((K), 1)
+#endif
+
 /* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
  * tile against each row of x; bf16 tiles prefetch the next tiles' rows
  * (f32 ones streamed slower with the prefetch, with two threads), but only
@@ -279,7 +293,7 @@ kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *
                  float *y, int ldy, int bf16, int J)
 {
     int j = j0;
-    size_t pf = bf16 ? kb_pf(K, 1) : 0;
+    size_t pf = bf16 ? kb_pf_narrow(K, J) : 0;
     /* the last tile whose prefetch (rows j + pf / K on, J of them) stays below j1 */
     int j_pf = j1 - J - (int)(pf / (size_t)K);
     for (; j + J <= j1; j += J)
