@@ -138,6 +138,10 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K
 #define KB_TILE_J 4
 #define KB_TILE_J1 2
 #define KB_NARROW_PF_BYTES (8 * 1024)
+/* 2 or 3 rows of x go against each row pair twice or three times: those tiles
+ * compute more per byte, and 4 rows of w (prefetched as the wider tiles are)
+ * measured faster for them (bench/RESULTS.md) */
+#define KB_TILE_JN 4
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 /* kb_gemm_acc: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
 #define KB_GEMM_M 4
