@@ -51,6 +51,13 @@ static void *alloc_weights(size_t bytes)
     size_t huge = 2u << 20;
     if (bytes < huge)
         return malloc(bytes ? bytes : 1);
+    /* A last part-page of a region is left on 4 KiB pages (a huge page must lie wholly
+     * inside it): on the 340M shape that was 1.5 of each 5.5 MiB MLP matrix, ~16 % of a
+     * bf16 step's weights, and the batch-1 kernels stream 4 KiB pages 15-20 % slower
+     * (bench/RESULTS.md). So the region is whole huge pages where that adds at most 1/8. */
+    size_t whole = (bytes + huge - 1) / huge * huge;
+    if (whole - bytes <= bytes / 8)
+        bytes = whole;
     if (posix_memalign(&p, huge, bytes))
         return NULL;
     (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: fine if refused */

@@ -129,12 +129,19 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K
     ((M) == 4 && (MJ) == 4 ? (tile_4x4((x), (K), (w).f, (w).h, (y), (ldy), (bf16), (pf)), 1) : 0)
 #define KB_TILE_PF_SHARE(M, MJ) ((M) == 4 && (MJ) == 4 ? F32_PF_TILES : 0)
 
-/* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers; against a
- * single row of x, 4 rows of w too (with the prefetch of the next tiles in
- * address order, 4 weight streams measured faster than 8: bench/RESULTS.md) */
+/* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers. Against a
+ * single row of x (batch-1 decode), 2 rows of bf16 w, prefetched 8 KiB ahead
+ * in address order: with the prefetch, fewer weight streams read memory
+ * faster (8 rows slower than 4, 4 slower than 2, though 2 FMA chains compute
+ * slower than 4: bench/RESULTS.md, "Batch-1 tiles of 2 rows"). */
 #define KB_TILE_T 4
 #define KB_TILE_J 4
-#define KB_TILE_J1 4
+#define KB_TILE_J1 2
+#define KB_NARROW_PF_BYTES (8 * 1024)
+/* 2 or 3 rows of x go against each row pair twice or three times: those tiles
+ * compute more per byte, and 4 rows of w (prefetched as the wider tiles are)
+ * measured faster for them (bench/RESULTS.md) */
+#define KB_TILE_JN 4
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 /* kb_gemm_acc: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
 #define KB_GEMM_M 4

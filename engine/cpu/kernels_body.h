@@ -12,8 +12,11 @@
  *   KB_NARROW_T (the fewest rows of x that go in tiles), KB_SMALL_T with
  *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x),
  *   KB_TILE_J1 (rows of w per tile against a
- * single row of x: more independent weight streams for batch-1 decode; KB_TILE_J1_F32 for f32
+ * single row of x: the weight streams of batch-1 decode; KB_TILE_J1_F32 for f32
  *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches),
+ *   KB_NARROW_PF_BYTES (how far ahead batch-1 bf16 tiles prefetch, at least
+ *   one tile; default: as the wider tiles, at least KB_TILE_MAX_J rows), KB_TILE_JN
+ *   (rows of bf16 w per tile for 2 to KB_NARROW_T - 1 rows of x; default KB_TILE_J1),
  *   KB_TILE_PF_SHARE(M, MJ) (how many tiles of x share the prefetch of the
  *   next rows of w, for KB_TILE_HALVES's tiles; 0: the first tile alone),
  *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm_acc's register tiles), KB_SILU_MUL.
@@ -29,6 +32,9 @@
 #endif
 #ifndef KB_TILE_J1_F32
 #define KB_TILE_J1_F32 KB_TILE_J
+#endif
+#ifndef KB_TILE_JN
+#define KB_TILE_JN KB_TILE_J1
 #endif
 #ifndef KB_PREFETCH
 #define KB_PREFETCH(p) ((void)0)
@@ -169,7 +175,8 @@ static inline __attribute__((always_inline)) vec16 kb_wload_tail(kb_wrow w, size
  * way. One sequential stream of prefetches, as a plain read's, measured
  * faster than MJ streams at the same offset in each row (the hardware has
  * fewer streams to follow). */
-#define KB_TILE_MAX_J (KB_TILE_J1 > KB_TILE_J ? KB_TILE_J1 : KB_TILE_J)
+#define KB_TILE_MAX_J1 (KB_TILE_J1 > KB_TILE_JN ? KB_TILE_J1 : KB_TILE_JN)
+#define KB_TILE_MAX_J (KB_TILE_MAX_J1 > KB_TILE_J ? KB_TILE_MAX_J1 : KB_TILE_J)
 static inline __attribute__((always_inline)) void
 kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, int MJ, size_t pf)
 {
@@ -267,6 +274,18 @@ static inline size_t kb_pf(int K, int bf16)
     return (rows < KB_TILE_MAX_J ? KB_TILE_MAX_J : rows) * (size_t)K;
 }
 
+/* The batch-1 bf16 tiles' prefetch distance in elements: whole rows, at
+ * least the tile's J (the rows after it). */
+#ifdef KB_NARROW_PF_BYTES
+static inline size_t kb_pf_narrow(int K, int J)
+{
+    size_t rows = (size_t)KB_NARROW_PF_BYTES / ((size_t)K * 2);
+    return (rows < (size_t)J ? (size_t)J : rows) * (size_t)K;
+}
+#else
+#define kb_pf_narrow(K, J) kb_pf((K), 1)
+#endif
+
 /* Fewer rows of x than a tile holds (decode at batch 1): J rows of w per
  * tile against each row of x; bf16 tiles prefetch the next tiles' rows
  * (f32 ones streamed slower with the prefetch, with two threads), but only
@@ -276,10 +295,9 @@ static inline size_t kb_pf(int K, int bf16)
  * them the products streamed ~0.6 % faster (bench/RESULTS.md). */
 static inline __attribute__((always_inline)) void
 kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *wh, int j0, int j1,
-                 float *y, int ldy, int bf16, int J)
+                 float *y, int ldy, int bf16, int J, size_t pf)
 {
     int j = j0;
-    size_t pf = bf16 ? kb_pf(K, 1) : 0;
     /* the last tile whose prefetch (rows j + pf / K on, J of them) stays below j1 */
     int j_pf = j1 - J - (int)(pf / (size_t)K);
     for (; j + J <= j1; j += J)
@@ -398,8 +416,11 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
     {                                                                                              \
         body;                                                                                      \
     }
-KB_PATH(kb_narrow_f32, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_TILE_J1_F32))
-KB_PATH(kb_narrow_bf16, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_J1))
+KB_PATH(kb_narrow_f32, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_TILE_J1_F32, 0))
+KB_PATH(kb_narrow1_bf16, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_J1,
+                                          kb_pf_narrow(K, KB_TILE_J1)))
+KB_PATH(kb_narrow_bf16,
+        kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_JN, kb_pf(K, 1)))
 KB_PATH(kb_tiled_f32, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_TILE_T, KB_TILE_J))
 KB_PATH(kb_tiled_bf16, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_T, KB_TILE_J))
 #ifdef KB_SMALL_T
@@ -415,7 +436,8 @@ static void kb_linear_any(const float *x, int T, int K, const float *wf, const u
 {
     int bf16 = wh != NULL;
     if (T < KB_NARROW_T)
-        (bf16 ? kb_narrow_bf16 : kb_narrow_f32)(x, T, K, wf, wh, j0, j1, y, ldy);
+        (bf16 ? (T == 1 ? kb_narrow1_bf16 : kb_narrow_bf16) : kb_narrow_f32)(x, T, K, wf, wh, j0,
+                                                                             j1, y, ldy);
 #ifdef KB_SMALL_T
     else if (T < KB_SMALL_T)
         (bf16 ? kb_small_bf16 : kb_small_f32)(x, T, K, wf, wh, j0, j1, y, ldy);
