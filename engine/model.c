@@ -268,19 +268,34 @@ static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
     return rc;
 }
 
-/* Narrows one matrix to bf16 (round to nearest even); the f32 copy, if
- * converted rather than mapped, is released. */
-static int to_bf16(mhla_model *m, k_matrix *w, size_t n, mhla_error *err)
+/*
+ * The converted matrices (bf16 or q8) share one region of huge-page memory,
+ * carved in the order the forward pass reads them. Allocated one by one, the
+ * matrices under 2 MiB (bf16 q and k of the 340M shape, 1 MiB each) and the
+ * last part-page of the others, and every q8 scale array, sat on 4 KiB pages,
+ * which the batch-1 kernels stream 15-20 % slower (bench/RESULTS.md); one
+ * region puts all of them on huge pages without rounding each up.
+ */
+typedef struct {
+    unsigned char *base; /* NULL while the bytes are only being counted */
+    size_t used, size;
+} weight_arena;
+
+/* Each piece starts on a cache line. */
+#define ARENA_ALIGN 64
+
+/* The next `bytes` of the arena; while counting (no base) NULL, with the bytes counted. */
+static void *arena_take(weight_arena *a, size_t bytes)
 {
-    if (!w->f32)
-        return 0;
-    uint16_t *h = alloc_weights(n * sizeof *h);
-    if (!h || keep_owned(m, h, err))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory converting weights to bf16");
-    for (size_t i = 0; i < n; i++)
-        h[i] = mhla_bf16_from_f32(w->f32[i]);
-    *w = (k_matrix){NULL, h, NULL};
-    return 0;
+    size_t at = (a->used + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    if (!a->base) {
+        a->used = at + bytes;
+        return NULL;
+    }
+    if (at > a->size || bytes > a->size - at)
+        return NULL;
+    a->used = at + bytes;
+    return a->base + at;
 }
 
 /* Frees a tensor converted out of the mapping once nothing reads it. */
@@ -294,23 +309,44 @@ static void release_owned(mhla_model *m, const void *p)
         }
 }
 
+/* Narrows one matrix to bf16 (round to nearest even); the f32 copy, if
+ * converted rather than mapped, is released — except the embeddings, which a
+ * tied head shares and the forward pass still gathers. */
+static int to_bf16(mhla_model *m, weight_arena *a, k_matrix *w, size_t n, mhla_error *err)
+{
+    if (!w->f32)
+        return 0;
+    uint16_t *h = arena_take(a, n * sizeof *h);
+    if (!a->base)
+        return 0;
+    if (!h)
+        return mhla_fail(err, "the bf16 weights outgrew the region counted for them");
+    for (size_t i = 0; i < n; i++)
+        h[i] = mhla_bf16_from_f32(w->f32[i]);
+    if (w->f32 != m->embeddings)
+        release_owned(m, w->f32);
+    *w = (k_matrix){NULL, h, NULL};
+    return 0;
+}
+
 /* Quantizes one [N, K] matrix to int8 per group of 32 (kernels_q8.h). The
  * f32 copy, if converted rather than mapped, is released — except the
  * embeddings, which a tied head shares and the forward pass still gathers. */
-static int to_q8(mhla_model *m, k_matrix *w, size_t N, size_t K, const char *name, mhla_error *err)
+static int to_q8(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K, const char *name,
+                 mhla_error *err)
 {
     if (!w->f32)
         return 0;
     size_t qb, sb;
     k_q8_sizes((int)N, (int)K, &qb, &sb);
+    int8_t *q = arena_take(a, qb);
+    float *sc = arena_take(a, sb);
+    if (!a->base)
+        return 0;
+    if (!q || !sc)
+        return mhla_fail(err, "the q8 weights outgrew the region counted for them");
     k_q8_matrix *qm = malloc(sizeof *qm);
     if (!qm || keep_owned(m, qm, err))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
-    int8_t *q = alloc_weights(qb);
-    if (!q || keep_owned(m, q, err))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
-    float *sc = alloc_weights(sb);
-    if (!sc || keep_owned(m, sc, err))
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
     char why[160];
     if (k_q8_quantize(w->f32, (int)N, (int)K, q, sc, qm, why, sizeof why))
@@ -326,13 +362,15 @@ static int to_q8(mhla_model *m, k_matrix *w, size_t N, size_t K, const char *nam
 
 /* One matrix to the storage asked for: its shape [N, K] and its tensor's name
  * (for errors) */
-static int convert_one(mhla_model *m, mhla_weight_dtype wd, k_matrix *w, size_t N, size_t K,
-                       const char *name, mhla_error *err)
+static int convert_one(mhla_model *m, weight_arena *a, mhla_weight_dtype wd, k_matrix *w, size_t N,
+                       size_t K, const char *name, mhla_error *err)
 {
-    return wd == MHLA_WEIGHTS_Q8 ? to_q8(m, w, N, K, name, err) : to_bf16(m, w, N * K, err);
+    return wd == MHLA_WEIGHTS_Q8 ? to_q8(m, a, w, N, K, name, err) : to_bf16(m, a, w, N * K, err);
 }
 
-static int convert_weights(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
+/* Every matrix converted into the arena, in the order a step reads them (an
+ * arena without a base only counts the bytes). */
+static int convert_into(mhla_model *m, weight_arena *a, mhla_weight_dtype wd, mhla_error *err)
 {
     const mhla_config *c = &m->cfg;
     size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
@@ -342,21 +380,35 @@ static int convert_weights(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
         mhla_layer *y = &m->layers[l];
         char n[160];
 #define LNAME(suffix) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), n)
-        if (convert_one(m, wd, &y->wq, qd, D, LNAME("attn.q_proj.weight"), err) ||
-            convert_one(m, wd, &y->wk, kd, D, LNAME("attn.k_proj.weight"), err) ||
-            convert_one(m, wd, &y->wv, vd, D, LNAME("attn.v_proj.weight"), err) ||
-            convert_one(m, wd, &y->wg, od, D, LNAME("attn.g_proj.weight"), err) ||
-            convert_one(m, wd, &y->wo, D, od, LNAME("attn.o_proj.weight"), err) ||
-            convert_one(m, wd, &y->w_gate, I, D, LNAME("mlp.gate_proj.weight"), err) ||
-            convert_one(m, wd, &y->w_up, I, D, LNAME("mlp.up_proj.weight"), err) ||
-            convert_one(m, wd, &y->w_down, D, I, LNAME("mlp.down_proj.weight"), err))
+        if (convert_one(m, a, wd, &y->wq, qd, D, LNAME("attn.q_proj.weight"), err) ||
+            convert_one(m, a, wd, &y->wk, kd, D, LNAME("attn.k_proj.weight"), err) ||
+            convert_one(m, a, wd, &y->wv, vd, D, LNAME("attn.v_proj.weight"), err) ||
+            convert_one(m, a, wd, &y->wg, od, D, LNAME("attn.g_proj.weight"), err) ||
+            convert_one(m, a, wd, &y->wo, D, od, LNAME("attn.o_proj.weight"), err) ||
+            convert_one(m, a, wd, &y->w_gate, I, D, LNAME("mlp.gate_proj.weight"), err) ||
+            convert_one(m, a, wd, &y->w_up, I, D, LNAME("mlp.up_proj.weight"), err) ||
+            convert_one(m, a, wd, &y->w_down, D, I, LNAME("mlp.down_proj.weight"), err))
             return -1;
 #undef LNAME
     }
-    return convert_one(m, wd, &m->lm_head, V, D,
+    return convert_one(m, a, wd, &m->lm_head, V, D,
                        m->lm_head.f32 == m->embeddings ? "model.embeddings.weight (the tied head)"
                                                        : "lm_head.weight",
                        err);
+}
+
+static int convert_weights(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
+{
+    weight_arena a = {NULL, 0, 0};
+    if (convert_into(m, &a, wd, err))
+        return -1;
+    a.size = a.used;
+    a.used = 0;
+    a.base = alloc_weights(a.size);
+    if (!a.base || keep_owned(m, a.base, err))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu MB of %s weights",
+                            a.size >> 20, wd == MHLA_WEIGHTS_Q8 ? "q8" : "bf16");
+    return convert_into(m, &a, wd, err);
 }
 
 static size_t matrix_bytes(k_matrix w, size_t n)
