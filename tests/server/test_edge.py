@@ -324,7 +324,12 @@ def run_drain(a, slow_model):
     th = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
     for t in th:
         t.start()
-    wait_metrics(s, lambda m: m["mhla_generation_tokens_total"] > 0, SLACK)
+    # all three taken in (one generating, two queued behind it) before the signal: on a
+    # busy machine a client thread can still be connecting when the first stream starts,
+    # and a request that arrives after SIGTERM is refused with 503, as it should be
+    check(wait_metrics(s, lambda m: m["mhla_generation_tokens_total"] > 0 and
+                       m["mhla_requests_running"] == 1 and m["mhla_requests_waiting"] == 2, SLACK),
+          "drain: one stream running and two queued before SIGTERM")
     s.proc.send_signal(signal.SIGTERM)
     for t in th:
         t.join(SLACK * 2)
