@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 
-from soak_cgroup import CgroupError, MemoryCgroup  # noqa: E402
+from soak_cgroup import CgroupError, MemoryCgroup
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "tools"))
