@@ -116,13 +116,11 @@ static inline __attribute__((always_inline)) __m256 half_w_tail(const float *wf,
  * multiply-adds. */
 static inline __attribute__((always_inline)) void
 half_step(const float *const *xr, const float *const *wfr, const uint16_t *const *whr, int bf16,
-          int M, int MJ, int i, int h, size_t pfd, int pfn, int *nxt, __m256 acc[HALF_T][HALF_J])
+          int M, int MJ, int i, int h, const char **pp, size_t bps, __m256 acc[HALF_T][HALF_J])
 {
-    if (pfd && (bf16 ? i >> 5 : i >> 4) == *nxt && (!bf16 || (i & 16) == 0)) {
-        *nxt += 2 * pfn;
-        for (int j = 0; j < MJ; j++)
-            _mm_prefetch(bf16 ? (const char *)(whr[j] + i + pfd) : (const char *)(wfr[j] + i + pfd),
-                         _MM_HINT_T0);
+    if (*pp) {
+        _mm_prefetch(*pp, _MM_HINT_T0);
+        *pp += bps;
     }
     __m256 wv[HALF_J];
     for (int j = 0; j < MJ; j++)
@@ -141,11 +139,21 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
 {
     __m256 part[2][HALF_T][HALF_J]; /* each half's sums, from one block of K to the next */
     /* pf: the distance << 16 | this tile's index u << 8 | the count n of
-     * tiles that prefetch; in pass h the tile prefetches the lines L of the
-     * next rows with L % 2n == 2u + h, so the n tiles' passes cover them all */
+     * tiles that prefetch. The MJ rows from the distance on (the next tiles'
+     * rows, contiguous in memory) are cut into n runs of bytes; tile u
+     * prefetches run u in address order, one prefetch a step, each bps
+     * bytes past the last (its 2 K / 16 steps span the run; steps within a
+     * line ask again for a line on its way, which costs a slot, not a miss).
+     * One even, ascending stream measured 5-10 % faster at 16 rows of x
+     * than MJ lines at once every 2n steps, each tile its lines L with
+     * L % 2n == 2u + h in every row (bench/RESULTS.md, 2026-12-02). */
     size_t pfd = pf >> 16;
     int pfu = (int)(pf >> 8) & 255, pfn = (int)pf & 255;
-    int nxt[2] = {2 * pfu, 2 * pfu + 1};
+    size_t es = bf16 ? 2 : 4, bps = pfn ? (size_t)MJ * es * 8 / (size_t)pfn : 0;
+    const char *pp = NULL;
+    if (pfd)
+        pp = (bf16 ? (const char *)(wh + pfd) : (const char *)(wf + pfd)) +
+             (size_t)pfu * ((size_t)MJ * K * es / (size_t)pfn);
     const float *xr[HALF_T], *wfr[HALF_J];
     const uint16_t *whr[HALF_J];
     for (int t = 0; t < M; t++)
@@ -161,16 +169,16 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
                     acc[t][j] = k0 ? part[h][t][j] : _mm256_setzero_ps();
-            int i = k0, nx = nxt[h]; /* a local, so it stays in a register */
+            int i = k0;
             /* the steps unrolled: f32 a whole block (the products at 16 rows of x measured
              * ~10 % faster, 4 steps at a time 7-11 % slower than 8), bf16 two at a time (2 %
              * faster; a whole block 3-4 % slower) */
             if (bf16)
                 _Pragma("GCC unroll 2") for (; i + 16 <= k1; i += 16)
-                    half_step(xr, wfr, whr, 1, M, MJ, i, h, pfd, pfn, &nx, acc);
+                    half_step(xr, wfr, whr, 1, M, MJ, i, h, &pp, bps, acc);
             else
                 _Pragma("GCC unroll 8") for (; i + 16 <= k1; i += 16)
-                    half_step(xr, wfr, whr, 0, M, MJ, i, h, pfd, pfn, &nx, acc);
+                    half_step(xr, wfr, whr, 0, M, MJ, i, h, &pp, bps, acc);
             if (i < k1) {
                 int r = k1 - i;
                 __m256 wv[HALF_J];
@@ -184,7 +192,6 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
                         acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
                 }
             }
-            nxt[h] = nx;
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
                     part[h][t][j] = acc[t][j];
