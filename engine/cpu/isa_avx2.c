@@ -86,7 +86,14 @@ static inline float v_reduce(vec16 v)
  * order, as one pass over two-half vectors. One pass needs one ymm per
  * product, so a 4 x 3 tile (12 accumulators, 3 rows of w and a row of x in
  * registers) does 12 FMAs per 7 loads where a 2 x 2 tile of two-half
- * vectors did 8 per 8. */
+ * vectors did 8 per 8.
+ * The loop order is tile by tile, each over all of K. Several triples of w
+ * against all tiles of x, block of K by block (x read from L2 once per group
+ * of triples, not once per triple), ran at 0.52-0.60 of it at 16-32 rows:
+ * where a row is a multiple of 4 KiB (K = 1,024 f32) the lines a pass reads
+ * at one offset of K share a set of L1 (12 ways), 7 here, 28 and more there.
+ * Rows of x set apart by other than 4 KiB measured no faster here, so x is
+ * read in place (bench/RESULTS.md, 2026-12-02). */
 #define HALF_T 4
 #define HALF_J 3
 /* The passes go over K in blocks of HALF_KB elements, lanes 0-7 then lanes
@@ -210,9 +217,10 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
          : 0)
 
 /* The next rows of w are prefetched by the first HALF_PF_TILES tiles of x
- * against the rows in use, each its share of the lines (tile_halves): one
+ * against the rows in use, each its run of the lines (tile_halves): one
  * tile issuing them all ran out of misses in flight (batch 16/32 decode with
- * f32 weights measured 10-20 % slower). */
+ * f32 weights measured 10-20 % slower); 4 or 32 tiles instead of 8 measured
+ * no better at 32 and 512 rows. */
 #define HALF_PF_TILES 8
 #define KB_TILE_PF_SHARE(M, MJ) ((M) * (MJ) > 4 ? HALF_PF_TILES : 0)
 /* tiles of 4 x 3 in half passes (above); against a single row of x, 4 rows
