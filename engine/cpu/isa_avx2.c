@@ -89,11 +89,12 @@ static inline float v_reduce(vec16 v)
  * vectors did 8 per 8.
  * The loop order is tile by tile, each over all of K. Several triples of w
  * against all tiles of x, block of K by block (x read from L2 once per group
- * of triples, not once per triple), ran at 0.52-0.60 of it at 16-32 rows:
- * where a row is a multiple of 4 KiB (K = 1,024 f32) the lines a pass reads
- * at one offset of K share a set of L1 (12 ways), 7 here, 28 and more there.
- * Rows of x set apart by other than 4 KiB measured no faster here, so x is
- * read in place (bench/RESULTS.md, 2026-12-02). */
+ * of triples, not once per triple), ran at 0.52-0.60 of it at 16-32 rows
+ * (bf16 0.70-0.83), likely because where a row is a multiple of 4 KiB
+ * (K = 1,024 f32) the lines read at one offset of K share a set of L1 (12
+ * ways): 7 in a 4 x 3 pass, 28 and more in a group. Rows of x set apart by
+ * other than 4 KiB measured no faster here, so x is read in place
+ * (bench/RESULTS.md, 2026-12-02). */
 #define HALF_T 4
 #define HALF_J 3
 /* The passes go over K in blocks of HALF_KB elements, lanes 0-7 then lanes
