@@ -152,14 +152,14 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
      * prefetches run u in address order, one prefetch a step, each bps
      * bytes past the last (its 2 K / 16 steps span the run; steps within a
      * line ask again for a line on its way, which costs a slot, not a miss).
-     * One even, ascending stream measured 5-10 % faster at 16 rows of x
+     * One even, ascending stream measured 2-14 % faster at 16 rows of x
      * than MJ lines at once every 2n steps, each tile its lines L with
      * L % 2n == 2u + h in every row (bench/RESULTS.md, 2026-12-02). */
     size_t pfd = pf >> 16;
     int pfu = (int)(pf >> 8) & 255, pfn = (int)pf & 255;
     size_t es = bf16 ? 2 : 4, bps = pfn ? (size_t)MJ * es * 8 / (size_t)pfn : 0;
     const char *pp = NULL;
-    if (pfd)
+    if (pfd && pfn)
         pp = (bf16 ? (const char *)(wh + pfd) : (const char *)(wf + pfd)) +
              (size_t)pfu * ((size_t)MJ * K * es / (size_t)pfn);
     const float *xr[HALF_T], *wfr[HALF_J];
