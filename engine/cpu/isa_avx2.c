@@ -86,7 +86,15 @@ static inline float v_reduce(vec16 v)
  * order, as one pass over two-half vectors. One pass needs one ymm per
  * product, so a 4 x 3 tile (12 accumulators, 3 rows of w and a row of x in
  * registers) does 12 FMAs per 7 loads where a 2 x 2 tile of two-half
- * vectors did 8 per 8. */
+ * vectors did 8 per 8.
+ * The loop order is tile by tile, each over all of K. Several triples of w
+ * against all tiles of x, block of K by block (x read from L2 once per group
+ * of triples, not once per triple), ran at 0.52-0.60 of it at 16-32 rows
+ * (bf16 0.70-0.83), likely because where a row is a multiple of 4 KiB
+ * (K = 1,024 f32) the lines read at one offset of K share a set of L1 (12
+ * ways): 7 in a 4 x 3 pass, 28 and more in a group. Rows of x set apart by
+ * other than 4 KiB measured no faster here, so x is read in place
+ * (bench/RESULTS.md, 2026-12-02). */
 #define HALF_T 4
 #define HALF_J 3
 /* The passes go over K in blocks of HALF_KB elements, lanes 0-7 then lanes
@@ -116,13 +124,11 @@ static inline __attribute__((always_inline)) __m256 half_w_tail(const float *wf,
  * multiply-adds. */
 static inline __attribute__((always_inline)) void
 half_step(const float *const *xr, const float *const *wfr, const uint16_t *const *whr, int bf16,
-          int M, int MJ, int i, int h, size_t pfd, int pfn, int *nxt, __m256 acc[HALF_T][HALF_J])
+          int M, int MJ, int i, int h, const char **pp, size_t bps, __m256 acc[HALF_T][HALF_J])
 {
-    if (pfd && (bf16 ? i >> 5 : i >> 4) == *nxt && (!bf16 || (i & 16) == 0)) {
-        *nxt += 2 * pfn;
-        for (int j = 0; j < MJ; j++)
-            _mm_prefetch(bf16 ? (const char *)(whr[j] + i + pfd) : (const char *)(wfr[j] + i + pfd),
-                         _MM_HINT_T0);
+    if (*pp) {
+        _mm_prefetch(*pp, _MM_HINT_T0);
+        *pp += bps;
     }
     __m256 wv[HALF_J];
     for (int j = 0; j < MJ; j++)
@@ -141,11 +147,21 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
 {
     __m256 part[2][HALF_T][HALF_J]; /* each half's sums, from one block of K to the next */
     /* pf: the distance << 16 | this tile's index u << 8 | the count n of
-     * tiles that prefetch; in pass h the tile prefetches the lines L of the
-     * next rows with L % 2n == 2u + h, so the n tiles' passes cover them all */
+     * tiles that prefetch. The MJ rows from the distance on (the next tiles'
+     * rows, contiguous in memory) are cut into n runs of bytes; tile u
+     * prefetches run u in address order, one prefetch a step, each bps
+     * bytes past the last (its 2 K / 16 steps span the run; steps within a
+     * line ask again for a line on its way, which costs a slot, not a miss).
+     * One even, ascending stream measured 2-14 % faster at 16 rows of x
+     * than MJ lines at once every 2n steps, each tile its lines L with
+     * L % 2n == 2u + h in every row (bench/RESULTS.md, 2026-12-02). */
     size_t pfd = pf >> 16;
     int pfu = (int)(pf >> 8) & 255, pfn = (int)pf & 255;
-    int nxt[2] = {2 * pfu, 2 * pfu + 1};
+    size_t es = bf16 ? 2 : 4, bps = pfn ? (size_t)MJ * es * 8 / (size_t)pfn : 0;
+    const char *pp = NULL;
+    if (pfd && pfn)
+        pp = (bf16 ? (const char *)(wh + pfd) : (const char *)(wf + pfd)) +
+             (size_t)pfu * ((size_t)MJ * K * es / (size_t)pfn);
     const float *xr[HALF_T], *wfr[HALF_J];
     const uint16_t *whr[HALF_J];
     for (int t = 0; t < M; t++)
@@ -161,16 +177,16 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
                     acc[t][j] = k0 ? part[h][t][j] : _mm256_setzero_ps();
-            int i = k0, nx = nxt[h]; /* a local, so it stays in a register */
+            int i = k0;
             /* the steps unrolled: f32 a whole block (the products at 16 rows of x measured
              * ~10 % faster, 4 steps at a time 7-11 % slower than 8), bf16 two at a time (2 %
              * faster; a whole block 3-4 % slower) */
             if (bf16)
                 _Pragma("GCC unroll 2") for (; i + 16 <= k1; i += 16)
-                    half_step(xr, wfr, whr, 1, M, MJ, i, h, pfd, pfn, &nx, acc);
+                    half_step(xr, wfr, whr, 1, M, MJ, i, h, &pp, bps, acc);
             else
                 _Pragma("GCC unroll 8") for (; i + 16 <= k1; i += 16)
-                    half_step(xr, wfr, whr, 0, M, MJ, i, h, pfd, pfn, &nx, acc);
+                    half_step(xr, wfr, whr, 0, M, MJ, i, h, &pp, bps, acc);
             if (i < k1) {
                 int r = k1 - i;
                 __m256 wv[HALF_J];
@@ -184,7 +200,6 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
                         acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
                 }
             }
-            nxt[h] = nx;
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
                     part[h][t][j] = acc[t][j];
@@ -203,9 +218,10 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
          : 0)
 
 /* The next rows of w are prefetched by the first HALF_PF_TILES tiles of x
- * against the rows in use, each its share of the lines (tile_halves): one
+ * against the rows in use, each its run of the lines (tile_halves): one
  * tile issuing them all ran out of misses in flight (batch 16/32 decode with
- * f32 weights measured 10-20 % slower). */
+ * f32 weights measured 10-20 % slower); 4 or 32 tiles instead of 8 measured
+ * no better at 32 and 512 rows. */
 #define HALF_PF_TILES 8
 #define KB_TILE_PF_SHARE(M, MJ) ((M) * (MJ) > 4 ? HALF_PF_TILES : 0)
 /* tiles of 4 x 3 in half passes (above); against a single row of x, 4 rows
