@@ -36,6 +36,10 @@
 #ifndef KB_TILE_JN
 #define KB_TILE_JN KB_TILE_J1
 #endif
+/* rows of x per tile with bf16 weights: KB_TILE_T unless the path says (at most KB_TILE_T) */
+#ifndef KB_TILE_T_BF16
+#define KB_TILE_T_BF16 KB_TILE_T
+#endif
 #ifndef KB_PREFETCH
 #define KB_PREFETCH(p) ((void)0)
 #endif
@@ -422,7 +426,8 @@ KB_PATH(kb_narrow1_bf16, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB
 KB_PATH(kb_narrow_bf16,
         kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_JN, kb_pf(K, 1)))
 KB_PATH(kb_tiled_f32, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_TILE_T, KB_TILE_J))
-KB_PATH(kb_tiled_bf16, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_T, KB_TILE_J))
+KB_PATH(kb_tiled_bf16,
+        kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_T_BF16, KB_TILE_J))
 #ifdef KB_SMALL_T
 KB_PATH(kb_small_f32,
         kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_SMALL_TILE_T, KB_SMALL_TILE_J))
