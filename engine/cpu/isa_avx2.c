@@ -219,9 +219,10 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
  * passes read half a line in each. The same products in the same order as
  * tile_halves: lane l of each sum adds x[16c + l] * w[16c + l] in increasing
  * c, then v_reduce's tree. Against the 4 x 3 half passes, in the engine (batch
- * 16/32 decode and prefill of 2,000 tokens, 2 threads) bf16 ran 10-18 %
- * faster; f32 measured no gain that showed (16 rows on one core 2-10 %
- * slower), so f32 keeps the half passes (bench/RESULTS.md, 2026-12-02).
+ * 16/32 decode and prefill of 2,000 tokens, 2 threads) bf16 ran 10-13 %
+ * faster (medians of 8 pairs of runs); f32 measured no gain that showed (16
+ * rows on one core 2-10 % slower), so f32 keeps the half passes
+ * (bench/RESULTS.md, 2026-12-02).
  * pf as tile_halves' (one pass: K / 16 steps a tile). */
 #define PAIR_T 2
 #define PAIR_J 3
@@ -269,12 +270,9 @@ static inline __attribute__((always_inline)) void tile_pair(const float *x, int 
         for (int j = 0; j < MJ; j++)
             acc[t][j][0] = acc[t][j][1] = _mm256_setzero_ps();
     int i = 0;
-    if (bf16)
-        _Pragma("GCC unroll 2") for (; i + 16 <= K; i += 16)
-            pair_step(xr, wfr, whr, 1, M, MJ, i, &pp, bps, acc);
-    else
-        _Pragma("GCC unroll 4") for (; i + 16 <= K; i += 16)
-            pair_step(xr, wfr, whr, 0, M, MJ, i, &pp, bps, acc);
+    /* the steps unrolled two at a time, as tile_halves' bf16 steps */
+    _Pragma("GCC unroll 2") for (; i + 16 <= K; i += 16)
+        pair_step(xr, wfr, whr, bf16, M, MJ, i, &pp, bps, acc);
     if (i < K) {
         int r = K - i;
         for (int h = 0; h < 2; h++) {
