@@ -211,94 +211,9 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
             y[(size_t)t * ldy + j] = v_reduce(v);
         }
 }
-/* A tile of 2 rows of x by 3 rows of w in one pass of two-half vectors, for
- * bf16 weights: 12 ymm accumulators, the 2 rows' halves of x and one row of w
- * besides them (15 ymm, no spills). Each step of 16 elements loads both
- * halves of every row, 10 loads (6 of them widened from bf16: 3 per 6 FMAs)
- * per 12 FMAs, and uses each line of w whole in one pass where the half
- * passes read half a line in each. The same products in the same order as
- * tile_halves: lane l of each sum adds x[16c + l] * w[16c + l] in increasing
- * c, then v_reduce's tree. Against the 4 x 3 half passes, in the engine (batch
- * 16/32 decode and prefill of 2,000 tokens, 2 threads) bf16 ran 10-13 %
- * faster (medians of 8 pairs of runs); f32 measured no gain that showed (16
- * rows on one core 2-10 % slower), so f32 keeps the half passes
- * (bench/RESULTS.md, 2026-12-02).
- * pf as tile_halves' (one pass: K / 16 steps a tile). */
-#define PAIR_T 2
-#define PAIR_J 3
-static inline __attribute__((always_inline)) void
-pair_step(const float *const *xr, const float *const *wfr, const uint16_t *const *whr, int bf16,
-          int M, int MJ, int i, const char **pp, size_t bps, __m256 acc[PAIR_T][PAIR_J][2])
-{
-    if (*pp) {
-        _mm_prefetch(*pp, _MM_HINT_T0);
-        *pp += bps;
-    }
-    for (int h = 0; h < 2; h++) {
-        __m256 xv[PAIR_T];
-        for (int t = 0; t < M; t++)
-            xv[t] = _mm256_loadu_ps(xr[t] + i + 8 * h);
-        for (int j = 0; j < MJ; j++) {
-            __m256 wv = bf16 ? bf16x8(whr[j] + i + 8 * h) : _mm256_loadu_ps(wfr[j] + i + 8 * h);
-            for (int t = 0; t < M; t++)
-                acc[t][j][h] = _mm256_fmadd_ps(xv[t], wv, acc[t][j][h]);
-        }
-    }
-}
-
-static inline __attribute__((always_inline)) void tile_pair(const float *x, int K, const float *wf,
-                                                            const uint16_t *wh, float *y, int ldy,
-                                                            int bf16, int M, int MJ, size_t pf)
-{
-    size_t pfd = pf >> 16;
-    int pfu = (int)(pf >> 8) & 255, pfn = (int)pf & 255;
-    size_t es = bf16 ? 2 : 4, bps = pfn ? (size_t)MJ * es * 16 / (size_t)pfn : 0;
-    const char *pp = NULL;
-    if (pfd && pfn)
-        pp = (bf16 ? (const char *)(wh + pfd) : (const char *)(wf + pfd)) +
-             (size_t)pfu * ((size_t)MJ * K * es / (size_t)pfn);
-    const float *xr[PAIR_T], *wfr[PAIR_J];
-    const uint16_t *whr[PAIR_J];
-    for (int t = 0; t < M; t++)
-        xr[t] = x + (size_t)t * K;
-    for (int j = 0; j < MJ; j++) {
-        wfr[j] = bf16 ? NULL : wf + (size_t)j * K;
-        whr[j] = bf16 ? wh + (size_t)j * K : NULL;
-    }
-    __m256 acc[PAIR_T][PAIR_J][2];
-    for (int t = 0; t < M; t++)
-        for (int j = 0; j < MJ; j++)
-            acc[t][j][0] = acc[t][j][1] = _mm256_setzero_ps();
-    int i = 0;
-    /* the steps unrolled two at a time, as tile_halves' bf16 steps */
-    _Pragma("GCC unroll 2") for (; i + 16 <= K; i += 16)
-        pair_step(xr, wfr, whr, bf16, M, MJ, i, &pp, bps, acc);
-    if (i < K) {
-        int r = K - i;
-        for (int h = 0; h < 2; h++) {
-            __m256 wv[PAIR_J];
-            for (int j = 0; j < MJ; j++)
-                wv[j] = half_w_tail(wf ? wf + (size_t)j * K : NULL, wh ? wh + (size_t)j * K : NULL,
-                                    (size_t)i, r, h, bf16);
-            for (int t = 0; t < M; t++) {
-                __m256 xv = _mm256_maskload_ps(x + (size_t)t * K + i + 8 * h, lane_mask(r - 8 * h));
-                for (int j = 0; j < MJ; j++)
-                    acc[t][j][h] = _mm256_fmadd_ps(xv, wv[j], acc[t][j][h]);
-            }
-        }
-    }
-    for (int t = 0; t < M; t++)
-        for (int j = 0; j < MJ; j++) {
-            vec16 v = {acc[t][j][0], acc[t][j][1]};
-            y[(size_t)t * ldy + j] = v_reduce(v);
-        }
-}
-/* the tiles with more products than two-half vectors hold in registers (2 x 2):
- * bf16 2 x 3 tiles in one pass, the others in half passes */
+/* the tiles with more products than two-half vectors hold in registers (2 x 2) */
 #define KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf)                                           \
-    ((bf16) && (M) == PAIR_T && (MJ) == PAIR_J                                                     \
-         ? (tile_pair((x), (K), (w).f, (w).h, (y), (ldy), (bf16), (M), (MJ), (pf)), 1)             \
-     : (M) * (MJ) > 4                                                                              \
+    ((M) * (MJ) > 4                                                                                \
          ? (tile_halves((x), (K), (w).f, (w).h, (y), (ldy), (bf16), (M), (MJ), (pf)), 1)           \
          : 0)
 
@@ -309,11 +224,9 @@ static inline __attribute__((always_inline)) void tile_pair(const float *x, int 
  * no better at 32 and 512 rows. */
 #define HALF_PF_TILES 8
 #define KB_TILE_PF_SHARE(M, MJ) ((M) * (MJ) > 4 ? HALF_PF_TILES : 0)
-/* tiles of 4 x 3 in half passes with f32 weights, 2 x 3 in one pass with
- * bf16 (above); against a single row of x, 4 rows of w (8 accumulator halves,
- * operands loaded as used) */
+/* tiles of 4 x 3 in half passes (above); against a single row of x, 4 rows
+ * of w (8 accumulator halves, operands loaded as used) */
 #define KB_TILE_T HALF_T
-#define KB_TILE_T_BF16 PAIR_T
 #define KB_TILE_J HALF_J
 #define KB_TILE_J1 4
 /* A half pass computes while the other streams nothing new: below 8 rows

@@ -17,7 +17,6 @@
  *   KB_NARROW_PF_BYTES (how far ahead batch-1 bf16 tiles prefetch, at least
  *   one tile; default: as the wider tiles, at least KB_TILE_MAX_J rows), KB_TILE_JN
  *   (rows of bf16 w per tile for 2 to KB_NARROW_T - 1 rows of x; default KB_TILE_J1),
- *   KB_TILE_T_BF16 (rows of x per tile with bf16 weights; default KB_TILE_T),
  *   KB_TILE_PF_SHARE(M, MJ) (how many tiles of x share the prefetch of the
  *   next rows of w, for KB_TILE_HALVES's tiles; 0: the first tile alone),
  *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm_acc's register tiles), KB_SILU_MUL.
@@ -36,10 +35,6 @@
 #endif
 #ifndef KB_TILE_JN
 #define KB_TILE_JN KB_TILE_J1
-#endif
-/* rows of x per tile with bf16 weights (at most KB_TILE_T) */
-#ifndef KB_TILE_T_BF16
-#define KB_TILE_T_BF16 KB_TILE_T
 #endif
 #ifndef KB_PREFETCH
 #define KB_PREFETCH(p) ((void)0)
@@ -427,8 +422,7 @@ KB_PATH(kb_narrow1_bf16, kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB
 KB_PATH(kb_narrow_bf16,
         kb_linear_narrow(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_JN, kb_pf(K, 1)))
 KB_PATH(kb_tiled_f32, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_TILE_T, KB_TILE_J))
-KB_PATH(kb_tiled_bf16,
-        kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_T_BF16, KB_TILE_J))
+KB_PATH(kb_tiled_bf16, kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 1, KB_TILE_T, KB_TILE_J))
 #ifdef KB_SMALL_T
 KB_PATH(kb_small_f32,
         kb_linear_tiled(x, T, K, wf, wh, j0, j1, y, ldy, 0, KB_SMALL_TILE_T, KB_SMALL_TILE_J))
