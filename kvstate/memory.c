@@ -9,52 +9,36 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* Host buffers carry a header saying where they came from: calloc, or an aligned block of
- * their own (kv_mem_alloc_swept). */
-#define HEAD_BYTES 64 /* keeps calloc's alignment of what follows */
 #define HUGE_BYTES ((size_t)2 << 20)
-
-typedef struct {
-    void *base; /* the aligned block, or NULL for calloc's block */
-} host_head;
 
 static void *host_alloc(void *ctx, size_t bytes)
 {
     (void)ctx;
-    if (bytes > SIZE_MAX - HEAD_BYTES)
-        return NULL;
-    unsigned char *b = calloc(1, HEAD_BYTES + bytes);
-    if (!b)
-        return NULL;
-    ((host_head *)b)->base = NULL;
-    return b + HEAD_BYTES;
+    return calloc(1, bytes ? bytes : 1);
 }
 
 /* Zero-filled, 2 MiB-aligned and advised for transparent huge pages: a block from the
- * allocator, whose first 2 MiB hold only the header (on one 4 KiB page). Not a mapping of
- * its own: a fresh mapping faults its huge pages in again for every sequence, while the
- * allocator hands a freed block, its pages already in, to the next sequence (the first two
- * steps of a new sequence measured 2-7 ms faster, bench/RESULTS.md). */
+ * allocator (free() takes it back like calloc's). Not a mapping of its own: a fresh mapping
+ * faults its huge pages in again for every sequence, while the allocator hands a freed block,
+ * its pages already in, to the next sequence (the first two steps of a new sequence measured
+ * 2-7 ms faster, bench/RESULTS.md). */
 static void *host_alloc_huge(size_t bytes)
 {
-    if (bytes > SIZE_MAX - 2 * HUGE_BYTES)
+    if (bytes > SIZE_MAX - HUGE_BYTES)
         return NULL;
     size_t span = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
-    unsigned char *base = aligned_alloc(HUGE_BYTES, HUGE_BYTES + span);
-    if (!base)
+    void *p = aligned_alloc(HUGE_BYTES, span);
+    if (!p)
         return NULL;
-    unsigned char *p = base + HUGE_BYTES;
     (void)madvise(p, span, MADV_HUGEPAGE); /* advice only: fine if refused */
     memset(p, 0, bytes);
-    ((host_head *)(p - HEAD_BYTES))->base = base;
     return p;
 }
 
 static void host_release(void *ctx, void *p)
 {
     (void)ctx;
-    host_head *h = (host_head *)((unsigned char *)p - HEAD_BYTES);
-    free(h->base ? h->base : (void *)h);
+    free(p);
 }
 
 static int host_copy(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir)
