@@ -78,7 +78,7 @@ struct kv_seq {
 /* ---- memory.c: storage in the pool's memory ---- */
 void kv_memory_host(kv_memory *m);
 void *kv_mem_alloc(const kv_pool *p, size_t bytes);
-/* the same, for buffers swept every step (huge pages in host memory) */
+/* the same, for buffers swept every step: the memory's alloc_swept where it has one */
 void *kv_mem_alloc_swept(const kv_pool *p, size_t bytes);
 void kv_mem_release(const kv_pool *p, void *ptr);
 int kv_mem_copy(const kv_pool *p, void *dst, const void *src, size_t bytes, kv_copy_dir dir);

@@ -17,13 +17,23 @@ static void *host_alloc(void *ctx, size_t bytes)
     return calloc(1, bytes ? bytes : 1);
 }
 
-/* Zero-filled, 2 MiB-aligned and advised for transparent huge pages: a block from the
+/*
+ * A sequence's P_i and current-block rows: the token mixer sweeps all of them once per step.
+ * From 2 MiB on they get huge pages, as the weights do: on 4 KiB pages each sweep restarts the
+ * hardware prefetcher and misses the TLB every 4 KiB (bench/RESULTS.md, the token mixer's
+ * state in huge pages). Pages of S_b keep calloc's memory: they are read once per block, and
+ * made one per block, where faulting in fresh huge pages costs more.
+ *
+ * Zero-filled, 2 MiB-aligned and advised for transparent huge pages: a block from the
  * allocator (free() takes it back like calloc's). Not a mapping of its own: a fresh mapping
  * faults its huge pages in again for every sequence, while the allocator hands a freed block,
  * its pages already in, to the next sequence (the first two steps of a new sequence measured
- * 2-7 ms faster, bench/RESULTS.md). */
-static void *host_alloc_huge(size_t bytes)
+ * 2-7 ms faster, bench/RESULTS.md).
+ */
+static void *host_alloc_swept(void *ctx, size_t bytes)
 {
+    if (bytes < HUGE_BYTES)
+        return host_alloc(ctx, bytes);
     if (bytes > SIZE_MAX - HUGE_BYTES)
         return NULL;
     size_t span = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
@@ -53,24 +63,18 @@ void kv_memory_host(kv_memory *m)
 {
     m->ctx = NULL;
     m->alloc = host_alloc;
+    m->alloc_swept = host_alloc_swept;
     m->release = host_release;
     m->copy = host_copy;
 }
 
 void *kv_mem_alloc(const kv_pool *p, size_t bytes) { return p->mem.alloc(p->mem.ctx, bytes); }
 
-/*
- * A sequence's P_i and current-block rows: the token mixer sweeps all of them once per step.
- * In host memory, from 2 MiB on, they get huge pages, as the weights do: on 4 KiB pages each
- * sweep restarts the hardware prefetcher and misses the TLB every 4 KiB (bench/RESULTS.md,
- * the token mixer's state in huge pages). Pages of S_b keep calloc's memory: they are read
- * once per block, and made one per block, where faulting in fresh huge pages costs more.
- */
 void *kv_mem_alloc_swept(const kv_pool *p, size_t bytes)
 {
-    if (p->mem.alloc != host_alloc || bytes < HUGE_BYTES)
+    if (!p->mem.alloc_swept)
         return kv_mem_alloc(p, bytes);
-    return host_alloc_huge(bytes);
+    return p->mem.alloc_swept(p->mem.ctx, bytes);
 }
 
 void kv_mem_release(const kv_pool *p, void *ptr)

@@ -68,6 +68,10 @@ typedef struct {
     void *ctx;
     /* Zero-filled storage, or NULL when out of memory. */
     void *(*alloc)(void *ctx, size_t bytes);
+    /* The same for a sequence's P_i and current-block rows, which the token
+     * mixer reads whole every step (host memory: huge pages); released with
+     * release. NULL: alloc. */
+    void *(*alloc_swept)(void *ctx, size_t bytes);
     void (*release)(void *ctx, void *p);
     /* Returns 0, or -1 when the copy failed. */
     int (*copy)(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir);
