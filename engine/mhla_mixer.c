@@ -91,7 +91,7 @@ static void mix_prefix(const head_view *h, int i)
 }
 
 /* Floats of stack scratch a worker uses for the summaries of non-f32 pages and for a pass of
- * block_outputs: 32 KiB. */
+ * block_outputs (R tokens' scores, intra-block sums and queries): 32 KiB. */
 #define SCRATCH_FLOATS 8192
 
 /* Rows [a0, a0 + na), columns [c0, c0 + w) of S_i = K_iᵀ V_i into dst (leading dimension
@@ -160,16 +160,24 @@ static void block_outputs(const head_view *h, const float *q, size_t q_stride, i
         int nr = n - t0 < R ? n - t0 : R, ra = r0 + t0;
         const float *qt = q + (size_t)t0 * q_stride;
         float *ot = out + (size_t)t0 * out_stride;
-        float *scores = scratch, *intra = scratch + (size_t)R * C; /* [nr][C], [nr][dv] */
+        /* [nr][C], [nr][dv], and the queries' rows [nr][dk] after them */
+        float *scores = scratch, *intra = scratch + (size_t)R * C;
         for (int t = 0; t < nr; t++)
             memset(ot + (size_t)t * out_stride, 0, (size_t)dv * sizeof(float));
         if (i > 0)
             k_gemm_acc(nr, dv, dk, qt, q_stride, 1, h->prefix, (size_t)dv, ot, out_stride);
-        /* q_t · k_u for u ≤ ra + t: the rows of cur_k against q_t as a product, several rows
-         * at a time (each value the canonical dot product, the same bits as k_dot's) */
-        for (int t = 0; t < nr; t++)
-            k_linear(qt + (size_t)t * q_stride, 1, dk, (k_matrix){.f32 = h->cur_k}, ra + t + 1,
-                     scores + (size_t)t * C, C, NULL);
+        /* q_t · k_u for u ≤ ra + t: the pass's queries against the rows of cur_k as one
+         * product (each value the canonical dot product, the same bits as k_dot's, whatever the
+         * rows around it). It also forms q_t · k_u for ra + t < u < ra + nr, which no token may
+         * see: nothing below reads those. */
+        const float *qrows = qt;
+        if (nr > 1) { /* the queries as rows of their own (k_linear's x is [nr, dk]) */
+            float *qr = scratch + (size_t)R * (C + dv);
+            for (int t = 0; t < nr; t++)
+                memcpy(qr + (size_t)t * dk, qt + (size_t)t * q_stride, (size_t)dk * sizeof(float));
+            qrows = qr;
+        }
+        k_linear(qrows, nr, dk, (k_matrix){.f32 = h->cur_k}, ra + nr, scores, C, NULL);
         memset(intra, 0, (size_t)nr * dv * sizeof(float));
         /* keys every token of the pass sees, then each token's own few beyond them */
         k_gemm_acc(nr, dv, ra + 1, scores, (size_t)C, 1, h->cur_v, (size_t)dv, intra, (size_t)dv);
@@ -204,9 +212,10 @@ void mhla_mix_run(mhla_seq *s, int layer, int kv_head, const mhla_mixer_io *io)
     const mhla_config *c = &s->model->cfg;
     int group = c->num_heads / c->num_kv_heads;
     /* at least one token's row of each (a model with very wide heads or blocks) */
-    int n_scratch = h.C + h.dv > SCRATCH_FLOATS ? h.C + h.dv : SCRATCH_FLOATS;
+    int row = h.C + h.dv + h.dk;
+    int n_scratch = row > SCRATCH_FLOATS ? row : SCRATCH_FLOATS;
     float scratch[n_scratch];
-    int R = n_scratch / (h.C + h.dv);
+    int R = n_scratch / row;
     R = R < 1 ? 1 : R > 16 ? 16 : R;
     int pos = kv_seq_pos(s->kv);
     /* a segment: the call's tokens that fall in one block */
