@@ -120,6 +120,7 @@ static void cuda_memory(void *ctx, kv_memory *mem)
 {
     mem->ctx = ((cuda_ctx *)ctx)->gpu;
     mem->alloc = mhla_cuda_mem_alloc;
+    mem->alloc_swept = NULL; /* device memory has no huge pages to ask for: alloc serves */
     mem->release = mhla_cuda_mem_release;
     mem->copy = device_copy;
 }
