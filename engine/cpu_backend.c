@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,16 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
              q8 ? "; q8 products with " : "", q8 ? k_q8_kernel_name() : "");
     if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
+    /* MHLA_ATTENTION_JOB: when the attention runs as one job (attention.c) */
+    const char *aj = getenv("MHLA_ATTENTION_JOB");
+    if (!aj || !*aj || !strcmp(aj, "auto"))
+        e->attention_job = MHLA_ATTN_JOB_AUTO;
+    else if (!strcmp(aj, "always"))
+        e->attention_job = MHLA_ATTN_JOB_ALWAYS;
+    else if (!strcmp(aj, "never"))
+        e->attention_job = MHLA_ATTN_JOB_NEVER;
+    else
+        return mhla_fail(err, "MHLA_ATTENTION_JOB is '%.40s': expected auto, always or never", aj);
     return 0;
 }
 

@@ -177,6 +177,8 @@ typedef struct {
      * that single readings can alternate with steps (bench_decode) */
     float *bw_mem, *bw_sums;
     size_t bw_part; /* floats per task */
+    /* when the attention runs as one job (attention.c; MHLA_ATTENTION_JOB) */
+    enum { MHLA_ATTN_JOB_AUTO, MHLA_ATTN_JOB_ALWAYS, MHLA_ATTN_JOB_NEVER } attention_job;
 } mhla_cpu;
 
 /* Rows of final hidden states turned into logits per lm_head call. */
@@ -184,6 +186,12 @@ typedef struct {
 
 /* One validated step on the CPU (the backend's forward). */
 int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
+
+/* The first half of layer `layer` on the CPU (attention.c): from the normed
+ * rows in e->h, the q, k, v, g projections, the token mixer and its output
+ * norm, into e->att. */
+void mhla_cpu_attention(mhla_cpu *e, int layer, const mhla_batch_item *items, int n_items, int T,
+                        const int *row_start);
 
 /* Runs the token mixer of one layer and one kv head over a run of n tokens of
  * one sequence, starting at its position (which it does not advance).

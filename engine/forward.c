@@ -61,133 +61,6 @@ static int ensure_sample_rows(mhla_cpu *e, const mhla_batch_item *items, int n_i
     return 0;
 }
 
-static void feature_map(mhla_feature_map fm, float *x, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (fm == MHLA_FEATURE_RELU)
-            x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        else if (fm == MHLA_FEATURE_ELU)
-            x[i] = (x[i] > 0.0f ? x[i] : k_expm1f(x[i])) + 1.0f;
-    }
-}
-
-/* Rotary embedding, halves rotated (non-interleaved). */
-static void rope(const mhla_model *m, int pos, float *x, int dk)
-{
-    int half = dk / 2;
-    const float *cs = m->rope_cos + (size_t)pos * half, *sn = m->rope_sin + (size_t)pos * half;
-    for (int r = 0; r < half; r++) {
-        float a = x[r], b = x[r + half];
-        x[r] = a * cs[r] - b * sn[r];
-        x[r + half] = b * cs[r] + a * sn[r];
-    }
-}
-
-typedef struct {
-    mhla_cpu *e;
-    const mhla_batch_item *items;
-    const int *row_start;
-    const mhla_layer *ly;
-    int layer;
-} step_job;
-
-static void prepare_qk_row(void *ctx, int t)
-{
-    const step_job *sj = ctx;
-    mhla_cpu *e = sj->e;
-    const mhla_batch_item *items = sj->items;
-    const int *row_start = sj->row_start;
-    const mhla_model *m = e->model;
-    const mhla_config *c = &m->cfg;
-    int dk = c->head_k_dim, H = c->num_heads, Hkv = c->num_kv_heads;
-    {
-        int b = e->row_item[t];
-        int pos = mhla_seq_pos(items[b].seq) + (t - row_start[b]);
-        for (int j = 0; j < H; j++) {
-            float *q = e->q + (size_t)t * H * dk + (size_t)j * dk;
-            feature_map(c->feature_map, q, dk);
-            rope(m, pos, q, dk);
-            for (int a = 0; a < dk; a++)
-                q[a] *= m->q_scale;
-        }
-        for (int j = 0; j < Hkv; j++) {
-            float *k = e->k + (size_t)t * Hkv * dk + (size_t)j * dk;
-            feature_map(c->feature_map, k, dk);
-            rope(m, pos, k, dk);
-        }
-    }
-}
-
-/* φ, rotary and (for q) the scale, for every head of every token row. */
-static void prepare_qk(mhla_cpu *e, const mhla_batch_item *items, const int *row_start, int T)
-{
-    step_job sj = {.e = e, .items = items, .row_start = row_start};
-    tp_run(T > 8 ? e->workers : NULL, T, prepare_qk_row, &sj);
-}
-
-/* o = RMSNorm_dv(o) * w, times swish(g) with the output gate: head j of row t. */
-static void output_norm(mhla_cpu *e, const mhla_layer *ly, int t, int j)
-{
-    const mhla_config *c = &e->model->cfg;
-    int H = c->num_heads, dv = c->head_v_dim;
-    float *o = e->att + ((size_t)t * H + j) * dv;
-    k_rmsnorm(o, ly->g_norm, dv, c->norm_eps, o);
-    if (k_matrix_present(ly->wg))
-        k_silu_mul(e->g + ((size_t)t * H + j) * dv, o, o, dv);
-}
-
-static void token_mixer_unit(void *ctx, int u)
-{
-    const step_job *sj = ctx;
-    mhla_cpu *e = sj->e;
-    const mhla_batch_item *items = sj->items;
-    const int *row_start = sj->row_start;
-    int layer = sj->layer;
-    const mhla_config *c = &e->model->cfg;
-    int Hkv = c->num_kv_heads;
-    size_t qs = (size_t)c->num_heads * c->head_k_dim, ks = (size_t)Hkv * c->head_k_dim;
-    size_t vs = (size_t)Hkv * c->head_v_dim, os = (size_t)c->num_heads * c->head_v_dim;
-    {
-        int b = u / Hkv, g = u % Hkv;
-        size_t r0 = (size_t)row_start[b];
-        mhla_mixer_io io = {
-            .q = e->q + r0 * qs,
-            .q_stride = (int)qs,
-            .k = e->k + r0 * ks,
-            .k_stride = (int)ks,
-            .v = e->v + r0 * vs,
-            .v_stride = (int)vs,
-            .out = e->att + r0 * os,
-            .out_stride = (int)os,
-            .n = items[b].n_tokens,
-        };
-        mhla_mix_run(items[b].seq, layer, g, &io);
-        /* the output norm of the heads this unit produced, in the same task */
-        int group = c->num_heads / Hkv;
-        for (int t = row_start[b]; t < row_start[b + 1]; t++)
-            for (int j = g * group; j < (g + 1) * group; j++)
-                output_norm(e, sj->ly, t, j);
-    }
-}
-
-/* Runs the token mixer and its output norm: one work unit per (sequence, kv
- * head). */
-static void token_mixer(mhla_cpu *e, int layer, mhla_batch_item *items, int n_items,
-                        const int *row_start)
-{
-    step_job sj = {.e = e,
-                   .items = items,
-                   .row_start = row_start,
-                   .ly = &e->model->layers[layer],
-                   .layer = layer};
-    /* a step too small to be worth waking threads for (a small model's
-     * decode): q~ᵀ P_i, the bulk of the work, under 64K products */
-    const mhla_config *c = &e->model->cfg;
-    long work = (long)row_start[n_items] * c->num_heads * c->head_k_dim * c->head_v_dim;
-    tp_run(work >= 64L * 1024 ? e->workers : NULL, n_items * c->num_kv_heads, token_mixer_unit,
-           &sj);
-}
-
 typedef struct {
     const mhla_config *c;
     const float *x, *w;
@@ -237,18 +110,10 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     const mhla_layer *ly = &e->model->layers[l];
     int D = c->hidden_size, I = c->intermediate_size;
     tp_pool *nt = e->workers;
-    int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
-    int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
+    int od = c->num_heads * c->head_v_dim;
 
     rmsnorm_rows(e, e->x, ly->attn_norm, e->h, T);
-    /* q, k, v (and g) in one job of the pool, as are gate and up below */
-    k_matrix wqkvg[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
-    int nqkvg[4] = {qd, kd, vd, od};
-    float *yqkvg[4] = {e->q, e->k, e->v, e->g};
-    (void)k_linear_multi(e->h, T, D, wqkvg, nqkvg, yqkvg, nqkvg, k_matrix_present(ly->wg) ? 4 : 3,
-                         nt);
-    prepare_qk(e, items, row_start, T);
-    token_mixer(e, l, items, n_items, row_start);
+    mhla_cpu_attention(e, l, items, n_items, T, row_start);
     k_linear(e->att, T, od, ly->wo, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);
 

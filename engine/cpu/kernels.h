@@ -56,6 +56,25 @@ typedef void (*k_cols_fn)(void *ctx, int c0, int c1);
 void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float *const *y, int ldy,
                    k_cols_fn after, void *after_ctx, tp_pool *pool);
 
+/* k_linear's work in pieces that any thread runs, for a job that puts
+ * other work between them (the attention's products and token mixer):
+ * k_prod_begin prepares x's T rows of K once (quantizes them, on the pool,
+ * where `q8` says int8 weights will be taken), -1 when out of memory for
+ * that; k_prod_cols computes output columns [j0, j1) of y = x wᵀ on the
+ * calling thread, the same bits as k_linear's; k_prod_end frees. With int8
+ * weights j0 and j1 must be multiples of k_prod_step(w) (or j1 the last
+ * column). */
+struct k_q8_rows;
+typedef struct {
+    const float *x;
+    int T, K;
+    struct k_q8_rows *q8;
+} k_prod;
+int k_prod_begin(k_prod *p, const float *x, int T, int K, int q8, tp_pool *pool);
+void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy);
+int k_prod_step(k_matrix w);
+void k_prod_end(k_prod *p);
+
 /* e^x and e^x - 1, to within an ulp, the same bits on every CPU (libm's
  * expf / expm1f differ between x86-64 and aarch64 in the last bit). */
 float k_expf(float x);

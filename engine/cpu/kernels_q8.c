@@ -171,18 +171,49 @@ static void q8_task(void *ctx, int task)
 #define TASKS_PER_THREAD 4
 #define MIN_TASK_MACS (64L * 1024)
 
-static void run_rows(const float *x, int T, q8_job *j, tp_pool *pool, int8_t *q, float *d,
-                     int32_t *sum)
+/* x's rows quantized on the pool's threads */
+static void quantize_rows(const float *x, int T, int K, int G, tp_pool *pool, int8_t *q, float *d,
+                          int32_t *sum)
 {
-    int K = j->w[0]->K, G = j->w[0]->groups;
     int threads = tp_threads(pool);
     quant_job qj = {x, T, K, G, threads > 1 && (long)T * K >= 16384 ? threads : 1, q, d, sum};
     if (qj.n_tasks > T)
         qj.n_tasks = T;
     tp_run(pool, qj.n_tasks, quant_task, &qj);
-    kq_act act = {K, G, q, d, sum};
+}
+
+int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, k_q8_rows *out)
+{
+    size_t G = (size_t)K / KQ_GROUP;
+    /* per row: its scales, its group sums, its int8 values */
+    unsigned char *buf = malloc((size_t)T * ((size_t)K + G * (sizeof(float) + sizeof(int32_t))));
+    if (!buf)
+        return -1;
+    float *d = (float *)buf;
+    int32_t *sum = (int32_t *)(buf + (size_t)T * G * 4);
+    int8_t *q = (int8_t *)(buf + (size_t)T * G * 8);
+    quantize_rows(x, T, K, (int)G, pool, q, d, sum);
+    *out = (k_q8_rows){.act = {K, (int)G, q, d, sum}, .T = T, .buf = buf};
+    return 0;
+}
+
+void k_q8_rows_free(k_q8_rows *r)
+{
+    free(r->buf);
+    r->buf = NULL;
+}
+
+void k_q8_cols(const k_q8_rows *x, const k_q8_matrix *w, int b0, int b1, float *y, int ldy)
+{
+    if (b0 < b1)
+        k_isa_ops()->linear_q8(&x->act, x->T, w, b0, b1, y, ldy);
+}
+
+static void run_rows(const k_q8_rows *rows, q8_job *j, tp_pool *pool)
+{
+    int T = rows->T, K = rows->act.K, threads = tp_threads(pool);
     j->ops = k_isa_ops();
-    j->x = &act;
+    j->x = &rows->act;
     long N = 0;
     j->blocks = 0;
     for (int i = 0; i < j->n; i++) {
@@ -217,14 +248,11 @@ int k_linear_q8_multi(const float *x, int T, const k_q8_matrix *const *w, float 
         j.y[i] = y[i];
         j.ldy[i] = ldy[i];
     }
-    size_t K = (size_t)w[0]->K, G = (size_t)w[0]->groups;
-    /* per row: its scales, its group sums, its int8 values */
-    unsigned char *buf = malloc((size_t)T * (K + G * (sizeof(float) + sizeof(int32_t))));
-    if (!buf)
+    k_q8_rows rows;
+    if (k_q8_rows_make(x, T, w[0]->K, pool, &rows))
         return -1;
-    run_rows(x, T, &j, pool, (int8_t *)(buf + (size_t)T * G * 8), (float *)buf,
-             (int32_t *)(buf + (size_t)T * G * 4));
-    free(buf);
+    run_rows(&rows, &j, pool);
+    k_q8_rows_free(&rows);
     return 0;
 }
 

@@ -75,6 +75,22 @@ typedef struct {
     const int32_t *sum;
 } kq_act;
 
+/* Activation rows quantized once, for products run a piece at a time
+ * (k_q8_cols): k_q8_rows_make quantizes x's T rows of K (its tasks on the
+ * pool), -1 when out of memory for them; k_q8_rows_free frees them. */
+typedef struct k_q8_rows {
+    kq_act act;
+    int T;
+    void *buf;
+} k_q8_rows;
+int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, k_q8_rows *out);
+void k_q8_rows_free(k_q8_rows *r);
+
+/* Row blocks [b0, b1) of w (output columns [16 b0, min(16 b1, N))) against
+ * the quantized rows, on the calling thread: the same bits as
+ * k_linear_q8's values for those columns. */
+void k_q8_cols(const k_q8_rows *x, const k_q8_matrix *w, int b0, int b1, float *y, int ldy);
+
 /* Which q8 product this path runs ("vpdpbusd", "vpmaddubsw", "sdot", ...). */
 const char *k_q8_kernel_name(void);
 

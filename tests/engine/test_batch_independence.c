@@ -17,6 +17,9 @@
 #include "check.h"
 
 #define N_SEQ 5
+/* the wide batch: more sequences than the attention's one-job form needs
+ * (engine/attention.c, from 16 a step), most of them decoding */
+#define N_WIDE 20
 
 static void die(const char *what, const mhla_error *err)
 {
@@ -49,6 +52,69 @@ static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens,
     mhla_seq_free(s);
     mhla_engine_free(e);
     return logits;
+}
+
+/* A wide batch: every unfinished sequence in every step, mostly one token
+ * each (decode), so steps hold 16 and more sequences until the shorter ones
+ * finish, and fewer after; each sequence's logits against its own alone.
+ * Returns the steps it took. */
+static int wide_batch(const mhla_model *m, int threads)
+{
+    const mhla_config *c = mhla_model_config(m);
+    int V = c->vocab_size;
+    mhla_error err;
+    mhla_engine *e;
+    mhla_engine_options o = {.n_threads = threads};
+    if (mhla_engine_create(m, &o, &e, &err))
+        die("engine", &err);
+    int wlen[N_WIDE], wdone[N_WIDE] = {0};
+    int32_t *wtok[N_WIDE];
+    float *walone[N_WIDE], *wbatched[N_WIDE];
+    mhla_seq *wseq[N_WIDE];
+    int wide_steps = 0, widest = 0;
+    for (int i = 0; i < N_WIDE; i++) {
+        wlen[i] = 2 * c->chunk_size + rnd(2 * c->chunk_size + 3);
+        wtok[i] = malloc((size_t)wlen[i] * sizeof(int32_t));
+        for (int t = 0; t < wlen[i]; t++)
+            wtok[i][t] = rnd(V);
+        walone[i] = run_alone(m, 1, wtok[i], wlen[i], 0);
+        wbatched[i] = calloc((size_t)wlen[i] * V, sizeof(float));
+        if (mhla_seq_create(m, &wseq[i], &err))
+            die("seq", &err);
+    }
+    for (;;) {
+        mhla_batch_item items[N_WIDE];
+        int n = 0;
+        for (int i = 0; i < N_WIDE; i++) {
+            if (wdone[i] == wlen[i])
+                continue;
+            int chunk = rnd(8) == 0 ? 1 + rnd(c->chunk_size + 1) : 1;
+            if (chunk > wlen[i] - wdone[i])
+                chunk = wlen[i] - wdone[i];
+            items[n++] = (mhla_batch_item){
+                wseq[i], wtok[i] + wdone[i], chunk, 0, wbatched[i] + (size_t)wdone[i] * V, NULL};
+            wdone[i] += chunk;
+        }
+        if (n == 0)
+            break;
+        if (mhla_engine_forward(e, items, n, &err))
+            die("forward wide", &err);
+        widest = n > widest ? n : widest;
+        wide_steps++;
+    }
+    for (int i = 0; i < N_WIDE; i++) {
+        CHECK(memcmp(wbatched[i], walone[i], (size_t)wlen[i] * V * sizeof(float)) == 0,
+              "sequence %d (%d tokens) differs in the wide batch (%d threads) from alone", i,
+              wlen[i], threads);
+        mhla_seq_free(wseq[i]);
+        free(wtok[i]);
+        free(walone[i]);
+        free(wbatched[i]);
+    }
+    CHECK(widest == N_WIDE, "the wide batch's first step held %d sequences, not %d", widest,
+          N_WIDE);
+    mhla_engine_free(e);
+    return wide_steps;
 }
 
 int main(int argc, char **argv)
@@ -129,6 +195,11 @@ int main(int argc, char **argv)
         CHECK(memcmp(batched[i], alone[i], (size_t)len[i] * V * sizeof(float)) == 0,
               "sequence %d (%d tokens) differs in a batch from alone", i, len[i]);
 
+    /* A wide batch, on 2 and on 3 threads. */
+    int wide_steps = 0;
+    for (int threads = 2; threads <= 3; threads++)
+        wide_steps += wide_batch(m, threads);
+
     /* Refusals change nothing. seq[0] holds 1 token; seq[4] is at the limit. */
     int32_t one = 1, bad = V;
     float *l1 = malloc((size_t)V * sizeof(float)), *l2 = malloc((size_t)V * sizeof(float));
@@ -164,7 +235,8 @@ int main(int argc, char **argv)
     free(l2);
     mhla_engine_free(e);
     mhla_model_free(m);
-    printf("batch independence: %d mixed steps over %d sequences, %s\n", steps, N_SEQ,
-           failures ? "FAILED" : "all bitwise identical");
+    printf("batch independence: %d mixed steps over %d sequences, %d steps of a batch of %d on 2 "
+           "and 3 threads, %s\n",
+           steps, N_SEQ, wide_steps, N_WIDE, failures ? "FAILED" : "all bitwise identical");
     return failures ? 1 : 0;
 }

@@ -3,7 +3,7 @@
  * that callers choose their answer from the code: a missing checkpoint is
  * IO, a reservation the state pool cannot hold is FULL (a kvstate error
  * passed on through the engine), tokens past the context are CONTEXT, bad
- * sampling parameters and token ids are INVALID. Success leaves the code
+ * sampling parameters, token ids and environment settings are INVALID. Success leaves the code
  * MHLA_OK.
  *
  * usage: test_error_codes CHECKPOINT
@@ -69,6 +69,17 @@ int main(int argc, char **argv)
     printf("%s success leaves the code MHLA_OK\n", e.code == MHLA_OK ? "ok  " : "FAIL");
     failures += e.code != MHLA_OK;
     full_pool(m);
+
+    /* an environment setting the engine does not know is refused, not ignored */
+    mhla_engine *bad;
+    setenv("MHLA_ATTENTION_JOB", "sometimes", 1);
+    e = (mhla_error){0};
+    int rc = mhla_engine_create(m, NULL, &bad, &e);
+    expect(rc, &e, MHLA_ERR_INVALID, "MHLA_ATTENTION_JOB=sometimes is INVALID");
+    failures += rc == 0 || !strstr(e.msg, "MHLA_ATTENTION_JOB");
+    if (rc == 0)
+        mhla_engine_free(bad);
+    unsetenv("MHLA_ATTENTION_JOB");
 
     const mhla_config *c = mhla_model_config(m);
     mhla_engine *eng;
