@@ -48,8 +48,10 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
              q8 ? "; q8 products with " : "", q8 ? k_q8_kernel_name() : "");
     if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
-    /* MHLA_ATTENTION_JOB: when the attention runs as one job (attention.c) */
-    const char *aj = getenv("MHLA_ATTENTION_JOB");
+    /* when the attention runs as one job (attention.c): the option, else MHLA_ATTENTION_JOB */
+    const char *aj = opt && opt->attention_job && *opt->attention_job
+                         ? opt->attention_job
+                         : getenv("MHLA_ATTENTION_JOB");
     if (!aj || !*aj || !strcmp(aj, "auto"))
         e->attention_job = MHLA_ATTN_JOB_AUTO;
     else if (!strcmp(aj, "always"))
@@ -57,7 +59,10 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
     else if (!strcmp(aj, "never"))
         e->attention_job = MHLA_ATTN_JOB_NEVER;
     else
-        return mhla_fail(err, "MHLA_ATTENTION_JOB is '%.40s': expected auto, always or never", aj);
+        return mhla_fail(
+            err,
+            "attention job '%.40s' (the option or MHLA_ATTENTION_JOB): expected auto, always or never",
+            aj);
     return 0;
 }
 

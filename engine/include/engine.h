@@ -153,6 +153,12 @@ typedef struct {
      * variable, else the best the CPU runs. A path the CPU cannot run is an
      * error. The choice is process-wide; all paths give the same bits. */
     const char *cpu_isa;
+    /* When the CPU runs a layer's q, k, v, g products and token mixer as one
+     * job of its threads: "auto" (from 16 sequences a step), "always" (every
+     * step, with two threads or more) or "never"; NULL or "": the
+     * MHLA_ATTENTION_JOB environment variable, else auto. Any other value is
+     * an error. Every choice gives the same bits. */
+    const char *attention_job;
     mhla_device device;           /* default CPU */
     int gpu_index;                /* which CUDA device (default 0) */
     mhla_gpu_weights gpu_weights; /* default bf16 */

@@ -80,6 +80,12 @@ int main(int argc, char **argv)
     if (rc == 0)
         mhla_engine_free(bad);
     unsetenv("MHLA_ATTENTION_JOB");
+    mhla_engine_options bad_opt = {.attention_job = "fast"};
+    e = (mhla_error){0};
+    rc = mhla_engine_create(m, &bad_opt, &bad, &e);
+    expect(rc, &e, MHLA_ERR_INVALID, "the attention_job option 'fast' is INVALID");
+    if (rc == 0)
+        mhla_engine_free(bad);
 
     const mhla_config *c = mhla_model_config(m);
     mhla_engine *eng;

@@ -1,0 +1,197 @@
+/*
+ * bench_attention_job — decode steps with a layer's attention as one job of
+ * the CPU threads (the default from 16 sequences a step) against the in-turn
+ * form, the two alternating step by step on the same sequences in one
+ * process: a shared host's minutes move both alike, so a difference of a few
+ * percent shows in the medians.
+ *
+ * usage: bench_attention_job MODEL_DIR [--batch 16,32] [--positions 100,1900]
+ *            [--steps 40] [--threads 2] [--weights f32|bf16|q8] [--cpu-isa P]
+ *
+ * For each position, one sequence is prefilled to it; for each batch, that
+ * many clones of it then take 2 x steps decode steps, odd ones on an engine
+ * with attention_job "never", even ones on one with "auto" (both with the
+ * same threads and kernels). Each step's time counts for its engine; the
+ * first two of each are left out (caches, pages). Prints per batch and
+ * position the median step time of each form and never / auto (above 1: the
+ * one-job form is faster).
+ */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void check(int rc, const mhla_error *err)
+{
+    if (rc) {
+        fprintf(stderr, "bench_attention_job: error: %s\n", err->msg);
+        exit(1);
+    }
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fprintf(stderr, "bench_attention_job: out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The positive integers of a comma list, at most max of them; their count. */
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    for (const char *p = s; *p && n < max;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v <= 0 || v > 1000000)
+            return -1;
+        out[n++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return n;
+}
+
+/* 2 x steps alternating steps of `batch` clones of base; *never_ms and
+ * *auto_ms get each engine's median step time. */
+static void alternate(mhla_engine *e_never, mhla_engine *e_auto, const mhla_seq *base, int batch,
+                      int steps, int V, unsigned *seed, double *never_ms, double *auto_ms)
+{
+    mhla_error err;
+    mhla_seq **seqs = xcalloc((size_t)batch, sizeof *seqs);
+    mhla_batch_item *items = xcalloc((size_t)batch, sizeof *items);
+    int32_t *tok = xcalloc((size_t)batch, sizeof *tok);
+    float *logits = xcalloc((size_t)batch * V, sizeof(float));
+    double *t[2] = {xcalloc((size_t)steps, sizeof(double)), xcalloc((size_t)steps, sizeof(double))};
+    for (int b = 0; b < batch; b++) {
+        check(mhla_seq_clone(base, &seqs[b], &err), &err);
+        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL};
+    }
+    for (int s = 0; s < 2 * steps; s++) {
+        for (int b = 0; b < batch; b++)
+            tok[b] = (int32_t)(rand_r(seed) % V);
+        double t0 = now();
+        check(mhla_engine_forward(s % 2 ? e_auto : e_never, items, batch, &err), &err);
+        t[s % 2][s / 2] = (now() - t0) * 1e3;
+    }
+    *never_ms = median(t[0] + 2, steps - 2);
+    *auto_ms = median(t[1] + 2, steps - 2);
+    for (int b = 0; b < batch; b++)
+        mhla_seq_free(seqs[b]);
+    free(seqs);
+    free(items);
+    free(tok);
+    free(logits);
+    free(t[0]);
+    free(t[1]);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc % 2) {
+        fprintf(stderr, "usage: bench_attention_job MODEL_DIR [--batch 16,32] [--positions "
+                        "100,1900] [--steps 40] [--threads 2] [--weights f32|bf16|q8] "
+                        "[--cpu-isa auto|avx512|avx2|neon|portable]\n");
+        return 2;
+    }
+    int batch[8], pos[8], n_batch = 2, n_pos = 2, steps = 40;
+    batch[0] = 16, batch[1] = 32, pos[0] = 100, pos[1] = 1900;
+    mhla_model_options mo = {MHLA_WEIGHTS_F32};
+    mhla_engine_options o = {.n_threads = 2};
+    mhla_error err;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const char *v = argv[i + 1];
+        if (strcmp(argv[i], "--batch") == 0)
+            n_batch = parse_list(v, batch, 8);
+        else if (strcmp(argv[i], "--positions") == 0)
+            n_pos = parse_list(v, pos, 8);
+        else if (strcmp(argv[i], "--steps") == 0)
+            steps = atoi(v);
+        else if (strcmp(argv[i], "--threads") == 0)
+            o.n_threads = atoi(v);
+        else if (strcmp(argv[i], "--weights") == 0)
+            check(mhla_weight_dtype_parse(v, &mo.weights, &err), &err);
+        else if (strcmp(argv[i], "--cpu-isa") == 0)
+            o.cpu_isa = v;
+        else {
+            fprintf(stderr, "bench_attention_job: unknown option '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (n_batch < 1 || n_pos < 1 || steps < 4 || steps > 100000 || o.n_threads < 1) {
+        fprintf(stderr, "bench_attention_job: --batch and --positions take positive integers, "
+                        "--steps 4 to 100000, --threads at least 1\n");
+        return 2;
+    }
+    mhla_model *m;
+    check(mhla_model_load_with(argv[1], &mo, &m, &err), &err);
+    const mhla_config *c = mhla_model_config(m);
+    int V = c->vocab_size;
+    mhla_engine *e_never, *e_auto;
+    o.attention_job = "never";
+    check(mhla_engine_create(m, &o, &e_never, &err), &err);
+    o.attention_job = "auto";
+    check(mhla_engine_create(m, &o, &e_auto, &err), &err);
+    printf("model %s (%s weights), kernels %s, %d threads\n", argv[1],
+           mhla_weight_dtype_name(mo.weights), mhla_engine_cpu_isa(e_auto), o.n_threads);
+    printf("%d steps of each form a cell, alternating; median step time in ms\n", steps);
+    printf("| batch | position | in turn (never) | one job (auto) | never / auto |\n");
+    printf("|---|---|---|---|---|\n");
+    unsigned seed = 7;
+    for (int p = 0; p < n_pos; p++) {
+        /* room for the steps after the position */
+        if (pos[p] + 2 * steps + 1 > c->max_positions) {
+            fprintf(stderr,
+                    "bench_attention_job: position %d plus %d steps is past the context (%d)\n",
+                    pos[p], 2 * steps, c->max_positions);
+            return 1;
+        }
+        mhla_seq *base;
+        check(mhla_seq_create(m, &base, &err), &err);
+        int32_t *tok = xcalloc((size_t)pos[p], sizeof *tok);
+        float *last = xcalloc((size_t)V, sizeof(float));
+        for (int i = 0; i < pos[p]; i++)
+            tok[i] = (int32_t)(rand_r(&seed) % V);
+        mhla_batch_item it = {base, tok, pos[p], pos[p] - 1, last, NULL};
+        check(mhla_engine_forward(e_auto, &it, 1, &err), &err);
+        free(tok);
+        free(last);
+        for (int b = 0; b < n_batch; b++) {
+            double never_ms, auto_ms;
+            alternate(e_never, e_auto, base, batch[b], steps, V, &seed, &never_ms, &auto_ms);
+            printf("| %d | %d | %.3f | %.3f | %.3f |\n", batch[b], pos[p], never_ms, auto_ms,
+                   never_ms / auto_ms);
+            fflush(stdout);
+        }
+        mhla_seq_free(base);
+    }
+    mhla_engine_free(e_never);
+    mhla_engine_free(e_auto);
+    mhla_model_free(m);
+    return 0;
+}
