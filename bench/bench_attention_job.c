@@ -16,19 +16,13 @@
  * position the median step time of each form and never / auto (above 1: the
  * one-job form is faster).
  */
+#include "bench_util.h"
 #include "engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void check(int rc, const mhla_error *err)
 {
@@ -48,15 +42,9 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
@@ -95,9 +83,9 @@ static void alternate(mhla_engine *e_never, mhla_engine *e_auto, const mhla_seq 
     for (int s = 0; s < 2 * steps; s++) {
         for (int b = 0; b < batch; b++)
             tok[b] = (int32_t)(rand_r(seed) % V);
-        double t0 = now();
+        double t0 = bench_now();
         check(mhla_engine_forward(s % 2 ? e_auto : e_never, items, batch, &err), &err);
-        t[s % 2][s / 2] = (now() - t0) * 1e3;
+        t[s % 2][s / 2] = (bench_now() - t0) * 1e3;
     }
     *never_ms = median(t[0] + 2, steps - 2);
     *auto_ms = median(t[1] + 2, steps - 2);

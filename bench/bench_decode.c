@@ -46,6 +46,7 @@
  * rate is set against the better of the two readings around it (a shared
  * machine's bandwidth and free cores change within minutes).
  */
+#include "bench_util.h"
 #include "engine.h"
 
 #ifdef MHLA_BENCH_OPENBLAS
@@ -55,13 +56,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void check(int rc, const mhla_error *err)
 {
@@ -80,18 +74,12 @@ static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(rand_r(seed) % V);
     mhla_batch_item it = {s, tok, n, n - 1, logits, NULL};
-    double t0 = now();
+    double t0 = bench_now();
     check(mhla_engine_forward(e, &it, 1, &err), &err);
-    double dt = now() - t0;
+    double dt = bench_now() - t0;
     free(tok);
     free(logits);
     return dt;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* Times `steps` decode steps of `batch` clones of base. Returns tokens per
@@ -111,16 +99,16 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
         check(mhla_seq_clone(base, &seqs[b], &err), &err);
         items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL};
     }
-    double t0 = now();
+    double t0 = bench_now();
     for (int s = 0; s < steps; s++) {
         for (int b = 0; b < batch; b++)
             tok[b] = (int32_t)(rand_r(seed) % V);
-        double ts = now();
+        double ts = bench_now();
         check(mhla_engine_forward(e, items, batch, &err), &err);
-        step_s[s] = now() - ts;
+        step_s[s] = bench_now() - ts;
     }
-    double dt = now() - t0;
-    qsort(step_s, (size_t)steps, sizeof *step_s, cmp_double);
+    double dt = bench_now() - t0;
+    qsort(step_s, (size_t)steps, sizeof *step_s, bench_cmp_double);
     *median_rate = batch / step_s[steps / 2];
     free(step_s);
     for (int b = 0; b < batch; b++)
@@ -159,14 +147,14 @@ static void paired_fractions(mhla_engine *e, const mhla_seq *base, int steps, in
     mhla_batch_item it = {s, &tok, 1, 0, logits, NULL};
     for (int i = 0; i < steps; i++) {
         tok = (int32_t)(rand_r(seed) % V);
-        double t0 = now();
+        double t0 = bench_now();
         check(mhla_engine_forward(e, &it, 1, &err), &err);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         check(mhla_engine_memory_bandwidth(e, &reads[i], 1, &err), &err);
         frac[i] = reads[i] > 0 ? step_bytes / dt / reads[i] : 0;
     }
-    qsort(frac, (size_t)steps, sizeof *frac, cmp_double);
-    qsort(reads, (size_t)steps, sizeof *reads, cmp_double);
+    qsort(frac, (size_t)steps, sizeof *frac, bench_cmp_double);
+    qsort(reads, (size_t)steps, sizeof *reads, bench_cmp_double);
     *median = frac[steps / 2], *lo = frac[steps / 4], *hi = frac[(3 * steps) / 4];
     *read_median = reads[steps / 2];
     mhla_seq_free(s);
@@ -201,9 +189,9 @@ static double sgemm_gflops(int M, int N, int K, int threads, const char **core)
     *core = openblas_get_corename();
     double best = 0;
     for (int r = 0; r < 5; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         double g = 2.0 * M * N * K / dt / 1e9;
         best = g > best ? g : best;
     }
@@ -227,7 +215,7 @@ static bw_reading read_bandwidth(mhla_engine *e)
     double r[BW_REPS];
     mhla_error err;
     check(mhla_engine_memory_bandwidth(e, r, BW_REPS, &err), &err);
-    qsort(r, BW_REPS, sizeof r[0], cmp_double);
+    qsort(r, BW_REPS, sizeof r[0], bench_cmp_double);
     return (bw_reading){r[BW_REPS - 1], r[BW_REPS / 2], r[0]};
 }
 

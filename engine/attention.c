@@ -8,7 +8,7 @@
  *   - in turn: one job of the pool for the products, then one for φ and
  *     rotary, then one for the mixer, with a wait for the slowest thread
  *     after each;
- *   - as one job, from 16 sequences a step (attention_job below): the
+ *   - as one job, from 16 sequences a step (attention_as_job below): the
  *     products cut by kv head, and a sequence's mixer unit for a head
  *     started as soon as that head's products are done, while the other
  *     threads go on with the next heads' products. The products are bound by
@@ -151,10 +151,10 @@ static void attention_in_turn(mhla_cpu *e, const step_job *sj, int n_items, int 
 
 /* ---- as one job ---- */
 
-/* From this many sequences in a step the attention runs as one job: batch
- * 16 and 32 decode measured 1.3-1.5 ms a step faster on every path and weight
- * format (2-3 %); batch 1-8 and one sequence's prefill (4 mixer units a
- * layer) measured no gain. */
+/* From this many sequences in a step the attention runs as one job: at batch
+ * 16 the attention took 0.4-2.8 ms less a step on both x86 paths and all
+ * weight formats, and whole steps ran at 0.98-1.08 times the in-turn speed; batch
+ * 1-8 and one sequence's prefill (4 mixer units a layer) measured no gain. */
 #define ATTN_JOB_MIN_SEQS 16
 #define ATTN_MAX_KV_HEADS 256
 
@@ -274,9 +274,7 @@ static int attention_as_job(mhla_cpu *e, const step_job *sj, int n_items, int T)
             return -1;
     }
     j.per_head = 2 * threads;
-    j.mix_max = threads / 2;
-    for (int g = 0; g < Hkv; g++)
-        atomic_init(&j.prod_done[g], 0);
+    j.mix_max = threads / 2; /* the counters start at 0 with j's initializer */
     k_prod prod;
     if (k_prod_begin(&prod, e->h, T, c->hidden_size, q8, e->workers))
         return -1;

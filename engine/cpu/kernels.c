@@ -10,7 +10,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 float k_dot(const float *a, const float *b, int n) { return k_isa_ops()->dot(a, b, n); }
@@ -48,12 +47,19 @@ typedef struct {
     void *after_ctx;
 } linear_job;
 
+/* Columns [j0, j1) of y = x wᵀ for f32 or bf16 w, on the calling thread. */
+static void linear_cols(const k_ops *ops, const float *x, int T, int K, k_matrix w, int j0, int j1,
+                        float *y, int ldy)
+{
+    if (w.bf16)
+        ops->linear_bf16(x, T, K, w.bf16, j0, j1, y, ldy);
+    else
+        ops->linear_f32(x, T, K, w.f32, j0, j1, y, ldy);
+}
+
 static void linear_rows(const linear_job *j, const linear_part *p, int j0, int j1)
 {
-    if (p->w.bf16)
-        j->ops->linear_bf16(j->x, j->T, j->K, p->w.bf16, j0, j1, p->y, p->ldy);
-    else
-        j->ops->linear_f32(j->x, j->T, j->K, p->w.f32, j0, j1, p->y, p->ldy);
+    linear_cols(j->ops, j->x, j->T, j->K, p->w, j0, j1, p->y, p->ldy);
 }
 
 /* A task's groups of 4 output columns, counted over the parts one after
@@ -191,42 +197,20 @@ void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float
 int k_prod_begin(k_prod *p, const float *x, int T, int K, int q8, tp_pool *pool)
 {
     *p = (k_prod){.x = x, .T = T, .K = K};
-    if (!q8)
-        return 0;
-    p->q8 = malloc(sizeof *p->q8);
-    if (!p->q8)
-        return -1;
-    if (k_q8_rows_make(x, T, K, pool, p->q8)) {
-        free(p->q8);
-        p->q8 = NULL;
-        return -1;
-    }
-    return 0;
+    return q8 ? k_q8_rows_make(x, T, K, pool, &p->q8) : 0;
 }
 
 void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy)
 {
-    if (w.q8) {
-        k_q8_cols(p->q8, w.q8, j0 / KQ_ROWS, (j1 + KQ_ROWS - 1) / KQ_ROWS, y, ldy);
-        return;
-    }
-    const k_ops *ops = k_isa_ops();
-    if (w.bf16)
-        ops->linear_bf16(p->x, p->T, p->K, w.bf16, j0, j1, y, ldy);
+    if (w.q8)
+        k_q8_cols(&p->q8, w.q8, j0 / KQ_ROWS, (j1 + KQ_ROWS - 1) / KQ_ROWS, y, ldy);
     else
-        ops->linear_f32(p->x, p->T, p->K, w.f32, j0, j1, y, ldy);
+        linear_cols(k_isa_ops(), p->x, p->T, p->K, w, j0, j1, y, ldy);
 }
 
 int k_prod_step(k_matrix w) { return w.q8 ? KQ_ROWS : 1; }
 
-void k_prod_end(k_prod *p)
-{
-    if (p->q8) {
-        k_q8_rows_free(p->q8);
-        free(p->q8);
-        p->q8 = NULL;
-    }
-}
+void k_prod_end(k_prod *p) { k_q8_rows_free(&p->q8); }
 
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
 {

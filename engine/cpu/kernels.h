@@ -15,6 +15,7 @@
 #define MHLA_CPU_KERNELS_H
 
 #include "base.h" /* bf16 <-> f32 */
+#include "kernels_q8.h"
 #include "threadpool.h"
 
 #include <stddef.h>
@@ -64,11 +65,10 @@ void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float
  * calling thread, the same bits as k_linear's; k_prod_end frees. With int8
  * weights j0 and j1 must be multiples of k_prod_step(w) (or j1 the last
  * column). */
-struct k_q8_rows;
 typedef struct {
     const float *x;
     int T, K;
-    struct k_q8_rows *q8;
+    k_q8_rows q8; /* buf NULL: not quantized */
 } k_prod;
 int k_prod_begin(k_prod *p, const float *x, int T, int K, int q8, tp_pool *pool);
 void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy);
