@@ -31,6 +31,7 @@
  *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
  *                    [--cpu-isa auto|avx512|avx2|neon|portable] [--prefill 512,2000]
+ *                    [--thread-adapt on|off]
  *
  * --state-memory gives the engine a page pool of that size (pages are then
  * allocated once and reused, as in the server with --state-memory).
@@ -234,7 +235,7 @@ int main(int argc, char **argv)
                         "[--threads N] [--weights f32|bf16|q8] [--device cpu|cuda|auto] "
                         "[--gpu-weights bf16|f16|f32] [--state f32|bf16] [--state-memory MB] "
                         "[--no-graphs 1] [--cpu-isa auto|avx512|avx2|neon|portable] "
-                        "[--prefill 512,2000]\n");
+                        "[--prefill 512,2000] [--thread-adapt on|off]\n");
         return 2;
     }
     const char *batches = "1,16", *prefills = "512,2000";
@@ -267,6 +268,8 @@ int main(int argc, char **argv)
             o.cpu_isa = argv[i + 1];
         else if (strcmp(argv[i], "--prefill") == 0)
             prefills = argv[i + 1];
+        else if (strcmp(argv[i], "--thread-adapt") == 0)
+            o.thread_adapt = argv[i + 1];
         else {
             fprintf(stderr, "bench_decode: unknown option '%s'\n", argv[i]);
             return 2;

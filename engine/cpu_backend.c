@@ -48,6 +48,21 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
              q8 ? "; q8 products with " : "", q8 ? k_q8_kernel_name() : "");
     if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
+    /* whether the threads that take part adapt (threadpool.c): the option, else
+     * MHLA_THREAD_ADAPT */
+    const char *ta = opt && opt->thread_adapt && *opt->thread_adapt ? opt->thread_adapt
+                                                                    : getenv("MHLA_THREAD_ADAPT");
+    if (ta && *ta && strcmp(ta, "on") && strcmp(ta, "off"))
+        return mhla_fail(
+            err, "thread adapt '%.40s' (the option or MHLA_THREAD_ADAPT): expected on or off", ta);
+    int adapt = !(ta && !strcmp(ta, "off"));
+    tp_set_adaptive(e->workers, adapt);
+    if (e->n_threads > 1) {
+        size_t len = strlen(e->cpu_note);
+        snprintf(e->cpu_note + len, sizeof e->cpu_note - len, "; %s",
+                 adapt ? "fewer take part while they do not pay (thread adapt on)"
+                       : "all take part in every job (thread adapt off)");
+    }
     /* when the attention runs as one job (attention.c): the option, else MHLA_ATTENTION_JOB */
     const char *aj = opt && opt->attention_job && *opt->attention_job
                          ? opt->attention_job
@@ -145,7 +160,7 @@ static double seconds_of(tp_pool *pool, int n_tasks, read_job *j)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    tp_run(pool, n_tasks, read_part, j);
+    tp_run_all(pool, n_tasks, read_part, j);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
 }
@@ -173,7 +188,7 @@ static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *
         }
         (void)madvise(mem, part * (size_t)n_tasks * sizeof(float), MADV_HUGEPAGE);
         read_job fill = {mem, part, 1, sums};
-        tp_run(e->workers, n_tasks, fill_part, &fill);
+        tp_run_all(e->workers, n_tasks, fill_part, &fill);
         e->bw_mem = mem, e->bw_sums = sums, e->bw_part = part;
         (void)seconds_of(e->workers, n_tasks, &fill); /* the pages mapped */
     }

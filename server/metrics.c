@@ -42,6 +42,8 @@ static struct {
     double costs[3], itl_target;
     double start;
     char cpu_isa[16];
+    int have_threads;
+    mhla_cpu_threads threads;
 } M = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void srv_metrics_init(void)
@@ -93,6 +95,14 @@ void srv_metrics_state(const mhla_state_stats *st, long promised)
     M.have_pool = 1;
     M.pool = *st;
     M.promised = promised;
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_cpu_threads(const mhla_cpu_threads *t)
+{
+    pthread_mutex_lock(&M.mu);
+    M.have_threads = 1;
+    M.threads = *t;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -230,6 +240,18 @@ static int render_gauges(mhla_buf *b)
 static int render_device(mhla_buf *b)
 {
     int rc = 0;
+    if (M.have_threads)
+        rc |= srv_buf_printf(
+            b,
+            "# HELP mhla_cpu_threads The engine's CPU threads, the step thread included.\n"
+            "# TYPE mhla_cpu_threads gauge\nmhla_cpu_threads %d\n"
+            "# HELP mhla_cpu_threads_active CPU threads taking part in the engine's jobs now.\n"
+            "# TYPE mhla_cpu_threads_active gauge\nmhla_cpu_threads_active %d\n"
+            "# HELP mhla_cpu_thread_reductions_total Times fewer CPU threads were set to take "
+            "part because they were not faster.\n"
+            "# TYPE mhla_cpu_thread_reductions_total counter\nmhla_cpu_thread_reductions_total "
+            "%ld\n",
+            M.threads.threads, M.threads.active, M.threads.reductions);
     if (M.have_device)
         rc |= srv_buf_printf(
             b,

@@ -35,6 +35,28 @@ void mhla_server_options_default(mhla_server_options *o)
     o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
 }
 
+static void print_help_memory_device(FILE *f)
+{
+    fputs("  --state-memory auto|MB|0 state pool with exact prefix cache; requests wait until\n"
+          "                           their worst-case pages fit. auto (default): sized from\n"
+          "                           the memory cgroup's limit (v2 or v1) or MemAvailable,\n"
+          "                           on a GPU its free memory, less weights, buffers and\n"
+          "                           headroom (logged at start); 0: unbounded state per\n"
+          "                           sequence, no prefix cache, no admission by memory\n"
+          "  --weights f32|bf16|q8    how weights are held in memory: bf16 halves the bytes\n"
+          "                           each step reads, arithmetic stays f32; q8 (CPU only):\n"
+          "                           int8 per group of 32, 0.28x the bytes of f32, logits\n"
+          "                           change slightly (docs/model.md) (default f32)\n"
+          "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
+          "                           cuda (refuses to start without a usable GPU) (default auto)\n"
+          "  --gpu-weights W          bf16, f16 or f32: how the GPU holds weights (default bf16)\n"
+          "  --gpu-index N            which CUDA device (default 0)\n"
+          "  --no-graphs              never replay decode steps as CUDA graphs\n"
+          "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
+          "  --help                   this text\n",
+          f);
+}
+
 void mhla_server_print_help(void *fp)
 {
     FILE *f = fp;
@@ -55,6 +77,10 @@ void mhla_server_print_help(void *fp)
         "  --cpu-isa P              CPU kernel path: auto, avx512, avx2, neon or portable\n"
         "                           (default: MHLA_CPU_ISA, else the best the CPU runs;\n"
         "                           every path gives the same bits)\n"
+        "  --thread-adapt on|off    on: where the engine threads stop being faster than one\n"
+        "                           (other processes take the cores), fewer take part until\n"
+        "                           more pay again; off: all take part in every step (default:\n"
+        "                           MHLA_THREAD_ADAPT, else on; both give the same bits)\n"
         "  --max-batch-tokens N     tokens per engine step, decode + prefill chunks: a hard\n"
         "                           cap (default %d)\n"
         "  --itl-target-ms MS       time budget of a step while streams decode: prompt\n"
@@ -73,27 +99,11 @@ void mhla_server_print_help(void *fp)
         "  --max-connections-per-client N  connections one client address may hold\n"
         "                           (default 0: all but max(4, max-connections/8))\n"
         "  --request-timeout S      per-request deadline in seconds, 0 = none (default %d)\n"
-        "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n"
-        "  --state-memory auto|MB|0 state pool with exact prefix cache; requests wait until\n"
-        "                           their worst-case pages fit. auto (default): sized from\n"
-        "                           the memory cgroup's limit (v2 or v1) or MemAvailable,\n"
-        "                           on a GPU its free memory, less weights, buffers and\n"
-        "                           headroom (logged at start); 0: unbounded state per\n"
-        "                           sequence, no prefix cache, no admission by memory\n"
-        "  --weights f32|bf16|q8    how weights are held in memory: bf16 halves the bytes\n"
-        "                           each step reads, arithmetic stays f32; q8 (CPU only):\n"
-        "                           int8 per group of 32, 0.28x the bytes of f32, logits\n"
-        "                           change slightly (docs/model.md) (default f32)\n"
-        "  --device D               auto (a GPU when one is usable, else the CPU), cpu or\n"
-        "                           cuda (refuses to start without a usable GPU) (default auto)\n"
-        "  --gpu-weights W          bf16, f16 or f32: how the GPU holds weights (default bf16)\n"
-        "  --gpu-index N            which CUDA device (default 0)\n"
-        "  --no-graphs              never replay decode steps as CUDA graphs\n"
-        "  --log-level LEVEL        debug, info, warn, error or off (default info)\n"
-        "  --help                   this text\n",
+        "  --shutdown-timeout S     on SIGTERM, time running requests get to finish (default %d)\n",
         d.host, d.port, d.model_dir, d.threads, d.max_batch_tokens, d.itl_target_ms, d.max_running,
         d.max_queue, d.max_body_bytes, d.max_connections, d.timeout_s, d.read_timeout_s,
         d.request_timeout_s, d.shutdown_timeout_s);
+    print_help_memory_device(f);
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out, char *err,
@@ -199,6 +209,7 @@ static const flag_def flags[] = {
     {"--model-name", FLAG_STR, OPT(model_name), 0, 0, NULL},
     {"--threads", FLAG_INT, OPT(threads), 0, 1024, NULL},
     {"--cpu-isa", FLAG_STR, OPT(cpu_isa), 0, 0, NULL},
+    {"--thread-adapt", FLAG_STR, OPT(thread_adapt), 0, 0, NULL},
     {"--max-batch-tokens", FLAG_INT, OPT(max_batch_tokens), 1, 1 << 20, NULL},
     {"--itl-target-ms", FLAG_INT, OPT(itl_target_ms), 0, 600000, NULL},
     {"--max-running", FLAG_INT, OPT(max_running), 1, 4096, NULL},

@@ -373,6 +373,11 @@ static void update_gauges(srv_sched *s)
         mhla_engine_state_stats(s->c.engine, &st);
         srv_metrics_state(&st, s->promised);
     }
+    if (mhla_engine_device(s->c.engine) == MHLA_DEVICE_CPU) {
+        mhla_cpu_threads ct;
+        mhla_engine_cpu_threads(s->c.engine, &ct);
+        srv_metrics_cpu_threads(&ct);
+    }
     if (mhla_engine_device(s->c.engine) == MHLA_DEVICE_CUDA) {
         mhla_device_stats ds;
         mhla_engine_device_stats(s->c.engine, &ds);

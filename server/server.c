@@ -62,6 +62,7 @@ static int create_engine(server *sv, const mhla_server_options *o, char *err, si
     mhla_error e = {0};
     mhla_engine_options eo = {.n_threads = o->threads,
                               .cpu_isa = o->cpu_isa,
+                              .thread_adapt = o->thread_adapt,
                               .state_bytes = sv->state_bytes,
                               .resume_slots = sv->state_bytes ? 64 : 0,
                               .device = (mhla_device)o->device,

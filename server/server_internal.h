@@ -149,8 +149,9 @@ void srv_metrics_step(int n_items, int n_tokens);
 /* A step's prompt tokens and the cost estimates after it (fixed, per decode
  * row, per prefill token: step_plan.h). */
 void srv_metrics_step_plan(int prefill_tokens, const double costs[3]);
-void srv_metrics_itl_target(double seconds); /* --itl-target-ms; 0: off */
-void srv_metrics_cpu_isa(const char *path);  /* the CPU kernels' instruction-set path */
+void srv_metrics_itl_target(double seconds);             /* --itl-target-ms; 0: off */
+void srv_metrics_cpu_isa(const char *path);              /* the CPU kernels' instruction-set path */
+void srv_metrics_cpu_threads(const mhla_cpu_threads *t); /* the engine's CPU threads */
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */
 char *srv_metrics_render(void);
 

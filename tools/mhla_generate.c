@@ -37,6 +37,9 @@ static const char *USAGE =
     "                         best this CPU runs), avx512, avx2, neon or portable; all\n"
     "                         give the same bits. A path the CPU cannot run is an error\n"
     "  --list-cpu-isas        print the kernel paths this CPU runs, best first, and exit\n"
+    "  --thread-adapt on|off  on: fewer threads take part while they are not faster than\n"
+    "                         one (a busy machine); off: all, always (default:\n"
+    "                         MHLA_THREAD_ADAPT, else on; the same bits either way)\n"
     "  --weights f32|bf16|q8  how weights are held in memory (default f32; bf16 halves\n"
     "                         the bytes per step, arithmetic stays f32; q8, CPU only:\n"
     "                         int8 per group of 32, logits change slightly)\n"
@@ -54,7 +57,7 @@ static const char *USAGE =
 
 typedef struct {
     const char *model, *prompt_text, *prompt_ids, *prompt_file, *feed, *logits_out, *weights,
-        *perplexity, *cpu_isa;
+        *perplexity, *cpu_isa, *thread_adapt;
     long split_seed, max_tokens, seed, threads, gpu_index;
     double temperature;
     int print_ids, ignore_eos, no_graphs;
@@ -89,6 +92,7 @@ static mhla_engine_options engine_options(const options *o)
     mhla_engine_options eo = {
         .n_threads = (int)o->threads,
         .cpu_isa = o->cpu_isa,
+        .thread_adapt = o->thread_adapt,
         .device = o->device,
         .gpu_index = (int)o->gpu_index,
         .gpu_weights = o->gpu_weights,
@@ -168,6 +172,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->perplexity = v;
         else if (strcmp(a, "--cpu-isa") == 0)
             o->cpu_isa = v;
+        else if (strcmp(a, "--thread-adapt") == 0)
+            o->thread_adapt = v;
         else if (strcmp(a, "--device") == 0) {
             mhla_error e;
             if (mhla_device_parse(v, &o->device, &e))

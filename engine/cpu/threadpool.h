@@ -8,6 +8,9 @@
  * are handed out one at a time to whichever thread is running, so a worker
  * that the OS has descheduled (a busy machine, a CPU quota) delays at most
  * the one task it holds. Idle workers spin briefly, then sleep on a futex.
+ * Where the threads together stop being faster than the caller alone (a
+ * machine whose cores other processes take), fewer of them take part, and
+ * more again once they pay (threadpool.c); the tasks stay the same.
  */
 #ifndef MHLA_CPU_THREADPOOL_H
 #define MHLA_CPU_THREADPOOL_H
@@ -27,6 +30,22 @@ int tp_threads(const tp_pool *pool);
  * are done. One job at a time per pool (the engine's forward thread). A
  * NULL pool, one thread or one task runs everything on the caller. */
 void tp_run(tp_pool *pool, int n_tasks, tp_task_fn fn, void *ctx);
+
+/* tp_run with every thread of the pool taking part, whatever the
+ * adaptation has set, and not counted by it: for measurements of the
+ * machine (the memory bandwidth), which must not depend on it. */
+void tp_run_all(tp_pool *pool, int n_tasks, tp_task_fn fn, void *ctx);
+
+/* Whether the number of threads that take part adapts (on by default);
+ * off, every thread takes part in every job. */
+void tp_set_adaptive(tp_pool *pool, int on);
+
+typedef struct {
+    int threads;     /* of the pool, the caller's included */
+    int active;      /* taking part now */
+    long reductions; /* times the pool has reduced the threads that take part */
+} tp_stats;
+void tp_get_stats(const tp_pool *pool, tp_stats *out);
 
 /* The number of CPUs this process may use: the CPUs of its affinity mask,
  * capped by the cgroup v2 cpu.max quota of its cgroup and the cgroups above

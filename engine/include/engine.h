@@ -159,6 +159,13 @@ typedef struct {
      * MHLA_ATTENTION_JOB environment variable, else auto. Any other value is
      * an error. Every choice gives the same bits. */
     const char *attention_job;
+    /* Whether the CPU threads that take part in a step adapt to the machine:
+     * "on" (fewer of them where, on a machine whose cores other processes
+     * take, they stop being faster than one, and more again once they pay)
+     * or "off" (every thread in every job); NULL or "": the
+     * MHLA_THREAD_ADAPT environment variable, else on. Any other value is an
+     * error. Both give the same bits. */
+    const char *thread_adapt;
     mhla_device device;           /* default CPU */
     int gpu_index;                /* which CUDA device (default 0) */
     mhla_gpu_weights gpu_weights; /* default bf16 */
@@ -188,6 +195,13 @@ const char *mhla_engine_device_note(const mhla_engine *engine);
 const char *mhla_engine_cpu_isa(const mhla_engine *engine);
 /* Why that path and that many threads, for the caller's log ("" on a GPU engine). */
 const char *mhla_engine_cpu_note(const mhla_engine *engine);
+/* The CPU threads of the engine and how many take part now (all 0 on a GPU). */
+typedef struct {
+    int threads;     /* the thread count, the caller's thread included */
+    int active;      /* how many take part in a job now (thread_adapt) */
+    long reductions; /* times they were reduced because they did not pay */
+} mhla_cpu_threads;
+void mhla_engine_cpu_threads(const mhla_engine *engine, mhla_cpu_threads *out);
 /* The CPU kernel paths this CPU and binary run, best first, space-separated. */
 const char *mhla_cpu_isa_runnable(void);
 /* Bytes of weights a step reads on the engine's device (on a GPU, in its

@@ -23,17 +23,18 @@ typedef enum {
 } mhla_log_level;
 
 typedef struct {
-    const char *host;       /* address to bind (default 127.0.0.1) */
-    int port;               /* 0 picks a free port (logged at start) */
-    const char *model_dir;  /* checkpoint directory */
-    const char *model_name; /* id served by /v1/models (default: the dir's basename) */
-    int threads;            /* engine worker threads, 0 = the CPUs the process may use */
-    const char *cpu_isa;    /* CPU kernel path (NULL: MHLA_CPU_ISA, else the best the CPU runs) */
-    int max_batch_tokens;   /* tokens per engine step (decode + prefill chunks): a hard cap */
-    int itl_target_ms;      /* step time budget for running streams; 0: token budget only */
-    int max_running;        /* sequences decoding at once */
-    int max_queue;          /* waiting requests before 429 */
-    const char *api_key;    /* NULL: no authentication */
+    const char *host;         /* address to bind (default 127.0.0.1) */
+    int port;                 /* 0 picks a free port (logged at start) */
+    const char *model_dir;    /* checkpoint directory */
+    const char *model_name;   /* id served by /v1/models (default: the dir's basename) */
+    int threads;              /* engine worker threads, 0 = the CPUs the process may use */
+    const char *cpu_isa;      /* CPU kernel path (NULL: MHLA_CPU_ISA, else the best the CPU runs) */
+    const char *thread_adapt; /* "on" | "off" (NULL: MHLA_THREAD_ADAPT, else on) */
+    int max_batch_tokens;     /* tokens per engine step (decode + prefill chunks): a hard cap */
+    int itl_target_ms;        /* step time budget for running streams; 0: token budget only */
+    int max_running;          /* sequences decoding at once */
+    int max_queue;            /* waiting requests before 429 */
+    const char *api_key;      /* NULL: no authentication */
     mhla_log_level log_level;
     size_t max_body_bytes;          /* request body limit (413 past it) */
     int max_connections;            /* concurrent HTTP connections */

@@ -86,6 +86,34 @@ int main(int argc, char **argv)
     expect(rc, &e, MHLA_ERR_INVALID, "the attention_job option 'fast' is INVALID");
     if (rc == 0)
         mhla_engine_free(bad);
+    setenv("MHLA_THREAD_ADAPT", "sometimes", 1);
+    e = (mhla_error){0};
+    rc = mhla_engine_create(m, NULL, &bad, &e);
+    expect(rc, &e, MHLA_ERR_INVALID, "MHLA_THREAD_ADAPT=sometimes is INVALID");
+    failures += rc == 0 || !strstr(e.msg, "MHLA_THREAD_ADAPT");
+    if (rc == 0)
+        mhla_engine_free(bad);
+    /* the option wins over the environment */
+    mhla_engine_options adapt_off = {.n_threads = 2, .thread_adapt = "off"};
+    e = (mhla_error){0};
+    rc = mhla_engine_create(m, &adapt_off, &bad, &e);
+    mhla_cpu_threads ct = {0};
+    if (rc == 0) {
+        mhla_engine_cpu_threads(bad, &ct);
+        mhla_engine_free(bad);
+    }
+    printf("%s thread_adapt \"off\" beside MHLA_THREAD_ADAPT=sometimes: %s, %d of %d threads "
+           "taking part\n",
+           rc == 0 && ct.threads == 2 && ct.active == 2 ? "ok  " : "FAIL", rc ? e.msg : "created",
+           ct.active, ct.threads);
+    failures += rc != 0 || ct.threads != 2 || ct.active != 2;
+    unsetenv("MHLA_THREAD_ADAPT");
+    bad_opt = (mhla_engine_options){.thread_adapt = "maybe"};
+    e = (mhla_error){0};
+    rc = mhla_engine_create(m, &bad_opt, &bad, &e);
+    expect(rc, &e, MHLA_ERR_INVALID, "the thread_adapt option 'maybe' is INVALID");
+    if (rc == 0)
+        mhla_engine_free(bad);
 
     const mhla_config *c = mhla_model_config(m);
     mhla_engine *eng;

@@ -19,6 +19,12 @@
  * stress part then runs jobs of many sizes, functions and contexts with
  * threads delayed at random at the same two points.
  *
+ * The adaptation: with workers whose tasks take 3 ms (as a worker the OS has
+ * descheduled does) against the caller's 20 µs, a pool of 2 or 4 threads
+ * must come down to the caller alone and then run jobs without its workers;
+ * once the workers are fast again, a pool of 2 must take them back, and
+ * keep them.
+ *
  * usage: test_threadpool WORK_DIR
  * (MHLA_TP_TEST_SEED=<n> in the environment draws other stress jobs)
  */
@@ -26,6 +32,8 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +294,7 @@ static void check_stress(int jobs, uint64_t seed)
             CHECK(0, "tp_create(%d): %s", threads, err);
             break;
         }
+        tp_set_adaptive(p, 0); /* the delays would otherwise send the workers away */
         int bad = 0;
         for (int j = 0; j < jobs && !bad; j++) {
             uint64_t r = xorshift(&rng);
@@ -301,6 +310,101 @@ static void check_stress(int jobs, uint64_t seed)
         tp_free(p);
     }
     tp_test_hook = NULL;
+}
+
+/* ---- the threads that take part adapt ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    atomic_int on_workers; /* tasks the workers ran */
+    atomic_int slow;       /* the workers' tasks take 3 ms */
+} adapt_ctx;
+
+#define ADAPT_TASKS 32
+
+static void adapt_task(void *ctx, int task)
+{
+    (void)task;
+    adapt_ctx *c = ctx;
+    if (!on_caller) {
+        atomic_fetch_add(&c->on_workers, 1);
+        if (atomic_load(&c->slow)) {
+            usleep(3000);
+            return;
+        }
+    }
+    for (double t0 = now_s(); now_s() - t0 < 20e-6;)
+        ;
+}
+
+static tp_stats stats_of(tp_pool *p)
+{
+    tp_stats s;
+    tp_get_stats(p, &s);
+    return s;
+}
+
+/* Slow workers: the pool reduces to the caller alone, then runs jobs on it;
+ * fast workers again (grow: a pool of 2 only, where 2 threads on this
+ * machine's cores can be faster than one): it takes them back and keeps
+ * them for 3 windows. Generous deadlines: they bound a failure only. */
+static void check_adapt(int threads, int grow)
+{
+    static adapt_ctx c;
+    tp_pool *p;
+    char err[200];
+    if (tp_create(threads, &p, err, sizeof err)) {
+        CHECK(0, "tp_create(%d): %s", threads, err);
+        return;
+    }
+    atomic_store(&c.slow, 1);
+    int jobs = 0;
+    double t0 = now_s();
+    while (stats_of(p).active > 1 && now_s() - t0 < 120)
+        tp_run(p, ADAPT_TASKS, adapt_task, &c), jobs++;
+    tp_stats s = stats_of(p);
+    CHECK(s.active == 1 && s.reductions >= (threads > 2 ? 2 : 1),
+          "adapt, %d threads, slow workers: %d take part after %d jobs (%.1f s), %ld reductions",
+          threads, s.active, jobs, now_s() - t0, s.reductions);
+    /* the jobs that end with one thread taking part ran on the caller alone (a
+     * try with more threads would have lasted past the job's end) */
+    int alone = 0, on_workers = 0;
+    for (int j = 0; j < 20; j++) {
+        int before = atomic_load(&c.on_workers);
+        tp_run(p, ADAPT_TASKS, adapt_task, &c);
+        if (stats_of(p).active == 1)
+            alone++, on_workers += atomic_load(&c.on_workers) - before;
+    }
+    CHECK(alone > 0 && on_workers == 0,
+          "adapt, %d threads: %d of the %d jobs run with one thread taking part ran on a worker",
+          threads, on_workers, alone);
+    if (grow) {
+        atomic_store(&c.slow, 0);
+        /* until the workers are back and have stayed through 3 windows of jobs */
+        int kept = 0;
+        t0 = now_s();
+        while (kept < 3 * 64 && now_s() - t0 < 120) {
+            long red = stats_of(p).reductions;
+            tp_run(p, ADAPT_TASKS, adapt_task, &c);
+            s = stats_of(p);
+            kept = s.active == threads && s.reductions == red ? kept + 1 : 0;
+        }
+        CHECK(kept >= 3 * 64,
+              "adapt, %d threads, fast workers: %d take part %.1f s later (%ld reductions), "
+              "want %d kept for %d jobs",
+              threads, s.active, now_s() - t0, s.reductions, threads, 3 * 64);
+    }
+    /* off: every thread again, at once */
+    tp_set_adaptive(p, 0);
+    CHECK(stats_of(p).active == threads, "adapt off, %d threads: %d take part", threads,
+          stats_of(p).active);
+    tp_free(p);
 }
 
 static void write_file(const char *path, const char *text)
@@ -420,20 +524,26 @@ int main(int argc, char **argv)
               atomic_load(&c.wrong_job));
         tp_free(p);
     }
+    check_adapt(2, 1);
+    check_adapt(4, 0);
+    int adapt_failures = failures - race_failures - stress_failures;
     check_quota(argv[1]);
     char why[400];
     int n = tp_default_threads(why, sizeof why);
     printf("default threads here: %s\n", why);
     CHECK(n >= 1, "default threads %d", n);
     if (failures) {
-        fprintf(stderr, "%d failures (%d in the held claim race, %d in the stress part)\n",
-                failures, race_failures, stress_failures);
+        fprintf(stderr,
+                "%d failures (%d in the held claim race, %d in the stress part, %d in the "
+                "adaptation)\n",
+                failures, race_failures, stress_failures, adapt_failures);
         return 1;
     }
     printf("PASS: a worker held between the last job's claim and the next job's task count took "
            "no task of the next job (2-4 threads); every task ran once, with its own job's "
            "function and context, in 3x3000 randomized jobs delayed at the race windows "
-           "(seed %llu) and 16000 jobs on 1-4 threads; cgroup quotas read\n",
+           "(seed %llu) and 16000 jobs on 1-4 threads; slow workers sent away and fast ones taken "
+           "back; cgroup quotas read\n",
            (unsigned long long)seed);
     return 0;
 }

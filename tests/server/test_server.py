@@ -277,6 +277,13 @@ def run_pool(s, a, model):
         outs.append(r["choices"][0]["token_ids"] if st == 200 else None)
     m1 = s.metrics()
     check(outs == [want, want], "pool: greedy ids equal mhla-generate, cold and from the cache")
+    # the CPU's threads (a GPU engine has none to show)
+    check(bool(EXTRA_FLAGS) or m1["mhla_cpu_threads"] == 2 and
+          1 <= m1["mhla_cpu_threads_active"] <= 2 and
+          m1["mhla_cpu_thread_reductions_total"] >= 0,
+          "/metrics: CPU threads taking part / in all / reductions: %s" %
+          [m1.get(k) for k in ("mhla_cpu_threads_active", "mhla_cpu_threads",
+                               "mhla_cpu_thread_reductions_total")])
     check(m1["mhla_prefix_cache_hits_total"] >= 5 and
           m1["mhla_prompt_tokens_cached_total"] >= 80,
           "pool: the repeated prompt is served by the prefix cache (%d blocks)" %
@@ -493,6 +500,10 @@ def run_tokenizer(a, binary):
                        text=True, timeout=30)
     check(r.returncode != 0 and "eos_token_id" in r.stderr,
           "a bad eos_token_id is refused: %s" % r.stderr.strip()[-160:])
+    r = subprocess.run([binary, "--model", model, "--port", "0", "--thread-adapt", "sometimes"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "thread adapt 'sometimes'" in r.stderr,
+          "--thread-adapt sometimes is refused: %s" % r.stderr.strip()[-160:])
 
 
 def run_main(s, a, model):
