@@ -220,6 +220,19 @@ static bw_reading read_bandwidth(mhla_engine *e)
     return (bw_reading){r[BW_REPS - 1], r[BW_REPS / 2], r[0]};
 }
 
+/* Whether the engine's CPU threads were reduced (thread_adapt) since the last
+ * call: a rate measured while fewer took part says so. */
+static void print_thread_reductions(mhla_engine *e, long *seen)
+{
+    mhla_cpu_threads t;
+    mhla_engine_cpu_threads(e, &t);
+    if (t.reductions != *seen)
+        printf("       threads: reduced %ld times meanwhile (thread adapt); %d of %d take part "
+               "now\n",
+               t.reductions - *seen, t.active, t.threads);
+    *seen = t.reductions;
+}
+
 static void print_fraction(double rate, double bound)
 {
     if (bound > 0)
@@ -327,6 +340,7 @@ int main(int argc, char **argv)
          ? sgemm_gflops(512, c->intermediate_size, c->hidden_size, nt, &core) * 1e9 / flop_tok     \
          : 0.0)
     unsigned seed = 1;
+    long reductions = 0;
     int lo = 100, hi = 1900;
     if (hi + steps > c->max_positions) {
         fprintf(stderr, "bench_decode: the model's context %d is too short\n", c->max_positions);
@@ -367,6 +381,7 @@ int main(int argc, char **argv)
             printf("       compute bound before / after this prefill, tokens/s: %.1f / %.1f; the "
                    "bound is the better\n",
                    cb_before, cb_after);
+        print_thread_reductions(e, &reductions);
         fflush(stdout);
         p = strchr(p, ',');
         if (!p)
@@ -415,6 +430,7 @@ int main(int argc, char **argv)
             printf("       compute bound before / after these rounds, tokens/s: %.1f / %.1f; the "
                    "bound is the better\n",
                    cb_before, cb_after);
+        print_thread_reductions(e, &reductions);
         if (batch == 1 && bw > 0) {
             double f_lo[3], f_hi[3], rd_lo, rd_hi;
             paired_fractions(e, at_lo, steps, V, wbytes + sbytes, &seed, &f_lo[0], &f_lo[1],

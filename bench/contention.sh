@@ -9,9 +9,11 @@
 #   (the demo model's decode of 256 tokens lasts 40-70 ms, a few of the
 #   scheduler's time slices: too short to measure a share of the CPU).
 #
-# Each round runs mhla-generate with the default threads and with --threads 1
-# back to back (greedy, the same prompt ids); the median of the rounds is
-# printed for prefill and decode tokens/s, and default / --threads 1. The
+# Each round runs mhla-generate with the default threads, with the default
+# threads and --thread-adapt off, and with --threads 1, back to back (greedy,
+# the same prompt ids); the median of the rounds is printed for prefill and
+# decode tokens/s, with default / --threads 1 ("ratio") and adapt off /
+# --threads 1 ("off"). The
 # busy loops are started before and killed after each competition level.
 set -euo pipefail
 build=${1:-build}
@@ -42,24 +44,31 @@ one_run() {
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $cores CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
 "$exe" --model "$model" --prompt-ids 1 --max-tokens 0 2>&1 | grep -E "device|cpu " | sed 's/^/  /'
 echo "model $model, prompt $plen tokens, $gen generated; median of $rounds rounds"
-printf '%-22s | %10s %10s %7s | %10s %10s %7s\n' "busy loops" "prefill" "prefill" "" \
-  "decode" "decode" ""
-printf '%-22s | %10s %10s %7s | %10s %10s %7s\n' "" "default" "threads 1" "ratio" "default" \
-  "threads 1" "ratio"
+# "adapt off": the default thread count with every thread in every job
+# (--thread-adapt off), to show what the adaptation does
+printf '%-22s | %10s %10s %10s %6s %6s | %10s %10s %10s %6s %6s\n' "busy loops" "prefill" \
+  "prefill" "prefill" "" "" "decode" "decode" "decode" "" ""
+printf '%-22s | %10s %10s %10s %6s %6s | %10s %10s %10s %6s %6s\n' "" "default" "adapt off" \
+  "threads 1" "ratio" "off" "default" "adapt off" "threads 1" "ratio" "off"
 for per_core in 0 1 2; do
   n=$((per_core * cores))
   start_busy "$n"
-  dp=() dd=() sp=() sd=()
+  dp=() dd=() fp=() fd=() sp=() sd=()
   for ((r = 0; r < rounds; r++)); do
     read -r a b < <(one_run)
     dp+=("$a") dd+=("$b")
+    read -r a b < <(one_run --thread-adapt off)
+    fp+=("$a") fd+=("$b")
     read -r a b < <(one_run --threads 1)
     sp+=("$a") sd+=("$b")
   done
   stop_busy
   mdp=$(printf '%s\n' "${dp[@]}" | median) mdd=$(printf '%s\n' "${dd[@]}" | median)
+  mfp=$(printf '%s\n' "${fp[@]}" | median) mfd=$(printf '%s\n' "${fd[@]}" | median)
   msp=$(printf '%s\n' "${sp[@]}" | median) msd=$(printf '%s\n' "${sd[@]}" | median)
-  printf '%-22s | %10.1f %10.1f %7.2f | %10.1f %10.1f %7.2f\n' "$n ($per_core per core)" \
-    "$mdp" "$msp" "$(awk -v a="$mdp" -v b="$msp" 'BEGIN {print a / b}')" \
-    "$mdd" "$msd" "$(awk -v a="$mdd" -v b="$msd" 'BEGIN {print a / b}')"
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN {print a / b}'; }
+  printf '%-22s | %10.1f %10.1f %10.1f %6.2f %6.2f | %10.1f %10.1f %10.1f %6.2f %6.2f\n' \
+    "$n ($per_core per core)" "$mdp" "$mfp" "$msp" "$(ratio "$mdp" "$msp")" \
+    "$(ratio "$mfp" "$msp")" "$mdd" "$mfd" "$msd" "$(ratio "$mdd" "$msd")" \
+    "$(ratio "$mfd" "$msd")"
 done

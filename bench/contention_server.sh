@@ -11,10 +11,11 @@
 #   most), 3 rounds, 10 seconds per measurement, 4 streams, busy loops per
 #   core "0 1 2".
 #
-# Each round starts a server with the default threads and one with
-# --threads 1, back to back, and measures each for SECONDS after a
-# 1-second warm-up; the median of the rounds is printed for output tokens/s
-# and the inter-token latency's p99, and default / --threads 1. mhla-bench
+# Each round starts a server with the default threads, one with the default
+# threads and --thread-adapt off, and one with --threads 1, back to back, and
+# measures each for SECONDS after a 1-second warm-up; the median of the rounds
+# is printed for output tokens/s and the inter-token latency's p99, with
+# default / --threads 1 ("ratio") and adapt off / --threads 1 ("off"). mhla-bench
 # runs on the same machine (it competes too, as a client beside a server
 # does). The busy loops are started before and killed after each level.
 set -euo pipefail
@@ -77,26 +78,32 @@ print("%.1f %.2f" % (lv["output_token_throughput"], lv["itl_ms"]["p99"]))' "$jso
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $cores CPUs; $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "model $model, $conc streams of 96-token prompts and 64 tokens out, ${secs} s each;" \
   "median of $rounds rounds"
-printf '%-16s | %9s %9s %6s | %12s %12s\n' "busy loops" "output" "output" "" "ITL p99 ms" \
-  "ITL p99 ms"
-printf '%-16s | %9s %9s %6s | %12s %12s\n' "" "default" "threads 1" "ratio" "default" \
-  "threads 1"
+printf '%-16s | %9s %9s %9s %6s %6s | %10s %10s %10s\n' "busy loops" "output" "output" \
+  "output" "" "" "ITL p99 ms" "ITL p99 ms" "ITL p99 ms"
+printf '%-16s | %9s %9s %9s %6s %6s | %10s %10s %10s\n' "" "default" "adapt off" "threads 1" \
+  "ratio" "off" "default" "adapt off" "threads 1"
 for per_core in $levels; do
   n=$((per_core * cores))
   start_busy "$n"
-  dt=() di=() st=() si=()
+  dt=() di=() ft=() fl=() st=() si=()
   for ((r = 0; r < rounds; r++)); do
     one_run > "$out/r"
     read -r a b < "$out/r"
     dt+=("$a") di+=("$b")
+    one_run --thread-adapt off > "$out/r"
+    read -r a b < "$out/r"
+    ft+=("$a") fl+=("$b")
     one_run --threads 1 > "$out/r"
     read -r a b < "$out/r"
     st+=("$a") si+=("$b")
   done
   stop_all
   mdt=$(printf '%s\n' "${dt[@]}" | median) mdi=$(printf '%s\n' "${di[@]}" | median)
+  mft=$(printf '%s\n' "${ft[@]}" | median) mfi=$(printf '%s\n' "${fl[@]}" | median)
   mst=$(printf '%s\n' "${st[@]}" | median) msi=$(printf '%s\n' "${si[@]}" | median)
-  printf '%-16s | %9.1f %9.1f %6.2f | %12.2f %12.2f\n' "$n ($per_core per core)" "$mdt" "$mst" \
-    "$(awk -v a="$mdt" -v b="$mst" 'BEGIN {print a / b}')" "$mdi" "$msi"
+  printf '%-16s | %9.1f %9.1f %9.1f %6.2f %6.2f | %10.2f %10.2f %10.2f\n' \
+    "$n ($per_core per core)" "$mdt" "$mft" "$mst" \
+    "$(awk -v a="$mdt" -v b="$mst" 'BEGIN {print a / b}')" \
+    "$(awk -v a="$mft" -v b="$mst" 'BEGIN {print a / b}')" "$mdi" "$mfi" "$msi"
 done
 rm -rf "$out"

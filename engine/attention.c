@@ -279,7 +279,9 @@ static int attention_as_job(mhla_cpu *e, const step_job *sj, int n_items, int T)
     if (k_prod_begin(&prod, e->h, T, c->hidden_size, q8, e->workers))
         return -1;
     j.prod = &prod;
-    tp_run(e->workers, threads, job_thread, &j);
+    /* loops: run alone, one after the other (the pool's threads reduced), the
+     * first does every unit and the others find none left */
+    tp_run_loops(e->workers, threads, job_thread, &j);
     k_prod_end(&prod);
     return 0;
 }

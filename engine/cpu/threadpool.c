@@ -41,14 +41,16 @@
 /* The adaptation (above). A window is judged once it holds this many
  * measured jobs and this much of their time: long enough that one job's
  * noise does not decide, short enough that a probe on a busy machine costs
- * little. The threads are reduced where they were not at least MIN_GAIN
- * faster than the caller alone would have been. Holds start at HOLD_NS and
+ * little. The threads are reduced where, in two windows in a row, they were
+ * not at least MIN_GAIN faster than the caller alone would have been (one
+ * window alone measured a few failures a second on a quiet VM whose host
+ * took a CPU for a moment, at batch-1 decode). Holds start at HOLD_NS and
  * double with every failed try up to HOLD_MAX_NS and halve with every
  * window that succeeds with every thread. */
 #define WINDOW_JOBS 16
 #define WINDOW_NS 10000000L
 #define MIN_GAIN 0.02
-#define HOLD_NS 100000000L
+#define HOLD_NS 50000000L
 #define HOLD_MAX_NS 2000000000L
 
 typedef struct {
@@ -69,6 +71,7 @@ struct tp_pool {
     long hold_ns, hold_until, win_jobs, win_par_ns;
     double win_serial_ns;
     long reductions;
+    int fails; /* windows in a row that failed */
     /* the job */
     _Atomic(tp_task_fn) fn;
     _Atomic(void *) ctx;
@@ -216,9 +219,8 @@ static void set_active(tp_pool *p, int n)
 static void adapt_after_job(tp_pool *p, int n_tasks, int mine, long t0, long t1, long t2,
                             long worker_ns)
 {
-    /* a job of one task a thread (each a loop that takes work of its own)
-     * says nothing about tasks; one the caller took no part in neither */
-    if (!p->adaptive || n_tasks <= p->n_threads || mine <= 0)
+    /* a job the caller took no part in says nothing about its tasks' time */
+    if (!p->adaptive || mine <= 0)
         return;
     double per = (double)(t1 - t0) / mine;
     if (mine < n_tasks && (double)worker_ns / (n_tasks - mine) < per)
@@ -231,11 +233,17 @@ static void adapt_after_job(tp_pool *p, int n_tasks, int mine, long t0, long t1,
     int failed = (double)p->win_par_ns > (1.0 - MIN_GAIN) * p->win_serial_ns;
     p->win_jobs = p->win_par_ns = 0;
     p->win_serial_ns = 0;
-    if (failed) {
+    /* one window alone can be a blip (the host took a CPU for a moment): two
+     * in a row decide */
+    p->fails = failed ? p->fails + 1 : 0;
+    if (p->fails >= 2) {
+        p->fails = 0;
         set_active(p, active / 2 > 1 ? active / 2 : 1);
         p->reductions++;
         p->hold_until = t2 + p->hold_ns;
         p->hold_ns = p->hold_ns * 2 < HOLD_MAX_NS ? p->hold_ns * 2 : HOLD_MAX_NS;
+    } else if (failed) {
+        return;
     } else if (active < p->n_threads) {
         if (t2 >= p->hold_until)
             set_active(p, active * 2 < p->n_threads ? active * 2 : p->n_threads);
@@ -305,6 +313,7 @@ void tp_set_adaptive(tp_pool *p, int on)
     p->adaptive = on != 0;
     p->win_jobs = p->win_par_ns = 0;
     p->win_serial_ns = 0;
+    p->fails = 0;
     p->hold_ns = HOLD_NS;
     set_active(p, p->n_threads);
 }
@@ -357,7 +366,7 @@ static void run_together(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx, int 
                         atomic_load_explicit(&p->worker_ns, memory_order_relaxed));
 }
 
-void tp_run(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
+static void run_job(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx, int measure)
 {
     if (n_tasks <= 0)
         return;
@@ -369,7 +378,14 @@ void tp_run(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
             fn(ctx, t);
         return;
     }
-    run_together(p, n_tasks, fn, ctx, 1);
+    run_together(p, n_tasks, fn, ctx, measure);
+}
+
+void tp_run(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx) { run_job(p, n_tasks, fn, ctx, 1); }
+
+void tp_run_loops(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
+{
+    run_job(p, n_tasks, fn, ctx, 0);
 }
 
 void tp_run_all(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)

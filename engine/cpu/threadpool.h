@@ -31,6 +31,12 @@ int tp_threads(const tp_pool *pool);
  * NULL pool, one thread or one task runs everything on the caller. */
 void tp_run(tp_pool *pool, int n_tasks, tp_task_fn fn, void *ctx);
 
+/* tp_run for jobs whose tasks are loops that take work of their own (one a
+ * thread, sharing counters): a task's time says nothing of the work in it,
+ * so the adaptation does not count such a job. Every task must finish when
+ * run alone, one after the other, on the caller. */
+void tp_run_loops(tp_pool *pool, int n_tasks, tp_task_fn fn, void *ctx);
+
 /* tp_run with every thread of the pool taking part, whatever the
  * adaptation has set, and not counted by it: for measurements of the
  * machine (the memory bandwidth), which must not depend on it. */
