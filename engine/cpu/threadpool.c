@@ -70,8 +70,8 @@ struct tp_pool {
     int adaptive;
     long hold_ns, hold_until, win_jobs, win_par_ns;
     double win_serial_ns;
-    long reductions;
-    int fails; /* windows in a row that failed */
+    _Atomic long reductions; /* read by tp_get_stats from any thread */
+    int fails;               /* windows in a row that failed */
     /* the job */
     _Atomic(tp_task_fn) fn;
     _Atomic(void *) ctx;
@@ -239,7 +239,7 @@ static void adapt_after_job(tp_pool *p, int n_tasks, int mine, long t0, long t1,
     if (p->fails >= 2) {
         p->fails = 0;
         set_active(p, active / 2 > 1 ? active / 2 : 1);
-        p->reductions++;
+        atomic_fetch_add_explicit(&p->reductions, 1, memory_order_relaxed);
         p->hold_until = t2 + p->hold_ns;
         p->hold_ns = p->hold_ns * 2 < HOLD_MAX_NS ? p->hold_ns * 2 : HOLD_MAX_NS;
     } else if (failed) {
@@ -322,7 +322,7 @@ void tp_get_stats(const tp_pool *p, tp_stats *out)
 {
     out->threads = tp_threads(p);
     out->active = p ? (int)atomic_load(&p->active) : 1;
-    out->reductions = p ? p->reductions : 0;
+    out->reductions = p ? atomic_load_explicit(&p->reductions, memory_order_relaxed) : 0;
 }
 
 /* Posts a job to the threads that take part and runs it with them. */
