@@ -6,15 +6,15 @@
  * late for an old generation can never take a task of the new one.
  *
  * How many threads take part adapts to the machine. After each job the
- * caller knows how long it ran its own tasks and how long it then waited
- * for the workers' last ones; from its time per task it estimates what the
- * job would have cost on the caller alone. Where, over a window of jobs,
- * the threads together were not faster than that estimate (a worker the OS
- * had descheduled while it held a task, on a machine whose cores are taken
- * by other processes), the pool halves the threads that take part and
- * holds there a while before it tries twice as many again; each failed try
- * doubles the hold. The tasks and their arithmetic stay the same, so the
- * bits do too.
+ * caller knows how long the job took, how long it ran its own tasks, and
+ * how long the workers' tasks took; from the faster side's time per task it
+ * estimates what the job would have cost on the caller alone. Where, over
+ * two windows of jobs in a row, the threads together were not faster than
+ * that estimate (a worker the OS had descheduled while it held a task, on a
+ * machine whose cores are taken by other processes), the pool halves the
+ * threads that take part and holds there a while before it tries twice as
+ * many again; each failed try doubles the hold. The tasks and their
+ * arithmetic stay the same, so the bits do too.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "threadpool.h"
