@@ -586,6 +586,13 @@ static int run(const options *o)
         fprintf(stderr, "mhla-generate: generated %ld tokens in %.3f s (%.1f tokens/s)\n", produced,
                 t4 - t3, produced / (t4 - t3));
     }
+    mhla_cpu_threads ct;
+    mhla_engine_cpu_threads(eng, &ct);
+    if (ct.reductions > 0)
+        fprintf(stderr,
+                "mhla-generate: the threads that take part were reduced %ld times (thread adapt); "
+                "%d of %d at the end\n",
+                ct.reductions, ct.active, ct.threads);
     rc = 0;
 done:
     if (out)
