@@ -13,7 +13,9 @@
  * that estimate (a worker the OS had descheduled while it held a task, on a
  * machine whose cores are taken by other processes), the pool halves the
  * threads that take part and holds there a while before it tries twice as
- * many again; each failed try doubles the hold. The tasks and their
+ * many again; each failed try doubles the hold. Now and then a window
+ * runs with half the threads, to see what the estimate cannot: the cost of
+ * running side by side at all (the probe, below). The tasks and their
  * arithmetic stay the same, so the bits do too.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
@@ -52,6 +54,26 @@
 #define MIN_GAIN 0.02
 #define HOLD_NS 50000000L
 #define HOLD_MAX_NS 2000000000L
+/* The probe: the estimate above comes from tasks run side by side, so it
+ * cannot see what running them side by side costs (each job's output
+ * moving between the cores for the code that reads it next, the wake-ups):
+ * on a model small enough, one thread is faster than two whose every
+ * window looks good. So after PROBE_EVERY good windows with every thread,
+ * the next window runs with half of them, and its mean time a job (with
+ * the serial code since the job before, up to GAP_MAX_NS: a longer gap is
+ * a pause between steps) is set against the window before it. Fewer
+ * threads faster by MIN_GAIN, twice in a row, make a reduction like any
+ * other, held at least PROBE_HOLD_NS (a measurement, not an estimate:
+ * with the 50 ms hold, a 0.5 s decode of the demo model spent most of its
+ * time finding it again); otherwise the interval doubles, up to PROBE_MAX
+ * windows. Only windows of small jobs (a mean up to PROBE_JOB_NS) probe:
+ * where a job lasts longer, the per-job costs are small beside it, and a
+ * probe of a few such jobs would cost much of their time. */
+#define PROBE_EVERY 2
+#define PROBE_MAX 512
+#define PROBE_JOB_NS 1000000.0
+#define PROBE_HOLD_NS 400000000L
+#define GAP_MAX_NS 1000000L
 
 typedef struct {
     struct tp_pool *pool;
@@ -69,9 +91,14 @@ struct tp_pool {
     /* the adaptation, touched by the caller's thread only (tp_run) */
     int adaptive;
     long hold_ns, hold_until, win_jobs, win_par_ns;
+    long win_gap_ns, last_end; /* the serial code between the window's jobs */
     double win_serial_ns;
     _Atomic long reductions; /* read by tp_get_stats from any thread */
     int fails;               /* windows in a row that failed */
+    /* the probe (see the top of the file) */
+    int probing, probe_from, probe_fails, probe_reduced;
+    long probe_after, probe_every; /* good windows until the next probe; the interval */
+    double ref_job_ns;             /* a job's mean time in the window before the probe */
     /* the job */
     _Atomic(tp_task_fn) fn;
     _Atomic(void *) ctx;
@@ -79,6 +106,7 @@ struct tp_pool {
     _Atomic uint64_t claim;    /* generation << 32 | next task */
     atomic_int finished;       /* tasks of the current job done */
     _Atomic long worker_ns;    /* the time the workers' tasks of the job took */
+    atomic_int timed;          /* whether workers time this job's tasks */
     _Atomic uint32_t gen;      /* futex word: bumped for every job */
     _Atomic uint32_t done_gen; /* futex word the caller sleeps on */
     atomic_int sleepers;       /* workers in (or entering) futex_wait */
@@ -138,7 +166,7 @@ void (*tp_test_hook)(enum tp_hook_point at, uint32_t gen, uint64_t claim);
 #endif
 
 /* Takes and runs tasks of generation g until none is left; returns how
- * many it ran. A worker times its tasks, for the adaptation. */
+ * many it ran. A worker times its tasks where the adaptation counts the job. */
 static int work(tp_pool *p, uint32_t g, int on_caller)
 {
     for (int ran = 0;; ran++) {
@@ -161,7 +189,7 @@ static int work(tp_pool *p, uint32_t g, int on_caller)
          * task of it, this one included, is finished */
         tp_task_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
-        if (on_caller) {
+        if (on_caller || !atomic_load_explicit(&p->timed, memory_order_relaxed)) {
             fn(ctx, task);
         } else {
             long t0 = now_ns();
@@ -202,6 +230,8 @@ static void *worker_main(void *arg)
     }
 }
 
+/* A futex wake cannot pick which waiters it wakes: on growth every parked
+ * worker wakes, and those still past the new count park again. */
 static void set_active(tp_pool *p, int n)
 {
     uint32_t old = atomic_exchange(&p->active, (uint32_t)n);
@@ -209,13 +239,108 @@ static void set_active(tp_pool *p, int n)
         futex_wake(&p->active, INT_MAX);
 }
 
+static void probe_reset(tp_pool *p)
+{
+    p->probing = p->probe_fails = p->probe_reduced = 0;
+    p->probe_after = p->probe_every = PROBE_EVERY;
+}
+
+/* Halves the threads that take part, from `active`, and holds there a while
+ * (each reduction in a row doubles the hold). */
+static void reduce(tp_pool *p, int active, long t)
+{
+    set_active(p, active / 2 > 1 ? active / 2 : 1);
+    atomic_fetch_add_explicit(&p->reductions, 1, memory_order_relaxed);
+    p->hold_until = t + p->hold_ns;
+    p->hold_ns = p->hold_ns * 2 < HOLD_MAX_NS ? p->hold_ns * 2 : HOLD_MAX_NS;
+}
+
+/* Ends a probe window whose jobs took job_ns each on average: fewer threads
+ * faster by MIN_GAIN than before the probe, twice in a row, keep the fewer;
+ * otherwise every thread again, and the next probe comes twice as late. */
+static void end_probe(tp_pool *p, double job_ns, long t)
+{
+    p->probing = 0;
+    if (job_ns < (1.0 - MIN_GAIN) * p->ref_job_ns) {
+        if (++p->probe_fails >= 2) {
+            /* after the hold, the first good window with every thread probes
+             * again, and one more such probe is enough */
+            p->probe_fails = 1;
+            p->probe_every = PROBE_EVERY;
+            p->probe_after = 1;
+            p->probe_reduced = 1;
+            /* the probe's threads stay, as a reduction from the threads before it */
+            if (p->hold_ns < PROBE_HOLD_NS)
+                p->hold_ns = PROBE_HOLD_NS;
+            reduce(p, p->probe_from, t);
+            return;
+        }
+        p->probe_after = 1; /* confirm at the next good window */
+    } else {
+        p->probe_fails = 0;
+        p->probe_reduced = 0;
+        p->probe_every = p->probe_every * 2 < PROBE_MAX ? p->probe_every * 2 : PROBE_MAX;
+        p->probe_after = p->probe_every;
+    }
+    set_active(p, p->probe_from);
+}
+
+/* A measured job, from t0 to t, into the window; serial_ns the estimate
+ * of it on the caller alone. Judges a window once it is full. */
+static void window_add(tp_pool *p, long t0, long t, double serial_ns)
+{
+    /* the serial code since the last job (up to GAP_MAX_NS: a longer gap
+     * is a pause between steps) is part of a job's cost for the probe: it
+     * reads what the job's threads wrote */
+    long gap = t0 - p->last_end;
+    p->win_gap_ns += gap < 0 ? 0 : gap > GAP_MAX_NS ? GAP_MAX_NS : gap;
+    p->last_end = t;
+    p->win_serial_ns += serial_ns;
+    p->win_par_ns += t - t0;
+    if (++p->win_jobs < WINDOW_JOBS || p->win_par_ns < WINDOW_NS)
+        return;
+    int active = (int)atomic_load(&p->active);
+    double job_ns = (double)(p->win_par_ns + p->win_gap_ns) / (double)p->win_jobs;
+    int failed = (double)p->win_par_ns > (1.0 - MIN_GAIN) * p->win_serial_ns;
+    p->win_jobs = p->win_par_ns = p->win_gap_ns = 0;
+    p->win_serial_ns = 0;
+    if (p->probing) {
+        end_probe(p, job_ns, t);
+        return;
+    }
+    /* one window alone can be a blip (the host took a CPU for a moment): two
+     * in a row decide */
+    p->fails = failed ? p->fails + 1 : 0;
+    if (p->fails >= 2) {
+        p->fails = 0;
+        reduce(p, active, t);
+    } else if (failed) {
+        return;
+    } else if (active < p->n_threads) {
+        if (t >= p->hold_until)
+            set_active(p, active * 2 < p->n_threads ? active * 2 : p->n_threads);
+    } else {
+        /* one good window on a busy machine is often luck: the holds shrink
+         * as they grew, one step a success, so that the tries stay rare
+         * while most of them fail; not while the last probe found fewer
+         * threads faster */
+        if (p->hold_ns > HOLD_NS && !p->probe_reduced)
+            p->hold_ns /= 2;
+        if (job_ns <= PROBE_JOB_NS && --p->probe_after <= 0) {
+            p->probing = 1;
+            p->probe_from = active;
+            p->ref_job_ns = job_ns;
+            set_active(p, active / 2);
+        }
+    }
+}
+
 /* After a job the threads ran together, posted at t0: the caller ran
  * `mine` of its n_tasks tasks until t1 and then waited for the workers'
  * until t2; the workers' tasks took worker_ns. The job alone on the caller
  * is estimated at n_tasks times the lesser of the two sides' times a task:
  * the greater one holds the time a thread of that side was descheduled,
- * and scaled by n_tasks / mine one such pause would count many times.
- * Judges a window once it is full (see the top of the file). */
+ * and scaled by n_tasks / mine one such pause would count many times. */
 static void adapt_after_job(tp_pool *p, int n_tasks, int mine, long t0, long t1, long t2,
                             long worker_ns)
 {
@@ -225,34 +350,7 @@ static void adapt_after_job(tp_pool *p, int n_tasks, int mine, long t0, long t1,
     double per = (double)(t1 - t0) / mine;
     if (mine < n_tasks && (double)worker_ns / (n_tasks - mine) < per)
         per = (double)worker_ns / (n_tasks - mine);
-    p->win_serial_ns += per * n_tasks;
-    p->win_par_ns += t2 - t0;
-    if (++p->win_jobs < WINDOW_JOBS || p->win_par_ns < WINDOW_NS)
-        return;
-    int active = (int)atomic_load(&p->active);
-    int failed = (double)p->win_par_ns > (1.0 - MIN_GAIN) * p->win_serial_ns;
-    p->win_jobs = p->win_par_ns = 0;
-    p->win_serial_ns = 0;
-    /* one window alone can be a blip (the host took a CPU for a moment): two
-     * in a row decide */
-    p->fails = failed ? p->fails + 1 : 0;
-    if (p->fails >= 2) {
-        p->fails = 0;
-        set_active(p, active / 2 > 1 ? active / 2 : 1);
-        atomic_fetch_add_explicit(&p->reductions, 1, memory_order_relaxed);
-        p->hold_until = t2 + p->hold_ns;
-        p->hold_ns = p->hold_ns * 2 < HOLD_MAX_NS ? p->hold_ns * 2 : HOLD_MAX_NS;
-    } else if (failed) {
-        return;
-    } else if (active < p->n_threads) {
-        if (t2 >= p->hold_until)
-            set_active(p, active * 2 < p->n_threads ? active * 2 : p->n_threads);
-    } else if (p->hold_ns > HOLD_NS) {
-        /* one good window on a busy machine is often luck: the holds shrink
-         * as they grew, one step a success, so that the tries stay rare
-         * while most of them fail */
-        p->hold_ns /= 2;
-    }
+    window_add(p, t0, t2, per * n_tasks);
 }
 
 int tp_create(int n_threads, tp_pool **out, char *err, size_t errlen)
@@ -273,6 +371,7 @@ int tp_create(int n_threads, tp_pool **out, char *err, size_t errlen)
     atomic_store(&p->active, (uint32_t)n_threads);
     p->adaptive = 1;
     p->hold_ns = HOLD_NS;
+    probe_reset(p);
     for (int i = 0; i < n_threads - 1; i++) {
         p->worker_args[i] = (tp_worker){p, (uint32_t)i + 1};
         int rc = pthread_create(&p->workers[i], NULL, worker_main, &p->worker_args[i]);
@@ -311,10 +410,11 @@ void tp_set_adaptive(tp_pool *p, int on)
     if (!p)
         return;
     p->adaptive = on != 0;
-    p->win_jobs = p->win_par_ns = 0;
+    p->win_jobs = p->win_par_ns = p->win_gap_ns = 0;
     p->win_serial_ns = 0;
     p->fails = 0;
     p->hold_ns = HOLD_NS;
+    probe_reset(p);
     set_active(p, p->n_threads);
 }
 
@@ -339,6 +439,8 @@ static void run_together(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx, int 
     atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_release);
     atomic_store_explicit(&p->finished, 0, memory_order_relaxed);
     atomic_store_explicit(&p->worker_ns, 0, memory_order_relaxed);
+    /* published with the claim word below (release), as fn and ctx are */
+    atomic_store_explicit(&p->timed, measure && p->adaptive, memory_order_relaxed);
     TEST_HOOK(TP_HOOK_JOB_POSTED, g, (uint64_t)g << 32);
     long t0 = now_ns();
     atomic_store_explicit(&p->claim, (uint64_t)g << 32, memory_order_release);
@@ -366,19 +468,34 @@ static void run_together(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx, int 
                         atomic_load_explicit(&p->worker_ns, memory_order_relaxed));
 }
 
+/* Runs the job on the caller alone where no other thread would help:
+ * nonzero when it did. */
+static int run_alone(const tp_pool *p, int threads, int n_tasks, tp_task_fn fn, void *ctx)
+{
+    if (p && threads > 1 && n_tasks > 1)
+        return 0;
+    for (int t = 0; t < n_tasks; t++)
+        fn(ctx, t);
+    return 1;
+}
+
 static void run_job(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx, int measure)
 {
     if (n_tasks <= 0)
         return;
-    if (p && p->n_threads > 1 && n_tasks > 1 && atomic_load(&p->active) == 1 &&
-        now_ns() >= p->hold_until)
-        set_active(p, 2); /* the hold is over: try two threads again */
-    if (!p || atomic_load(&p->active) == 1 || n_tasks == 1) {
-        for (int t = 0; t < n_tasks; t++)
-            fn(ctx, t);
-        return;
+    if (p && p->n_threads > 1 && n_tasks > 1 && atomic_load(&p->active) == 1) {
+        if (p->probing && measure) { /* the probe's jobs on the caller alone: timed */
+            long t0 = now_ns();
+            run_alone(p, 1, n_tasks, fn, ctx);
+            long t1 = now_ns();
+            window_add(p, t0, t1, (double)(t1 - t0));
+            return;
+        }
+        if (!p->probing && now_ns() >= p->hold_until)
+            set_active(p, 2); /* the hold is over: try two threads again */
     }
-    run_together(p, n_tasks, fn, ctx, measure);
+    if (!run_alone(p, p ? (int)atomic_load(&p->active) : 1, n_tasks, fn, ctx))
+        run_together(p, n_tasks, fn, ctx, measure);
 }
 
 void tp_run(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx) { run_job(p, n_tasks, fn, ctx, 1); }
@@ -390,13 +507,8 @@ void tp_run_loops(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
 
 void tp_run_all(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
 {
-    if (n_tasks <= 0)
+    if (n_tasks <= 0 || run_alone(p, tp_threads(p), n_tasks, fn, ctx))
         return;
-    if (!p || p->n_threads == 1 || n_tasks == 1) {
-        for (int t = 0; t < n_tasks; t++)
-            fn(ctx, t);
-        return;
-    }
     uint32_t active = atomic_load(&p->active);
     if ((int)active < p->n_threads)
         set_active(p, p->n_threads);
