@@ -64,11 +64,12 @@
  * a pause between steps) is set against the window before it. Fewer
  * threads faster by MIN_GAIN, twice in a row, make a reduction like any
  * other, held at least PROBE_HOLD_NS (a measurement, not an estimate:
- * with the 50 ms hold, a 0.5 s decode of the demo model spent most of its
- * time finding it again); otherwise the interval doubles, up to PROBE_MAX
- * windows. Only windows of small jobs (a mean up to PROBE_JOB_NS) probe:
- * where a job lasts longer, the per-job costs are small beside it, and a
- * probe of a few such jobs would cost much of their time. */
+ * with 50 ms holds, a 0.5 s decode of the demo model went back to two
+ * threads again and again and gained nothing); otherwise the interval
+ * doubles, up to PROBE_MAX windows. Only windows of small jobs (a mean up
+ * to PROBE_JOB_NS) probe: where a job lasts longer, the per-job costs are
+ * small beside it, and a probe of a few such jobs would cost much of their
+ * time. */
 #define PROBE_EVERY 2
 #define PROBE_MAX 512
 #define PROBE_JOB_NS 1000000.0
