@@ -44,6 +44,12 @@ typedef struct {
 extern const double k_exp2_32[32];
 float k_silu(float x); /* kernels.h */
 
+/* The calling thread's buffer for rows of x packed for a path's tiles: at
+ * least n floats, 32-byte aligned, kept for the thread's next calls and freed
+ * when it ends. NULL where it cannot be had or k_set_x_pack(0) asked for x
+ * in place (the path then reads x where it is: the same bits). */
+float *k_x_pack_buffer(size_t n);
+
 /* The chosen path's table (the best the CPU runs until k_isa_select). */
 const k_ops *k_isa_ops(void);
 

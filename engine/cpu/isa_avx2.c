@@ -3,6 +3,8 @@
  * ymm halves (lanes 0-7 and 8-15), reduced in the same tree as the other
  * paths (half + half, then 4, 2, 1). Compiled with -mavx2 -mfma.
  */
+#include "isa.h"
+
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -117,14 +119,62 @@ static inline __attribute__((always_inline)) __m256 half_w_tail(const float *wf,
     return _mm256_maskload_ps(wf + i + 8 * h, lane_mask(r - 8 * h));
 }
 
+/* The tiles' rows of x, packed in the order the half passes read them: per
+ * block of HALF_KB elements, lanes 0-7 of each step of 16 for the tile's
+ * HALF_T rows in turn, then lanes 8-15 the same way, 8 floats each, zero
+ * past K. Each thread packs the block of rows kb_linear_tiled is on into a
+ * buffer of its own (grown as needed, freed when the thread ends). Read in
+ * place, the tile's loads come from HALF_T rows K floats apart (a multiple
+ * of 4 KiB at K = 1,024); packed, from one stream in order. The products
+ * measured 4-15 % faster packed, f32 and bf16, 16 to 512 rows, one and two
+ * threads (bench/RESULTS.md, 2026-12-02, seventh session). Where the buffer
+ * cannot be had, x is read in place: the same products in the same order. */
+#define HALF_STEP_FLOATS (HALF_T * 8)
+
+static inline size_t round16(int K) { return ((size_t)K + 15) & ~(size_t)15; }
+
+/* T rows of x (K floats each) packed tile by tile; NULL without a buffer
+ * (isa.h k_x_pack_buffer). */
+static const float *x_pack(const float *x, int T, int K)
+{
+    size_t Kp = round16(K);
+    int tiles = (T + HALF_T - 1) / HALF_T;
+    float *buf = k_x_pack_buffer((size_t)tiles * HALF_T * Kp);
+    if (!buf)
+        return NULL;
+    for (int u = 0; u < tiles; u++) {
+        int m = T - u * HALF_T < HALF_T ? T - u * HALF_T : HALF_T;
+        float *tile = buf + (size_t)u * HALF_T * Kp;
+        for (int k0 = 0; k0 < K; k0 += HALF_KB) {
+            int S = ((K - k0 > HALF_KB ? HALF_KB : K - k0) + 15) / 16;
+            float *blk = tile + (size_t)HALF_T * k0;
+            for (int h = 0; h < 2; h++)
+                for (int s = 0; s < S; s++)
+                    for (int t = 0; t < m; t++) {
+                        int k = k0 + 16 * s + 8 * h;
+                        const float *src = x + (size_t)(u * HALF_T + t) * K + k;
+                        float *dst = blk + (size_t)(h * S + s) * HALF_STEP_FLOATS + 8 * t;
+                        _mm256_store_ps(dst, K - k >= 8
+                                                 ? _mm256_loadu_ps(src)
+                                                 : _mm256_maskload_ps(src, lane_mask(K - k)));
+                    }
+        }
+    }
+    return buf;
+}
+#define KB_X_PACK(x, T, K) x_pack((x), (T), (K))
+/* the tile from row t (a multiple of HALF_T) of a packed block */
+#define KB_X_PACKED(xp, t, K) ((xp) + (size_t)((t) / HALF_T) * HALF_T * round16(K))
+
 /* One step of 16 elements of a half pass: lanes [8h, 8h + 8) at i, with this
- * tile's share of the prefetch of the next rows (tile_halves). The rows of x
- * and w come as pointers computed once per tile: tested and recomputed in
- * every step, they cost more instructions than the step's loads and
- * multiply-adds. */
+ * tile's share of the prefetch of the next rows (tile_halves); x from the
+ * packed step at xb, or (packed 0) from the rows xr in place. The rows come as
+ * pointers computed once per tile: tested and recomputed in every step,
+ * they cost more instructions than the step's loads and multiply-adds. */
 static inline __attribute__((always_inline)) void
-half_step(const float *const *xr, const float *const *wfr, const uint16_t *const *whr, int bf16,
-          int M, int MJ, int i, int h, const char **pp, size_t bps, __m256 acc[HALF_T][HALF_J])
+half_step(int packed, const float *xb, const float *const *xr, const float *const *wfr,
+          const uint16_t *const *whr, int bf16, int M, int MJ, int i, int h, const char **pp,
+          size_t bps, __m256 acc[HALF_T][HALF_J])
 {
     if (*pp) {
         _mm_prefetch(*pp, _MM_HINT_T0);
@@ -134,16 +184,18 @@ half_step(const float *const *xr, const float *const *wfr, const uint16_t *const
     for (int j = 0; j < MJ; j++)
         wv[j] = bf16 ? bf16x8(whr[j] + i + 8 * h) : _mm256_loadu_ps(wfr[j] + i + 8 * h);
     for (int t = 0; t < M; t++) {
-        __m256 xv = _mm256_loadu_ps(xr[t] + i + 8 * h);
+        __m256 xv = packed ? _mm256_load_ps(xb + 8 * t) : _mm256_loadu_ps(xr[t] + i + 8 * h);
         for (int j = 0; j < MJ; j++)
             acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
     }
 }
 
-static inline __attribute__((always_inline)) void tile_halves(const float *x, int K,
-                                                              const float *wf, const uint16_t *wh,
-                                                              float *y, int ldy, int bf16, int M,
-                                                              int MJ, size_t pf)
+/* xt: the tile's rows packed (x_pack), or NULL to read them at x; `packed`
+ * says which, a constant at each call so each case is a kernel of its own. */
+static inline __attribute__((always_inline)) void tile_halves(const float *x, const float *xt,
+                                                              int packed, int K, const float *wf,
+                                                              const uint16_t *wh, float *y, int ldy,
+                                                              int bf16, int M, int MJ, size_t pf)
 {
     __m256 part[2][HALF_T][HALF_J]; /* each half's sums, from one block of K to the next */
     /* pf: the distance << 16 | this tile's index u << 8 | the count n of
@@ -172,7 +224,10 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
     }
     for (int k0 = 0; k0 < K; k0 += HALF_KB) {
         int k1 = K - k0 > HALF_KB ? k0 + HALF_KB : K;
+        int S = (k1 - k0 + 15) / 16; /* steps in the block, the last maybe partial */
         for (int h = 0; h < 2; h++) {
+            const float *xb =
+                packed ? xt + (size_t)HALF_T * k0 + (size_t)h * S * HALF_STEP_FLOATS : NULL;
             __m256 acc[HALF_T][HALF_J];
             for (int t = 0; t < M; t++)
                 for (int j = 0; j < MJ; j++)
@@ -183,10 +238,16 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
              * faster; a whole block 3-4 % slower) */
             if (bf16)
                 _Pragma("GCC unroll 2") for (; i + 16 <= k1; i += 16)
-                    half_step(xr, wfr, whr, 1, M, MJ, i, h, &pp, bps, acc);
+                {
+                    half_step(packed, xb, xr, wfr, whr, 1, M, MJ, i, h, &pp, bps, acc);
+                    xb = packed ? xb + HALF_STEP_FLOATS : NULL;
+                }
             else
                 _Pragma("GCC unroll 8") for (; i + 16 <= k1; i += 16)
-                    half_step(xr, wfr, whr, 0, M, MJ, i, h, &pp, bps, acc);
+                {
+                    half_step(packed, xb, xr, wfr, whr, 0, M, MJ, i, h, &pp, bps, acc);
+                    xb = packed ? xb + HALF_STEP_FLOATS : NULL;
+                }
             if (i < k1) {
                 int r = k1 - i;
                 __m256 wv[HALF_J];
@@ -194,8 +255,9 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
                     wv[j] = half_w_tail(wf ? wf + (size_t)j * K : NULL,
                                         wh ? wh + (size_t)j * K : NULL, (size_t)i, r, h, bf16);
                 for (int t = 0; t < M; t++) {
-                    __m256 xv =
-                        _mm256_maskload_ps(x + (size_t)t * K + i + 8 * h, lane_mask(r - 8 * h));
+                    __m256 xv = packed ? _mm256_load_ps(xb + 8 * t)
+                                       : _mm256_maskload_ps(x + (size_t)t * K + i + 8 * h,
+                                                            lane_mask(r - 8 * h));
                     for (int j = 0; j < MJ; j++)
                         acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
                 }
@@ -212,10 +274,13 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, in
         }
 }
 /* the tiles with more products than two-half vectors hold in registers (2 x 2) */
-#define KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf)                                           \
-    ((M) * (MJ) > 4                                                                                \
-         ? (tile_halves((x), (K), (w).f, (w).h, (y), (ldy), (bf16), (M), (MJ), (pf)), 1)           \
-         : 0)
+#define KB_TILE_HALVES(x, xp, K, w, y, ldy, bf16, M, MJ, pf)                                       \
+    ((M) * (MJ) > 4 ? ((xp) ? tile_halves((x), (xp), 1, (K), (w).f, (w).h, (y), (ldy), (bf16),     \
+                                          (M), (MJ), (pf))                                         \
+                            : tile_halves((x), NULL, 0, (K), (w).f, (w).h, (y), (ldy), (bf16),     \
+                                          (M), (MJ), (pf)),                                        \
+                       1)                                                                          \
+                    : 0)
 
 /* The next rows of w are prefetched by the first HALF_PF_TILES tiles of x
  * against the rows in use, each its run of the lines (tile_halves): one

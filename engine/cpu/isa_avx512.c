@@ -2,6 +2,8 @@
  * isa_avx512.c — the kernels on AVX-512 (F, BW, VL): one 16-lane vector is
  * one zmm register. Compiled with -mavx512f -mavx512bw -mavx512vl -mfma.
  */
+#include "isa.h"
+
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -80,7 +82,8 @@ static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4]
 #ifndef F32_PF_HINT
 #define F32_PF_HINT _MM_HINT_T0
 #endif
-static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K, const float *wf,
+static inline __attribute__((always_inline)) void tile_4x4(const float *x, const float *xt,
+                                                           int packed, int K, const float *wf,
                                                            const uint16_t *wh, float *y, int ldy,
                                                            int bf16, size_t pf)
 {
@@ -104,7 +107,8 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K
         }
         vec16 xv[4], wv[4];
         for (int t = 0; t < 4; t++)
-            xv[t] = V_LOAD(x + (size_t)t * K + i);
+            xv[t] = packed ? _mm512_load_ps(xt + (size_t)4 * i + 16 * t)
+                           : V_LOAD(x + (size_t)t * K + i);
         for (int j = 0; j < 4; j++)
             wv[j] = bf16 ? V_LOAD_BF16(wh + (size_t)j * K + i) : V_LOAD(wf + (size_t)j * K + i);
         for (int t = 0; t < 4; t++)
@@ -115,7 +119,8 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K
         int r = K - i;
         vec16 xv[4], wv[4];
         for (int t = 0; t < 4; t++)
-            xv[t] = V_LOAD_TAIL(x + (size_t)t * K + i, r);
+            xv[t] = packed ? _mm512_load_ps(xt + (size_t)4 * i + 16 * t)
+                           : V_LOAD_TAIL(x + (size_t)t * K + i, r);
         for (int j = 0; j < 4; j++)
             wv[j] = bf16 ? V_LOAD_BF16_TAIL(wh + (size_t)j * K + i, r)
                          : V_LOAD_TAIL(wf + (size_t)j * K + i, r);
@@ -125,8 +130,38 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, int K
     }
     tile_store_4x4(acc, y, ldy);
 }
-#define KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf)                                           \
-    ((M) == 4 && (MJ) == 4 ? (tile_4x4((x), (K), (w).f, (w).h, (y), (ldy), (bf16), (pf)), 1) : 0)
+#define KB_TILE_HALVES(x, xp, K, w, y, ldy, bf16, M, MJ, pf)                                       \
+    ((M) == 4 && (MJ) == 4                                                                         \
+         ? ((xp) ? tile_4x4((x), (xp), 1, (K), (w).f, (w).h, (y), (ldy), (bf16), (pf))             \
+                 : tile_4x4((x), NULL, 0, (K), (w).f, (w).h, (y), (ldy), (bf16), (pf)),            \
+            1)                                                                                     \
+         : 0)
+
+/* The tiles' rows of x packed in the order tile_4x4 reads them: per step of
+ * 16 elements, the tile's 4 rows in turn, zero past K. Read in place, the
+ * rows lie K floats apart (a multiple of 4 KiB at K = 1,024); packed, the
+ * loads come from one stream in order (measured: bench/RESULTS.md,
+ * 2026-12-02, seventh session). Short tiles (2 or 3 rows) read x in place:
+ * the kernel that takes them is kernels_body.h's own. */
+static inline size_t round16(int K) { return ((size_t)K + 15) & ~(size_t)15; }
+static const float *x_pack(const float *x, int T, int K)
+{
+    size_t Kp = round16(K);
+    int tiles = (T + 3) / 4;
+    float *buf = k_x_pack_buffer((size_t)tiles * 4 * Kp);
+    if (!buf)
+        return NULL;
+    for (int u = 0; u < tiles; u++)
+        for (int k = 0; k < K; k += 16) {
+            __mmask16 m = K - k >= 16 ? 0xffff : (__mmask16)((1u << (K - k)) - 1);
+            for (int t = 0; t < 4 && 4 * u + t < T; t++)
+                _mm512_store_ps(buf + (size_t)u * 4 * Kp + (size_t)4 * k + 16 * t,
+                                _mm512_maskz_loadu_ps(m, x + (size_t)(4 * u + t) * K + k));
+        }
+    return buf;
+}
+#define KB_X_PACK(x, T, K) x_pack((x), (T), (K))
+#define KB_X_PACKED(xp, t, K) ((xp) + (size_t)((t) / 4) * 4 * round16(K))
 #define KB_TILE_PF_SHARE(M, MJ) ((M) == 4 && (MJ) == 4 ? F32_PF_TILES : 0)
 
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers. Against a

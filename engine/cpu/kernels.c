@@ -9,7 +9,10 @@
 #include "kernels_q8.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 float k_dot(const float *a, const float *b, int n) { return k_isa_ops()->dot(a, b, n); }
@@ -26,6 +29,43 @@ void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, c
 float k_stream_sum(const float *p, size_t n, int prefetch)
 {
     return k_isa_ops()->stream_sum(p, n, prefetch);
+}
+
+static atomic_int x_pack_on = 1;
+
+void k_set_x_pack(int on) { atomic_store_explicit(&x_pack_on, on != 0, memory_order_relaxed); }
+
+/* The buffer is the thread's own: tasks of one job pack their blocks side by
+ * side. A key's destructor frees it when a pool's thread ends. */
+static pthread_key_t x_pack_key;
+static pthread_once_t x_pack_once = PTHREAD_ONCE_INIT;
+static int x_pack_key_ok;
+static _Thread_local float *x_pack_buf;
+static _Thread_local size_t x_pack_cap; /* floats */
+
+static void x_pack_key_init(void) { x_pack_key_ok = pthread_key_create(&x_pack_key, free) == 0; }
+
+float *k_x_pack_buffer(size_t n)
+{
+    if (!atomic_load_explicit(&x_pack_on, memory_order_relaxed))
+        return NULL;
+    if (n <= x_pack_cap)
+        return x_pack_buf;
+    pthread_once(&x_pack_once, x_pack_key_init);
+    size_t bytes = (n + 15) / 16 * 64; /* aligned_alloc: a multiple of the alignment */
+    if (!x_pack_key_ok || n > SIZE_MAX / 8)
+        return NULL;
+    float *b = aligned_alloc(64, bytes);
+    if (!b)
+        return NULL;
+    if (pthread_setspecific(x_pack_key, b) != 0) {
+        free(b);
+        return NULL;
+    }
+    free(x_pack_buf);
+    x_pack_buf = b;
+    x_pack_cap = bytes / sizeof(float);
+    return b;
 }
 
 /* One matrix of a job: y[t*ldy + j] = x[t] . w[j] for j < N. */

@@ -104,6 +104,11 @@ void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, c
  * prefetch): what the memory-bandwidth measurement reads with. */
 float k_stream_sum(const float *p, size_t n, int prefetch);
 
+/* For tests: 0 has the paths that pack rows of x for their tiles (avx2) read them in place
+ * instead, as they do where a thread's packing buffer cannot be had; 1, the default, packs.
+ * The bits are the same either way. */
+void k_set_x_pack(int on);
+
 /* The instruction-set path, process-wide. name: "avx512", "avx2", "neon",
  * "portable" or "auto"; NULL or "" takes MHLA_CPU_ISA from the environment,
  * and without it the best path the CPU runs. -1 with the cause in err for a

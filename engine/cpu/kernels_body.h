@@ -7,8 +7,11 @@
  *   i+4, i+2, i+1), KB_TILE_T x KB_TILE_J (the register tile: rows of x by
  *   rows of w) and KB_OPS / KB_NAME (the table it exports); optionally
  *   KB_TILE_STORE(acc, y, ldy), reducing a whole tile at once in the same
- *   tree, KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf), its own kernel
+ *   tree, KB_TILE_HALVES(x, xp, K, w, y, ldy, bf16, M, MJ, pf), its own kernel
  *   for the tiles it takes (nonzero when it did; same products, same order),
+ *   with KB_X_PACK(x, T, K) and KB_X_PACKED(xp, t, K) (a block of rows of x
+ *   packed for that kernel, or NULL, and where the tile from row t starts:
+ *   xp, NULL where x was not packed),
  *   KB_NARROW_T (the fewest rows of x that go in tiles), KB_SMALL_T with
  *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x),
  *   KB_TILE_J1 (rows of w per tile against a
@@ -177,13 +180,15 @@ static inline __attribute__((always_inline)) vec16 kb_wload_tail(kb_wrow w, size
  * fewer streams to follow). */
 #define KB_TILE_MAX_J1 (KB_TILE_J1 > KB_TILE_JN ? KB_TILE_J1 : KB_TILE_JN)
 #define KB_TILE_MAX_J (KB_TILE_MAX_J1 > KB_TILE_J ? KB_TILE_MAX_J1 : KB_TILE_J)
-static inline __attribute__((always_inline)) void
-kb_tile(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int M, int MJ, size_t pf)
+static inline __attribute__((always_inline)) void kb_tile(const float *x, const float *xp, int K,
+                                                          kb_wrow w, float *y, int ldy, int bf16,
+                                                          int M, int MJ, size_t pf)
 {
 #ifdef KB_TILE_HALVES
-    if (KB_TILE_HALVES(x, K, w, y, ldy, bf16, M, MJ, pf))
+    if (KB_TILE_HALVES(x, xp, K, w, y, ldy, bf16, M, MJ, pf))
         return;
 #endif
+    (void)xp;
     vec16 acc[KB_TILE_T][KB_TILE_MAX_J];
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
@@ -302,60 +307,71 @@ kb_linear_narrow(const float *x, int T, int K, const float *wf, const uint16_t *
     int j_pf = j1 - J - (int)(pf / (size_t)K);
     for (; j + J <= j1; j += J)
         for (int t = 0; t < T; t++)
-            kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                    ldy, bf16, 1, J, j <= j_pf ? pf : 0);
+            kb_tile(x + (size_t)t * K, NULL, K, kb_row(wf, wh, (size_t)j, K),
+                    y + (size_t)t * ldy + j, ldy, bf16, 1, J, j <= j_pf ? pf : 0);
     for (; j + KB_TILE_J <= j1; j += KB_TILE_J)
         for (int t = 0; t < T; t++)
-            kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                    ldy, bf16, 1, KB_TILE_J, 0);
+            kb_tile(x + (size_t)t * K, NULL, K, kb_row(wf, wh, (size_t)j, K),
+                    y + (size_t)t * ldy + j, ldy, bf16, 1, KB_TILE_J, 0);
     for (; j < j1; j++)
         for (int t = 0; t < T; t++)
-            kb_tile(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j,
-                    ldy, bf16, 1, 1, 0);
+            kb_tile(x + (size_t)t * K, NULL, K, kb_row(wf, wh, (size_t)j, K),
+                    y + (size_t)t * ldy + j, ldy, bf16, 1, 1, 0);
 }
 
-/* A tile of TT rows of x by n < TJ rows of w (n a constant in each call, so
- * every case is a tile kernel of its own). */
-static inline __attribute__((always_inline)) void
-kb_tile_rest(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int TT, int TJ, int n)
+/* A tile of TT rows of x (xp: the same rows packed, or NULL) by n < TJ rows
+ * of w (n a constant in each call, so every case is a tile kernel of its own). */
+static inline __attribute__((always_inline)) void kb_tile_rest(const float *x, const float *xp,
+                                                               int K, kb_wrow w, float *y, int ldy,
+                                                               int bf16, int TT, int TJ, int n)
 {
     (void)TJ; /* unused where tiles have 2 rows of w */
     if (n == 1)
-        kb_tile(x, K, w, y, ldy, bf16, TT, 1, 0);
+        kb_tile(x, xp, K, w, y, ldy, bf16, TT, 1, 0);
 #if KB_TILE_MAX_J > 2
     else if (n == 2 && TJ > 2)
-        kb_tile(x, K, w, y, ldy, bf16, TT, 2, 0);
+        kb_tile(x, xp, K, w, y, ldy, bf16, TT, 2, 0);
 #endif
 #if KB_TILE_MAX_J > 3
     else if (n == 3 && TJ > 3)
-        kb_tile(x, K, w, y, ldy, bf16, TT, 3, 0);
+        kb_tile(x, xp, K, w, y, ldy, bf16, TT, 3, 0);
 #endif
     else
         for (int j = 0; j < n; j++)
-            kb_tile(x, K, kb_row(w.f, w.h, (size_t)j, K), y + j, ldy, bf16, TT, 1, 0);
+            kb_tile(x, xp, K, kb_row(w.f, w.h, (size_t)j, K), y + j, ldy, bf16, TT, 1, 0);
 }
 
-/* A tile of m < TT rows of x (the last of a block) by TJ rows of w; m a
- * constant in each call. */
-static inline __attribute__((always_inline)) void
-kb_tile_short(const float *x, int K, kb_wrow w, float *y, int ldy, int bf16, int TT, int TJ, int m)
+/* A tile of m < TT rows of x (the last of a block; xp: packed, or NULL) by
+ * TJ rows of w; m a constant in each call. */
+static inline __attribute__((always_inline)) void kb_tile_short(const float *x, const float *xp,
+                                                                int K, kb_wrow w, float *y, int ldy,
+                                                                int bf16, int TT, int TJ, int m)
 {
     (void)TT; /* unused where tiles have 2 rows of x */
 #if KB_TILE_T > 2
     if (m == 2 && TT > 2) {
-        kb_tile(x, K, w, y, ldy, bf16, 2, TJ, 0);
+        kb_tile(x, xp, K, w, y, ldy, bf16, 2, TJ, 0);
         return;
     }
 #endif
 #if KB_TILE_T > 3
     if (m == 3 && TT > 3) {
-        kb_tile(x, K, w, y, ldy, bf16, 3, TJ, 0);
+        kb_tile(x, xp, K, w, y, ldy, bf16, 3, TJ, 0);
         return;
     }
 #endif
+    (void)xp;
     for (int t = 0; t < m; t++)
-        kb_tile(x + (size_t)t * K, K, w, y + (size_t)t * ldy, ldy, bf16, 1, TJ, 0);
+        kb_tile(x + (size_t)t * K, NULL, K, w, y + (size_t)t * ldy, ldy, bf16, 1, TJ, 0);
 }
+
+/* A path may pack each block of rows of x for its tiles (KB_X_PACK(x, T, K):
+ * the packed block, or NULL to read x in place; KB_X_PACKED(xp, t, K): where
+ * the tile from row t of the block starts in it). */
+#ifndef KB_X_PACK
+#define KB_X_PACK(x, T, K) ((void)(x), (void)(T), (void)(K), (const float *)NULL)
+#define KB_X_PACKED(xp, t, K) ((void)(t), (void)(K), (xp))
+#endif
 
 /* Rows of x in tiles of TT x TJ (constants at each call), over blocks of x
  * that stay in L2. */
@@ -366,6 +382,10 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
     int tb = kb_token_block(K);
     for (int t0 = 0; t0 < T; t0 += tb) {
         int t1 = t0 + tb < T ? t0 + tb : T;
+        /* the tiles' rows packed for the path's own tile kernel, if it has one */
+        const float *xpk =
+            TT == KB_TILE_T && TJ == KB_TILE_J ? KB_X_PACK(x + (size_t)t0 * K, t1 - t0, K) : NULL;
+#define KB_XP(t) (xpk ? KB_X_PACKED(xpk, (t)-t0, K) : NULL)
         int j = j0;
         for (; j + TJ <= j1; j += TJ) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
@@ -377,32 +397,34 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
                 int n = (t1 - t0) / TT;
                 n = n < KB_TILE_PF_SHARE(TT, TJ) ? n : KB_TILE_PF_SHARE(TT, TJ);
                 for (int u = 0; u < n; t += TT, u++)
-                    kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
-                            kb_pf(K, bf16) << 16 | (size_t)u << 8 | (size_t)n);
+                    kb_tile(x + (size_t)t * K, KB_XP(t), K, wj, y + (size_t)t * ldy + j, ldy, bf16,
+                            TT, TJ, kb_pf(K, bf16) << 16 | (size_t)u << 8 | (size_t)n);
             } else if (t + TT <= t1) {
                 /* the first tile of x against these rows of w prefetches the next rows */
-                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
-                        kb_pf(K, bf16));
+                kb_tile(x + (size_t)t * K, KB_XP(t), K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT,
+                        TJ, kb_pf(K, bf16));
                 t += TT;
             }
             for (; t + TT <= t1; t += TT)
-                kb_tile(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ, 0);
+                kb_tile(x + (size_t)t * K, KB_XP(t), K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT,
+                        TJ, 0);
             if (t < t1)
-                kb_tile_short(x + (size_t)t * K, K, wj, y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
-                              t1 - t);
+                kb_tile_short(x + (size_t)t * K, KB_XP(t), K, wj, y + (size_t)t * ldy + j, ldy,
+                              bf16, TT, TJ, t1 - t);
         }
         /* rows of w left over from whole tiles (a task's share need not divide
          * the tile): tiles of that many rows, each tile of x reading them once */
         if (j < j1) {
             int t = t0;
             for (; t + TT <= t1; t += TT)
-                kb_tile_rest(x + (size_t)t * K, K, kb_row(wf, wh, (size_t)j, K),
+                kb_tile_rest(x + (size_t)t * K, KB_XP(t), K, kb_row(wf, wh, (size_t)j, K),
                              y + (size_t)t * ldy + j, ldy, bf16, TT, TJ, j1 - j);
             for (; j < j1; j++)
                 for (int u = t; u < t1; u++)
-                    kb_tile(x + (size_t)u * K, K, kb_row(wf, wh, (size_t)j, K),
+                    kb_tile(x + (size_t)u * K, NULL, K, kb_row(wf, wh, (size_t)j, K),
                             y + (size_t)u * ldy + j, ldy, bf16, 1, 1, 0);
         }
+#undef KB_XP
     }
 }
 

@@ -5,6 +5,11 @@
  *     order, computed here in plain C: shapes on both sides of each path's register tile,
  *     columns that leave a partial vector, A read by rows and by columns (the mixer reads
  *     K_iᵀ that way);
+ *   - k_linear (f32 and bf16 weights) equals, to the bit, the canonical dot product computed
+ *     here in plain C (16 lanes of fmaf in k order, then lane i + i+8, i+4, i+2, i+1), for
+ *     rows of x on both sides of each tile and of a cache block, K on both sides of a
+ *     vector and of a block of K, with one thread and two, with x packed for the tiles and
+ *     read in place (k_set_x_pack);
  *   - k_silu_mul equals silu(a) * b with the scalar k_expf, to the bit, for values over
  *     k_expf's whole range and past it (±89, ±110, infinities, NaN, subnormals, -0), for
  *     every length up to two vectors plus a tail, in place on either input.
@@ -65,6 +70,86 @@ static void check_gemm(const char *path)
     printf("%s: k_gemm_acc, %d shapes, the bits of fmaf in k order\n", path, cases);
 }
 
+/* The canonical dot product (kernels.h) in plain C: lanes past K take fmaf(0, 0, lane), as
+ * a vector path's zeroed tail does. */
+static float canonical_dot(const float *x, const float *w, int K)
+{
+    float lane[16] = {0};
+    for (int k = 0; k < K; k++)
+        lane[k % 16] = fmaf(x[k], w[k], lane[k % 16]);
+    for (int l = K % 16; K % 16 && l < 16; l++)
+        lane[l] = fmaf(0.0f, 0.0f, lane[l]);
+    for (int half = 8; half >= 1; half /= 2)
+        for (int i = 0; i < half; i++)
+            lane[i] = lane[i] + lane[i + half];
+    return lane[0];
+}
+
+static void *must_alloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return p;
+}
+
+static void check_linear(const char *path, tp_pool *const pools[2])
+{
+    /* rows: batch 1, the narrow and small tiles, whole and short tiles of 4, two cache
+     * blocks (128 rows at K <= 512, 60 at K = 1029); K: a tail, one vector, blocks of 128 */
+    static const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33, 70, 131};
+    static const int Ks[] = {1, 15, 16, 17, 128, 129, 300, 1029};
+    int cases = 0;
+    for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
+        for (size_t b = 0; b < sizeof Ks / sizeof *Ks; b++) {
+            int T = Ts[a], K = Ks[b], N = 1 + rnd(40), ldy = N + rnd(3);
+            size_t ny = (size_t)T * ldy;
+            float *x = must_alloc(sizeof(float) * T * K), *wf = must_alloc(sizeof(float) * N * K);
+            float *wb = must_alloc(sizeof(float) * N * K); /* the bf16 weights, widened */
+            uint16_t *wh = must_alloc(sizeof(uint16_t) * N * K);
+            float *ref = must_alloc(sizeof(float) * ny), *y = must_alloc(sizeof(float) * ny);
+            for (size_t i = 0; i < (size_t)T * K; i++)
+                x[i] = rnd(8) ? frand(2.0f) : 0.0f;
+            for (size_t i = 0; i < (size_t)N * K; i++) {
+                wf[i] = frand(3.0f);
+                wh[i] = mhla_bf16_from_f32(frand(3.0f));
+                wb[i] = mhla_f32_from_bf16(wh[i]);
+            }
+            for (int bf16 = 0; bf16 < 2; bf16++) {
+                memset(ref, 0x7f, sizeof(float) * ny); /* the padding past N must stay so */
+                for (int t = 0; t < T; t++)
+                    for (int j = 0; j < N; j++)
+                        ref[(size_t)t * ldy + j] =
+                            canonical_dot(x + (size_t)t * K, (bf16 ? wb : wf) + (size_t)j * K, K);
+                k_matrix m = {.f32 = bf16 ? NULL : wf, .bf16 = bf16 ? wh : NULL};
+                for (int th = 0; th < 2; th++)
+                    for (int pack = 1; pack >= 0; pack--) {
+                        k_set_x_pack(pack);
+                        memset(y, 0x7f, sizeof(float) * ny);
+                        k_linear(x, T, K, m, N, y, ldy, pools[th]);
+                        CHECK(same_bits(y, ref, ny),
+                              "%s: k_linear %s T=%d K=%d N=%d, %d thread(s), x %s: not the "
+                              "canonical bits",
+                              path, bf16 ? "bf16" : "f32", T, K, N, tp_threads(pools[th]),
+                              pack ? "packed" : "in place");
+                    }
+            }
+            k_set_x_pack(1);
+            cases++;
+            free(x);
+            free(wf);
+            free(wb);
+            free(wh);
+            free(ref);
+            free(y);
+        }
+    printf("%s: k_linear, %d shapes x f32/bf16 x %d/%d threads x packed/in place, the canonical "
+           "bits\n",
+           path, cases, tp_threads(pools[0]), tp_threads(pools[1]));
+}
+
 static void check_silu(const char *path)
 {
     static const float special[] = {0.0f,     -0.0f,     89.0f,     -89.0f,   110.0f,
@@ -122,9 +207,23 @@ static void check_silu(const char *path)
            swept);
 }
 
-int main(void)
+/* usage: test_vector_kernels [THREADS]: k_linear runs on pools of 1 and THREADS threads
+ * (default 2; the aarch64 run under qemu-user passes 1: its pthread_create never returned
+ * on the project's x86-64 machines). */
+int main(int argc, char **argv)
 {
     char paths[64], err[256];
+    tp_pool *pools[2];
+    int threads = argc > 1 ? atoi(argv[1]) : 2;
+    if (threads < 1 || threads > 64) {
+        fprintf(stderr, "FAIL: THREADS must be 1 to 64, not %s\n", argv[1]);
+        return 1;
+    }
+    for (int i = 0; i < 2; i++)
+        if (tp_create(i ? threads : 1, &pools[i], err, sizeof err)) {
+            fprintf(stderr, "FAIL: pool of %d: %s\n", i + 1, err);
+            return 1;
+        }
     snprintf(paths, sizeof paths, "%s", k_isa_runnable());
     int n_paths = 0;
     for (char *p = strtok(paths, " "); p; p = strtok(NULL, " ")) {
@@ -133,10 +232,13 @@ int main(void)
             continue;
         }
         check_gemm(p);
+        check_linear(p, pools);
         check_silu(p);
         n_paths++;
     }
     CHECK(n_paths >= 1, "no kernel path ran");
+    for (int i = 0; i < 2; i++)
+        tp_free(pools[i]);
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;
