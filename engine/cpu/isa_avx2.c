@@ -152,11 +152,12 @@ static const float *x_pack(const float *x, int T, int K)
                 for (int s = 0; s < S; s++)
                     for (int t = 0; t < m; t++) {
                         int k = k0 + 16 * s + 8 * h;
-                        const float *src = x + (size_t)(u * HALF_T + t) * K + k;
+                        const float *row = x + (size_t)(u * HALF_T + t) * K;
                         float *dst = blk + (size_t)(h * S + s) * HALF_STEP_FLOATS + 8 * t;
-                        _mm256_store_ps(dst, K - k >= 8
-                                                 ? _mm256_loadu_ps(src)
-                                                 : _mm256_maskload_ps(src, lane_mask(K - k)));
+                        _mm256_store_ps(dst, K - k >= 8 ? _mm256_loadu_ps(row + k)
+                                             : K - k > 0
+                                                 ? _mm256_maskload_ps(row + k, lane_mask(K - k))
+                                                 : _mm256_setzero_ps());
                     }
         }
     }
