@@ -52,11 +52,12 @@ struct kv_pool {
     kv_page_desc *pg;
     int n_pg, cap_pg;
     long max_pages;
-    int32_t free_head;
+    int32_t free_head;          /* free pages with storage */
+    int32_t bare_head;          /* free descriptors without storage (unbounded pools only) */
     int32_t lru_head, lru_tail; /* head: least recently used */
     int32_t *buckets;
     uint64_t n_buckets; /* power of two */
-    long n_used, n_cached, n_free, n_reserved;
+    long n_used, n_cached, n_free, n_bare, n_reserved;
     uint64_t hash_mask;
     kv_stats ctr; /* hits, misses, evictions, resumed_tokens, resumes */
     kv_resume_entry *resume;
@@ -78,6 +79,9 @@ struct kv_seq {
 /* ---- memory.c: storage in the pool's memory ---- */
 void kv_memory_host(kv_memory *m);
 void *kv_mem_alloc(const kv_pool *p, size_t bytes);
+/* One page's storage (page_bytes, not zero-filled), and its release (NULL is fine). */
+void *kv_mem_alloc_page(const kv_pool *p);
+void kv_mem_release_page(const kv_pool *p, void *ptr);
 /* the same, for buffers swept every step: the memory's alloc_swept where it has one */
 void *kv_mem_alloc_swept(const kv_pool *p, size_t bytes);
 void kv_mem_release(const kv_pool *p, void *ptr);

@@ -5,7 +5,11 @@
  *
  * A bounded pool creates page storage lazily, up to budget / page_bytes
  * pages, and never returns it: after warm-up, taking a page allocates
- * nothing. An unbounded pool mallocs each page and frees it on release.
+ * nothing. An unbounded pool makes pages on demand and keeps a released
+ * page's storage for the next take while it holds fewer spare pages than
+ * pages in use (so at most twice what is in use, and a block closing in a
+ * batch of growing sequences takes storage a finished one left instead of
+ * fresh memory); past that it gives the storage back.
  */
 #include "kvstate_internal.h"
 
@@ -83,7 +87,7 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
     p->page_floats = kv_page_floats(&opt->geo);
     p->page_bytes = p->page_floats * (opt->dtype == KV_DTYPE_BF16 ? 2 : 4);
     p->holders = 1;
-    p->free_head = p->lru_head = p->lru_tail = -1;
+    p->free_head = p->bare_head = p->lru_head = p->lru_tail = -1;
     p->hash_mask = ~0ull;
     p->bounded = opt->budget_bytes > 0;
     if (p->bounded) {
@@ -115,7 +119,7 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
 static void pool_destroy(kv_pool *p)
 {
     for (int i = 0; i < p->n_pg; i++) {
-        kv_mem_release(p, p->pg[i].data);
+        kv_mem_release_page(p, p->pg[i].data);
         free(p->pg[i].tokens);
     }
     kv_resume_free_all(p);
@@ -193,7 +197,7 @@ static int32_t grow(kv_pool *p, kv_error *err)
     kv_page_desc *d = &p->pg[p->n_pg];
     memset(d, 0, sizeof *d);
     d->hnext = d->prev = d->next = -1;
-    d->data = kv_mem_alloc(p, p->page_bytes);
+    d->data = kv_mem_alloc_page(p);
     if (!d->data)
         return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
                           p->page_bytes);
@@ -212,17 +216,16 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
         id = p->free_head;
         p->free_head = p->pg[id].next;
         p->pg[id].next = -1;
-        if (p->bounded) {
-            p->n_free--;
-        } else {
-            p->pg[id].data = kv_mem_alloc(p, p->page_bytes);
-            if (!p->pg[id].data) {
-                p->pg[id].next = p->free_head;
-                p->free_head = id;
-                return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
-                                  p->page_bytes);
-            }
-        }
+        p->n_free--;
+    } else if (p->bare_head >= 0) { /* unbounded: a descriptor whose storage went back */
+        id = p->bare_head;
+        p->pg[id].data = kv_mem_alloc_page(p);
+        if (!p->pg[id].data)
+            return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
+                              p->page_bytes);
+        p->bare_head = p->pg[id].next;
+        p->pg[id].next = -1;
+        p->n_bare--;
     } else if (p->n_pg < p->max_pages) {
         id = grow(p, err);
         if (id < 0)
@@ -271,12 +274,15 @@ void kv_page_unref(kv_pool *p, int32_t id)
         return;
     }
     d->state = PG_FREE;
-    if (!p->bounded) {
-        kv_mem_release(p, d->data);
+    if (!p->bounded && p->n_free >= p->n_used) {
+        kv_mem_release_page(p, d->data);
         d->data = NULL;
-    } else {
-        p->n_free++;
+        d->next = p->bare_head;
+        p->bare_head = id;
+        p->n_bare++;
+        return;
     }
+    p->n_free++;
     d->next = p->free_head;
     p->free_head = id;
 }
@@ -331,20 +337,25 @@ int kv_pool_check(const kv_pool *p, kv_error *err)
             return kv_fail(err, "LRU list broken at page %d", id);
     }
     for (int32_t id = p->free_head; id >= 0; id = p->pg[id].next)
-        if (p->pg[id].state != PG_FREE || ++fl > p->n_pg)
+        if (p->pg[id].state != PG_FREE || !p->pg[id].data || ++fl > p->n_pg)
             return kv_fail(err, "free list broken at page %d", id);
+    long bare = 0;
+    for (int32_t id = p->bare_head; id >= 0; id = p->pg[id].next)
+        if (p->pg[id].state != PG_FREE || p->pg[id].data || ++bare > p->n_pg)
+            return kv_fail(err, "list of free descriptors without storage broken at page %d", id);
     long chained = 0;
     for (uint64_t b = 0; p->bounded && b < p->n_buckets; b++)
         for (int32_t id = p->buckets[b]; id >= 0; id = p->pg[id].hnext)
             if (!p->pg[id].indexed || ++chained > p->n_pg)
                 return kv_fail(err, "hash chain %llu broken at page %d", (unsigned long long)b, id);
-    if (used != p->n_used || cached != p->n_cached || lru != cached || fl != freed ||
-        chained != indexed || (p->bounded && freed != p->n_free))
-        return kv_fail(err,
-                       "pool accounting: used %ld/%ld cached %ld/%ld lru %ld free %ld/%ld list %ld "
-                       "indexed %ld chained %ld",
-                       used, p->n_used, cached, p->n_cached, lru, freed, p->n_free, fl, indexed,
-                       chained);
+    if (used != p->n_used || cached != p->n_cached || lru != cached || fl != p->n_free ||
+        bare != p->n_bare || freed != fl + bare || chained != indexed || (p->bounded && bare != 0))
+        return kv_fail(
+            err,
+            "pool accounting: used %ld/%ld cached %ld/%ld lru %ld free %ld: list %ld/%ld, "
+            "without storage %ld/%ld; indexed %ld chained %ld",
+            used, p->n_used, cached, p->n_cached, lru, freed, fl, p->n_free, bare, p->n_bare,
+            indexed, chained);
     if (p->n_reserved < 0 || (p->bounded && kv_pool_available(p) < 0))
         return kv_fail(err, "reservations exceed the pool: %ld reserved, %ld available",
                        p->n_reserved, kv_pool_available(p));

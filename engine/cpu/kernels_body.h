@@ -117,6 +117,26 @@ static inline __attribute__((always_inline)) void kb_gemm_tile(int M, int NV, in
         }
 }
 
+/* One row of A wider than a register tile (the token mixer's q · P_i at decode, 256 columns
+ * of 1 KiB rows): C's row (in L1) takes each of B's rows whole, in order, so B streams as one
+ * sequence. Column strips of a register tile read B's rows a strip's width at a time, 1 KiB
+ * apart, and streamed ~40 % slower from memory (avx2, bench/RESULTS.md). The sum of each value
+ * is the same chain of multiply-adds over k, so the bits do not change. */
+static void kb_gemm_row(int N, int K, const float *A, size_t a_cs, const float *B, size_t ldb,
+                        float *C)
+{
+    int N16 = N / 16 * 16, tail = N - N16;
+    for (int k = 0; k < K; k++) {
+        vec16 a = V_SET1(A[(size_t)k * a_cs]);
+        const float *bk = B + (size_t)k * ldb;
+        for (int n = 0; n < N16; n += 16)
+            V_STORE(C + n, V_FMA(a, V_LOAD(bk + n), V_LOAD(C + n)));
+        if (tail)
+            V_STORE_TAIL(C + N16, V_FMA(a, V_LOAD_TAIL(bk + N16, tail), V_LOAD_TAIL(C + N16, tail)),
+                         tail);
+    }
+}
+
 /* Whole tiles of rows, a slab of B's columns (K rows by the tile's width, in L1) at a time
  * for all of them; then the rows left over. */
 static void kb_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs,
@@ -134,6 +154,10 @@ static void kb_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t
     for (int m = M4; m < M; m++) {
         const float *Am = A + (size_t)m * a_rs;
         float *Cm = C + (size_t)m * ldc;
+        if (N > 16 * KB_GEMM_NV1) {
+            kb_gemm_row(N, K, Am, a_cs, B, ldb, Cm);
+            continue;
+        }
         n = 0;
         for (; n + 16 * KB_GEMM_NV1 <= N; n += 16 * KB_GEMM_NV1)
             kb_gemm_tile(1, KB_GEMM_NV1, 0, K, Am, a_rs, a_cs, B + n, ldb, Cm + n, ldc);

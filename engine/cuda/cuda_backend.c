@@ -122,6 +122,8 @@ static void cuda_memory(void *ctx, kv_memory *mem)
     mem->alloc = mhla_cuda_mem_alloc;
     mem->alloc_swept = NULL; /* device memory has no huge pages to ask for: alloc serves */
     mem->release = mhla_cuda_mem_release;
+    mem->alloc_page = NULL; /* alloc and release serve */
+    mem->release_page = NULL;
     mem->copy = device_copy;
 }
 

@@ -106,8 +106,8 @@ size_t mhla_model_weight_bytes(const mhla_model *model);
 
 /* ---- per-sequence state --------------------------------------------------- */
 
-/* A sequence with state of its own: pages malloc'd as blocks close, no
- * prefix cache, no limit. mhla_engine_seq_create gives a pooled one. */
+/* A sequence with state of its own: pages made as blocks close, no prefix
+ * cache, no limit. mhla_engine_seq_create gives a pooled one. */
 int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err);
 /* A copy that continues exactly as the original would. Finished-block pages
  * are shared (reference-counted), not copied. */
@@ -172,7 +172,8 @@ typedef struct {
     int gpu_no_graphs;            /* 1: never replay decode steps as CUDA graphs */
     /* State memory (kvstate/README.md) of the sequences made by mhla_engine_seq_create:
      * a pool of this many bytes of pages with an exact prefix cache. 0: no
-     * limit and no prefix cache (pages malloc'd and freed as needed). */
+     * limit and no prefix cache (pages made as needed; a released page's
+     * storage is kept for reuse while fewer pages are spare than in use). */
     size_t state_bytes;
     mhla_state_dtype state_dtype;
     /* Finished sequences (mhla_seq_finish) whose end state is kept for

@@ -35,7 +35,9 @@ static void check_gemm(const char *path)
 {
     int cases = 0;
     for (int rep = 0; rep < 300; rep++) {
-        int M = 1 + rnd(13), N = 1 + rnd(80), K = 1 + rnd(70), by_cols = rnd(2);
+        /* every third shape wider than a register tile's row (the one-row form, N > 64) */
+        int M = 1 + rnd(13), N = 1 + rnd(rep % 3 == 0 ? 300 : 80), K = 1 + rnd(70),
+            by_cols = rnd(2);
         size_t lda = by_cols ? (size_t)M + rnd(3) : (size_t)K + rnd(3);
         size_t ldb = (size_t)N + rnd(5), ldc = (size_t)N + rnd(5);
         size_t a_rs = by_cols ? 1 : lda, a_cs = by_cols ? lda : 1;

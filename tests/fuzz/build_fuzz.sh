@@ -36,13 +36,19 @@ isa_flags() {
     */isa_avx512.c) echo "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma" ;;
   esac
 }
+# An object is rebuilt when its source or any header of these folders is newer: a changed
+# struct in a header must not leave objects built against the old layout in the archive.
+newest_h=$(ls -t "$src"/base/include/*.h "$src"/engine/*.h "$src"/engine/include/*.h \
+              "$src"/engine/cpu/*.h "$src"/kvstate/*.h "$src"/kvstate/include/*.h \
+              "$src"/tokenizer/*.h "$src"/tokenizer/include/*.h "$src"/server/*.h \
+              "$src"/server/include/*.h 2>/dev/null | head -n 1)
 objs=()
 pids=()
 jobs=$(nproc)
 for f in $srcs; do
   o="$out/obj/$(echo "${f#$src/}" | tr / _).o"
   objs+=("$o")
-  if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then
+  if [ ! -e "$o" ] || [ "$f" -nt "$o" ] || { [ -n "$newest_h" ] && [ "$newest_h" -nt "$o" ]; }; then
     # -fsanitize=fuzzer-no-link: coverage feedback from the libraries too
     "$cc" $cflags $(isa_flags "$f") -fsanitize=fuzzer-no-link -c "$f" -o "$o" 2>"$o.log" &
     pids+=($!)

@@ -344,11 +344,68 @@ static void test_large_buffers(void)
     kv_pool_release(p);
 }
 
+/* An unbounded pool keeps a released page's storage while it holds fewer spare pages than pages
+ * in use, hands that storage to the next take, and gives the rest back (kv_pool_check after each
+ * step: a spare on the free list has storage, a descriptor without it sits on its own list). */
+static void test_unbounded_spares(void)
+{
+    kv_pool_options o = {.geo = GEO, .dtype = KV_DTYPE_F32}; /* budget 0: unbounded */
+    kv_pool *p;
+    kv_error err;
+    if (kv_pool_create(&o, &p, &err)) {
+        CHECK(0, "pool: %s", err.msg);
+        return;
+    }
+    int32_t id[4];
+    void *data[4];
+    for (int i = 0; i < 4; i++) {
+        if (kv_page_take(p, 0, &id[i], &err)) {
+            CHECK(0, "take %d: %s", i, err.msg);
+            kv_pool_release(p);
+            return;
+        }
+        data[i] = p->pg[id[i]].data;
+        memset(data[i], 0x5a, p->page_bytes); /* all of it is the pool's to give */
+    }
+    /* used 4 -> 3 (0 spare: keep), 3 -> 2 (1: keep), 2 -> 1 (2: give back), 1 -> 0 (give back) */
+    for (int i = 0; i < 4; i++) {
+        kv_page_unref(p, id[i]);
+        CHECK(kv_pool_check(p, &err) == 0, "after release %d: %s", i, err.msg);
+    }
+    CHECK(p->n_free == 2 && p->n_bare == 2, "spares %ld, without storage %ld: expected 2 and 2",
+          p->n_free, p->n_bare);
+    int reused = 0;
+    for (int i = 0; i < 3; i++) {
+        int32_t t;
+        if (kv_page_take(p, 0, &t, &err)) {
+            CHECK(0, "take again %d: %s", i, err.msg);
+            break;
+        }
+        void *d = p->pg[t].data;
+        CHECK(d != NULL, "take again %d: a page without storage", i);
+        if (i < 2)
+            reused += d == data[0] || d == data[1];
+        else
+            memset(d, 0x33, p->page_bytes); /* fresh storage is whole */
+        CHECK(kv_pool_check(p, &err) == 0, "after take %d: %s", i, err.msg);
+        id[i] = t;
+    }
+    CHECK(reused == 2, "%d of the 2 kept spares were handed out again", reused);
+    CHECK(p->n_free == 0 && p->n_bare == 1 && p->n_pg == 4,
+          "after 3 takes: spares %ld, without storage %ld, descriptors %d", p->n_free, p->n_bare,
+          p->n_pg);
+    for (int i = 0; i < 3; i++)
+        kv_page_unref(p, id[i]);
+    CHECK(kv_pool_check(p, &err) == 0, "at the end: %s", err.msg);
+    kv_pool_release(p); /* spares go back here (the ASan and valgrind runs check the leaks) */
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 20000;
     test_lru_order();
     test_large_buffers();
+    test_unbounded_spares();
     for (int r = 0; r < ROOTS; r++)
         for (int i = 0; i < CTX; i++)
             roots[r][i] = rnd(VOCAB);
