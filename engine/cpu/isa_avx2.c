@@ -103,8 +103,12 @@ static inline float v_reduce(vec16 v)
  * 8-15 of each block, the sums carried from block to block: the second pass
  * finds the block's rows of x and w in L1 (whole rows are 77 KiB of f32 at
  * K = 2816, the MLP's down projection, and fell out of L1 between the
- * passes: it ran at 62 % of OpenBLAS's rate, 90 % in blocks). */
-#define HALF_KB 128
+ * passes: it ran at 62 % of OpenBLAS's rate, 90 % in blocks). A block of 512
+ * holds 8 KiB of packed x and 6 KiB of f32 w (3 KiB bf16), well inside a
+ * Zen 3 core's 32 KiB L1, and carries the 24 sums through memory a quarter as
+ * often as blocks of 128 did: prefill and batch 16/32 measured 2-29 % faster
+ * (bench/RESULTS.md, 2026-12-03). */
+#define HALF_KB 512
 
 /* Lanes [8h, 8h + 8) of the last, partial block of 16 at i (r = K - i
  * elements left): zero past K, as V_LOAD_TAIL and V_LOAD_BF16_TAIL give. */
@@ -234,9 +238,9 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, co
                 for (int j = 0; j < MJ; j++)
                     acc[t][j] = k0 ? part[h][t][j] : _mm256_setzero_ps();
             int i = k0;
-            /* the steps unrolled: f32 a whole block (the products at 16 rows of x measured
+            /* the steps unrolled: f32 8 at a time (the products at 16 rows of x measured
              * ~10 % faster, 4 steps at a time 7-11 % slower than 8), bf16 two at a time (2 %
-             * faster; a whole block 3-4 % slower) */
+             * faster; 8 at a time 3-4 % slower) */
             if (bf16)
                 _Pragma("GCC unroll 2") for (; i + 16 <= k1; i += 16)
                 {
