@@ -53,6 +53,7 @@
 #ifdef MHLA_BENCH_OPENBLAS
 #include <cblas.h>
 #endif
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,9 +242,45 @@ static void print_fraction(double rate, double bound)
         printf(" %7s", "-");
 }
 
+/* s as an integer in [lo, hi], or the usage error naming opt. */
+static int parse_int(const char *opt, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "bench_decode: %s takes an integer from %ld to %ld, not '%s'\n", opt, lo,
+                hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A comma-separated list of integers in [lo, hi] ("1,16"). */
+static int check_list(const char *opt, const char *list, long lo, long hi)
+{
+    char item[32];
+    for (const char *p = list;;) {
+        size_t n = strcspn(p, ",");
+        if (n == 0 || n >= sizeof item) {
+            fprintf(stderr, "bench_decode: %s takes a list like 1,16, not '%s'\n", opt, list);
+            return -1;
+        }
+        memcpy(item, p, n);
+        item[n] = 0;
+        long v;
+        if (parse_int(opt, item, lo, hi, &v))
+            return -1;
+        if (!p[n])
+            return 0;
+        p += n + 1;
+    }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
+    if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] "
                         "[--threads N] [--weights f32|bf16|q8] [--device cpu|cuda|auto] "
                         "[--gpu-weights bf16|f16|f32] [--state f32|bf16] [--state-memory MB] "
@@ -256,32 +293,55 @@ int main(int argc, char **argv)
     mhla_model_options mo = {MHLA_WEIGHTS_F32};
     mhla_engine_options o = {0};
     mhla_error err;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--batch") == 0)
+    for (int i = 2; i < argc; i += 2) {
+        long v = 0;
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_decode: option '%s' needs a value\n", argv[i]);
+            return 2;
+        }
+        if (strcmp(argv[i], "--batch") == 0) {
             batches = argv[i + 1];
-        else if (strcmp(argv[i], "--steps") == 0)
-            steps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--threads") == 0)
-            threads = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--rounds") == 0)
-            rounds = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--weights") == 0)
+            if (check_list("--batch", batches, 1, 1024))
+                return 2;
+        } else if (strcmp(argv[i], "--steps") == 0) {
+            if (parse_int("--steps", argv[i + 1], 1, 1000000, &v))
+                return 2;
+            steps = (int)v;
+        } else if (strcmp(argv[i], "--threads") == 0) {
+            if (parse_int("--threads", argv[i + 1], 0, 4096, &v))
+                return 2;
+            threads = (int)v;
+        } else if (strcmp(argv[i], "--rounds") == 0) {
+            if (parse_int("--rounds", argv[i + 1], 1, 1000, &v))
+                return 2;
+            rounds = (int)v;
+        } else if (strcmp(argv[i], "--weights") == 0)
             check(mhla_weight_dtype_parse(argv[i + 1], &mo.weights, &err), &err);
         else if (strcmp(argv[i], "--device") == 0)
             check(mhla_device_parse(argv[i + 1], &o.device, &err), &err);
         else if (strcmp(argv[i], "--gpu-weights") == 0)
             check(mhla_gpu_weights_parse(argv[i + 1], &o.gpu_weights, &err), &err);
-        else if (strcmp(argv[i], "--state") == 0)
+        else if (strcmp(argv[i], "--state") == 0) {
+            if (strcmp(argv[i + 1], "f32") && strcmp(argv[i + 1], "bf16")) {
+                fprintf(stderr, "bench_decode: --state takes f32 or bf16, not '%s'\n", argv[i + 1]);
+                return 2;
+            }
             o.state_dtype = strcmp(argv[i + 1], "bf16") == 0 ? MHLA_STATE_BF16 : MHLA_STATE_F32;
-        else if (strcmp(argv[i], "--state-memory") == 0)
-            o.state_bytes = (size_t)atol(argv[i + 1]) << 20;
-        else if (strcmp(argv[i], "--no-graphs") == 0)
-            o.gpu_no_graphs = atoi(argv[i + 1]) != 0;
-        else if (strcmp(argv[i], "--cpu-isa") == 0)
+        } else if (strcmp(argv[i], "--state-memory") == 0) {
+            if (parse_int("--state-memory", argv[i + 1], 0, 1L << 30, &v))
+                return 2;
+            o.state_bytes = (size_t)v << 20;
+        } else if (strcmp(argv[i], "--no-graphs") == 0) {
+            if (parse_int("--no-graphs", argv[i + 1], 0, 1, &v))
+                return 2;
+            o.gpu_no_graphs = (int)v;
+        } else if (strcmp(argv[i], "--cpu-isa") == 0)
             o.cpu_isa = argv[i + 1];
-        else if (strcmp(argv[i], "--prefill") == 0)
+        else if (strcmp(argv[i], "--prefill") == 0) {
             prefills = argv[i + 1];
-        else if (strcmp(argv[i], "--thread-adapt") == 0)
+            if (check_list("--prefill", prefills, 1, 1L << 24))
+                return 2;
+        } else if (strcmp(argv[i], "--thread-adapt") == 0)
             o.thread_adapt = argv[i + 1];
         else {
             fprintf(stderr, "bench_decode: unknown option '%s'\n", argv[i]);
@@ -398,9 +458,7 @@ int main(int argc, char **argv)
            "batch", "@~100", "@~1900", "ratio", "@~100", "@~1900", "ratio", "mem. bound",
            "comp. bound", "mem.", "comp.");
     for (const char *p = batches; *p;) {
-        int batch = atoi(p);
-        if (batch < 1)
-            batch = 1;
+        int batch = atoi(p); /* checked: an integer from 1 to 1,024 */
         double r_lo = 0, r_hi = 0, m_lo = 0, m_hi = 0;
         bw_reading before = read_bandwidth(e);
         double cb_before = COMPUTE_BOUND_NOW();
