@@ -294,11 +294,17 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, co
  * no better at 32 and 512 rows. */
 #define HALF_PF_TILES 8
 #define KB_TILE_PF_SHARE(M, MJ) ((M) * (MJ) > 4 ? HALF_PF_TILES : 0)
-/* tiles of 4 x 3 in half passes (above); against a single row of x, 4 rows
- * of w (8 accumulator halves, operands loaded as used) */
+/* tiles of 4 x 3 in half passes (above); against a single row of x
+ * (batch-1 decode), 2 rows of bf16 w prefetched 8 KiB ahead in address order,
+ * as on the avx512 path: fewer weight streams read memory faster. Against 4
+ * rows prefetched 16 KiB ahead, in-process A/B on the 340M shape, batch-1
+ * bf16 decode measured 1.05-1.09x with two threads and 1.05 with one; 2 rows
+ * 16 KiB or 4 KiB ahead were 9-12 % slower than 8 KiB (bench/RESULTS.md,
+ * 2026-12-03) */
 #define KB_TILE_T HALF_T
 #define KB_TILE_J HALF_J
-#define KB_TILE_J1 4
+#define KB_TILE_J1 2
+#define KB_NARROW_PF_BYTES (8 * 1024)
 /* A half pass computes while the other streams nothing new: below 8 rows
  * of x the steps are bound by memory, and 2 x 2 tiles of two-half vectors
  * (8 accumulator halves, one pass) stream the weights better (batch 2-4
