@@ -14,7 +14,12 @@
 #                           costs a 1,900-token prefill (~1.3 TFLOP)
 #   --weights "f32 bf16 q8" weight formats (q8 is skipped when bench_decode
 #                           does not accept it)
-#   --steps N --rounds N --threads N   passed to bench_decode (32, 1, 2)
+#   --steps N --rounds N --threads N   passed to bench_decode (64, 1, 2).
+#                           A window of 64 steps holds one block close (a
+#                           block is 64 tokens on the 340M shape), as decoding
+#                           does on average; 32 steps from ~100 or ~1,900 hold
+#                           one too, twice its share (at batch 16 that step
+#                           takes ~290 ms against ~70 for the median one)
 #   --portable-batch LIST   batches for the portable path, which computes in
 #                           scalar C (default "1"; it runs f32 only, once)
 #   --log FILE              bench_decode's full output is appended there
@@ -27,7 +32,7 @@ model=${2:-/tmp/m340}
 shift $(($# >= 2 ? 2 : $#))
 paths="avx512 avx2 neon"
 weights="f32 bf16 q8"
-steps=32 rounds=1 threads=2 pbatch=1 log=/dev/null
+steps=64 rounds=1 threads=2 pbatch=1 log=/dev/null
 while [ $# -gt 0 ]; do
   case $1 in
     --paths) paths=$2 ;;
