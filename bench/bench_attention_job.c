@@ -48,23 +48,6 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* The positive integers of a comma list, at most max of them; their count. */
-static int parse_list(const char *s, int *out, int max)
-{
-    int n = 0;
-    for (const char *p = s; *p && n < max;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v <= 0 || v > 1000000)
-            return -1;
-        out[n++] = (int)v;
-        p = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return n;
-}
-
 /* 2 x steps alternating steps of `batch` clones of base; *never_ms and
  * *auto_ms get each engine's median step time. */
 static void alternate(mhla_engine *e_never, mhla_engine *e_auto, const mhla_seq *base, int batch,
@@ -115,9 +98,9 @@ int main(int argc, char **argv)
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *v = argv[i + 1];
         if (strcmp(argv[i], "--batch") == 0)
-            n_batch = parse_list(v, batch, 8);
+            n_batch = bench_parse_list(v, 1, 1000000, batch, 8);
         else if (strcmp(argv[i], "--positions") == 0)
-            n_pos = parse_list(v, pos, 8);
+            n_pos = bench_parse_list(v, 1, 1000000, pos, 8);
         else if (strcmp(argv[i], "--steps") == 0)
             steps = atoi(v);
         else if (strcmp(argv[i], "--threads") == 0)

@@ -53,7 +53,6 @@
 #ifdef MHLA_BENCH_OPENBLAS
 #include <cblas.h>
 #endif
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,40 +241,36 @@ static void print_fraction(double rate, double bound)
         printf(" %7s", "-");
 }
 
-/* s as an integer in [lo, hi], or the usage error naming opt. */
+/* s as an integer in [lo, hi] into *out, or the usage error naming opt. */
 static int parse_int(const char *opt, const char *s, long lo, long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "bench_decode: %s takes an integer from %ld to %ld, not '%s'\n", opt, lo,
-                hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    if (bench_parse_int(s, lo, hi, out) == 0)
+        return 0;
+    fprintf(stderr, "bench_decode: %s takes an integer from %ld to %ld, not '%s'\n", opt, lo, hi,
+            s);
+    return -1;
 }
 
-/* A comma-separated list of integers in [lo, hi] ("1,16"). */
-static int check_list(const char *opt, const char *list, long lo, long hi)
+/* A comma list of integers in [lo, hi] into out (at most MAX_LIST): the
+ * count, or the usage error naming opt (the list's shape, or the value). */
+#define MAX_LIST 16
+static int parse_list(const char *opt, const char *s, long lo, long hi, int *out)
 {
-    char item[32];
-    for (const char *p = list;;) {
-        size_t n = strcspn(p, ",");
-        if (n == 0 || n >= sizeof item) {
-            fprintf(stderr, "bench_decode: %s takes a list like 1,16, not '%s'\n", opt, list);
-            return -1;
-        }
-        memcpy(item, p, n);
-        item[n] = 0;
-        long v;
-        if (parse_int(opt, item, lo, hi, &v))
-            return -1;
-        if (!p[n])
-            return 0;
-        p += n + 1;
-    }
+    int n = bench_parse_list(s, lo, hi, out, MAX_LIST);
+    if (n >= 0)
+        return n;
+    size_t len = strlen(s);
+    int items = 1;
+    for (const char *p = s; *p; p++)
+        items += *p == ',';
+    if (!len || s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,") || items > MAX_LIST)
+        fprintf(stderr, "bench_decode: %s takes a list like 1,16 (up to %d items), not '%s'\n", opt,
+                MAX_LIST, s);
+    else
+        fprintf(stderr,
+                "bench_decode: %s takes an integer from %ld to %ld in each item, not '%s'\n", opt,
+                lo, hi, s);
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -288,7 +283,8 @@ int main(int argc, char **argv)
                         "[--prefill 512,2000] [--thread-adapt on|off]\n");
         return 2;
     }
-    const char *batches = "1,16", *prefills = "512,2000";
+    int batches[MAX_LIST] = {1, 16}, prefills[MAX_LIST] = {512, 2000};
+    int n_batches = 2, n_prefills = 2;
     int steps = 64, threads = 0, rounds = 3;
     mhla_model_options mo = {MHLA_WEIGHTS_F32};
     mhla_engine_options o = {0};
@@ -300,8 +296,7 @@ int main(int argc, char **argv)
             return 2;
         }
         if (strcmp(argv[i], "--batch") == 0) {
-            batches = argv[i + 1];
-            if (check_list("--batch", batches, 1, 1024))
+            if ((n_batches = parse_list("--batch", argv[i + 1], 1, 1024, batches)) < 0)
                 return 2;
         } else if (strcmp(argv[i], "--steps") == 0) {
             if (parse_int("--steps", argv[i + 1], 1, 1000000, &v))
@@ -338,8 +333,7 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--cpu-isa") == 0)
             o.cpu_isa = argv[i + 1];
         else if (strcmp(argv[i], "--prefill") == 0) {
-            prefills = argv[i + 1];
-            if (check_list("--prefill", prefills, 1, 1L << 24))
+            if ((n_prefills = parse_list("--prefill", argv[i + 1], 1, 1L << 24, prefills)) < 0)
                 return 2;
         } else if (strcmp(argv[i], "--thread-adapt") == 0)
             o.thread_adapt = argv[i + 1];
@@ -411,8 +405,8 @@ int main(int argc, char **argv)
     check(mhla_engine_seq_create(e, &at_hi, &err), &err);
     feed(e, at_lo, lo, V, &seed);
     double t_hi = feed(e, at_hi, hi, V, &seed);
-    for (const char *p = prefills; *p;) {
-        int plen = atoi(p);
+    for (int pi = 0; pi < n_prefills; pi++) {
+        int plen = prefills[pi];
         if (plen < 1 || plen > c->max_positions) {
             fprintf(stderr, "bench_decode: prefill length %d is outside 1..%d\n", plen,
                     c->max_positions);
@@ -443,10 +437,6 @@ int main(int argc, char **argv)
                    cb_before, cb_after);
         print_thread_reductions(e, &reductions);
         fflush(stdout);
-        p = strchr(p, ',');
-        if (!p)
-            break;
-        p++;
     }
     printf("decode: state per sequence at position %d: %.1f MB\n", hi,
            mhla_seq_state_bytes(at_hi) / 1e6);
@@ -457,8 +447,8 @@ int main(int argc, char **argv)
            "fraction of each bound)\n",
            "batch", "@~100", "@~1900", "ratio", "@~100", "@~1900", "ratio", "mem. bound",
            "comp. bound", "mem.", "comp.");
-    for (const char *p = batches; *p;) {
-        int batch = atoi(p); /* checked: an integer from 1 to 1,024 */
+    for (int bi = 0; bi < n_batches; bi++) {
+        int batch = batches[bi];
         double r_lo = 0, r_hi = 0, m_lo = 0, m_hi = 0;
         bw_reading before = read_bandwidth(e);
         double cb_before = COMPUTE_BOUND_NOW();
@@ -503,10 +493,6 @@ int main(int argc, char **argv)
                    100 * f_hi[2], rd_lo / 1e9, rd_hi / 1e9);
         }
         fflush(stdout);
-        p = strchr(p, ',');
-        if (!p)
-            break;
-        p++;
     }
     mhla_seq_free(at_lo);
     mhla_seq_free(at_hi);
