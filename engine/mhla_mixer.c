@@ -98,9 +98,7 @@ static void mix_prefix(const head_view *h, int i)
  * ldd): a matrix product that sums each value in token order, as C rank-1 updates would. */
 static void summary_part(const head_view *h, int a0, int na, int c0, int w, float *dst, size_t ldd)
 {
-    for (int a = 0; a < na; a++)
-        memset(dst + (size_t)a * ldd, 0, (size_t)w * sizeof(float));
-    k_gemm_acc(na, w, h->C, h->cur_k + a0, 1, (size_t)h->dk, h->cur_v + c0, (size_t)h->dv, dst,
+    k_gemm_set(na, w, h->C, h->cur_k + a0, 1, (size_t)h->dk, h->cur_v + c0, (size_t)h->dv, dst,
                ldd);
 }
 

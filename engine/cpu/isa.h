@@ -17,9 +17,9 @@ typedef struct {
     const char *name;
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float s, const float *row, float *acc, int n);
-    /* kernels.h k_gemm_acc */
-    void (*gemm_acc)(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
-                     size_t ldb, float *C, size_t ldc);
+    /* kernels.h k_gemm_acc, and with `set` k_gemm_set */
+    void (*gemm)(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
+                 size_t ldb, float *C, size_t ldc, int set);
     /* kernels.h k_silu_mul */
     void (*silu_mul)(const float *a, const float *b, float *out, int n);
     /* y[t*ldy + j] for t < T, j0 <= j < j1 against the rows of w [N, K] */

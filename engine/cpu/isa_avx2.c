@@ -318,7 +318,7 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, co
 #define KB_X_BLOCK_BYTES (256 * 1024)
 #define KB_OPS k_ops_avx2
 #define KB_NAME "avx2"
-/* kb_gemm_acc: 4 rows by one two-half vector (8 ymm accumulators); a single row by 4 */
+/* kb_gemm: 4 rows by one two-half vector (8 ymm accumulators); a single row by 4 */
 #define KB_GEMM_NV1 4
 #include "silu_avx2.h"
 #include "q8_avx2.h"

@@ -178,7 +178,7 @@ static const float *x_pack(const float *x, int T, int K)
  * measured faster for them (bench/RESULTS.md) */
 #define KB_TILE_JN 4
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-/* kb_gemm_acc: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
+/* kb_gemm: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
 #define KB_GEMM_M 4
 #define KB_GEMM_NV 4
 /* a single row (decode): 16 accumulators, so the token mixer reads each row of P_i (dv = 256)

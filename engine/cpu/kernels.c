@@ -23,7 +23,20 @@ void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, c
                 size_t ldb, float *C, size_t ldc)
 {
     if (M > 0 && N > 0 && K > 0)
-        k_isa_ops()->gemm_acc(M, N, K, A, a_rs, a_cs, B, ldb, C, ldc);
+        k_isa_ops()->gemm(M, N, K, A, a_rs, a_cs, B, ldb, C, ldc, 0);
+}
+
+void k_gemm_set(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
+                size_t ldb, float *C, size_t ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K > 0) {
+        k_isa_ops()->gemm(M, N, K, A, a_rs, a_cs, B, ldb, C, ldc, 1);
+        return;
+    }
+    for (int m = 0; m < M; m++)
+        memset(C + (size_t)m * ldc, 0, (size_t)N * sizeof(float));
 }
 
 float k_stream_sum(const float *p, size_t n, int prefetch)

@@ -98,6 +98,10 @@ void k_axpy(float s, const float *row, float *acc, int n);
  * zeroed. */
 void k_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
                 size_t ldb, float *C, size_t ldc);
+/* k_gemm_acc on a zeroed C, to the bit, without reading C (only its M rows of N values are
+ * written; the padding past N is left as it was). */
+void k_gemm_set(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
+                size_t ldb, float *C, size_t ldc);
 
 /* The sum of n floats (n a multiple of 64) read as the kernels stream weights
  * (whole vectors in order; with `prefetch`, the bf16 tiles' software

@@ -22,13 +22,14 @@
  *   (rows of bf16 w per tile for 2 to KB_NARROW_T - 1 rows of x; default KB_TILE_J1),
  *   KB_TILE_PF_SHARE(M, MJ) (how many tiles of x share the prefetch of the
  *   next rows of w, for KB_TILE_HALVES's tiles; 0: the first tile alone),
- *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm_acc's register tiles), KB_SILU_MUL.
+ *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm's register tiles), KB_SILU_MUL.
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
 #include "isa.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #ifndef KB_TILE_J1
 #define KB_TILE_J1 KB_TILE_J
@@ -74,7 +75,9 @@ static void kb_axpy(float s, const float *row, float *acc, int n)
  * same operations, in the same order, as K calls of kb_axpy, so the same bits; a register
  * tile of M rows by NV vectors of C loads B's row k once for M rows and never stores C
  * between steps of k. M, NV and `tail` (the lanes of the last vector, 0 for all 16) are
- * constants at every call site. */
+ * constants at every call site. With `set`, the tile starts from +0 instead of C (the bits
+ * of a zeroed C) and C is only written: a block's summary goes to a page in memory, where
+ * zeroing it first and then reading it back cost a pass over the page each. */
 #ifndef KB_GEMM_M
 #define KB_GEMM_M 4
 #endif
@@ -87,16 +90,16 @@ static void kb_axpy(float s, const float *row, float *acc, int n)
 #define KB_GEMM_NV1 KB_GEMM_NV
 #endif
 #define KB_GEMM_NVMAX (KB_GEMM_NV1 > KB_GEMM_NV ? KB_GEMM_NV1 : KB_GEMM_NV)
-static inline __attribute__((always_inline)) void kb_gemm_tile(int M, int NV, int tail, int K,
-                                                               const float *A, size_t a_rs,
-                                                               size_t a_cs, const float *B,
-                                                               size_t ldb, float *C, size_t ldc)
+static inline __attribute__((always_inline)) void
+kb_gemm_tile(int M, int NV, int tail, int K, const float *A, size_t a_rs, size_t a_cs,
+             const float *B, size_t ldb, float *C, size_t ldc, int set)
 {
     vec16 acc[KB_GEMM_M][KB_GEMM_NVMAX];
     for (int m = 0; m < M; m++)
         for (int v = 0; v < NV; v++)
-            acc[m][v] = tail && v == NV - 1 ? V_LOAD_TAIL(C + (size_t)m * ldc + 16 * v, tail)
-                                            : V_LOAD(C + (size_t)m * ldc + 16 * v);
+            acc[m][v] = set                   ? V_ZERO()
+                        : tail && v == NV - 1 ? V_LOAD_TAIL(C + (size_t)m * ldc + 16 * v, tail)
+                                              : V_LOAD(C + (size_t)m * ldc + 16 * v);
     for (int k = 0; k < K; k++) {
         vec16 b[KB_GEMM_NVMAX];
         const float *bk = B + (size_t)k * ldb;
@@ -138,31 +141,34 @@ static void kb_gemm_row(int N, int K, const float *A, size_t a_cs, const float *
 }
 
 /* Whole tiles of rows, a slab of B's columns (K rows by the tile's width, in L1) at a time
- * for all of them; then the rows left over. */
-static void kb_gemm_acc(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs,
-                        const float *B, size_t ldb, float *C, size_t ldc)
+ * for all of them; then the rows left over (zeroed first with `set`). */
+static void kb_gemm(int M, int N, int K, const float *A, size_t a_rs, size_t a_cs, const float *B,
+                    size_t ldb, float *C, size_t ldc, int set)
 {
     int M4 = M / KB_GEMM_M * KB_GEMM_M, n = 0;
     for (; n + 16 * KB_GEMM_NV <= N; n += 16 * KB_GEMM_NV)
         for (int m = 0; m < M4; m += KB_GEMM_M)
             kb_gemm_tile(KB_GEMM_M, KB_GEMM_NV, 0, K, A + (size_t)m * a_rs, a_rs, a_cs, B + n, ldb,
-                         C + (size_t)m * ldc + n, ldc);
+                         C + (size_t)m * ldc + n, ldc, set);
     for (; n < N; n += 16)
         for (int m = 0; m < M4; m += KB_GEMM_M)
             kb_gemm_tile(KB_GEMM_M, 1, N - n < 16 ? N - n : 0, K, A + (size_t)m * a_rs, a_rs, a_cs,
-                         B + n, ldb, C + (size_t)m * ldc + n, ldc);
+                         B + n, ldb, C + (size_t)m * ldc + n, ldc, set);
     for (int m = M4; m < M; m++) {
         const float *Am = A + (size_t)m * a_rs;
         float *Cm = C + (size_t)m * ldc;
+        if (set)
+            memset(Cm, 0, (size_t)N * sizeof(float));
         if (N > 16 * KB_GEMM_NV1) {
             kb_gemm_row(N, K, Am, a_cs, B, ldb, Cm);
             continue;
         }
         n = 0;
         for (; n + 16 * KB_GEMM_NV1 <= N; n += 16 * KB_GEMM_NV1)
-            kb_gemm_tile(1, KB_GEMM_NV1, 0, K, Am, a_rs, a_cs, B + n, ldb, Cm + n, ldc);
+            kb_gemm_tile(1, KB_GEMM_NV1, 0, K, Am, a_rs, a_cs, B + n, ldb, Cm + n, ldc, 0);
         for (; n < N; n += 16)
-            kb_gemm_tile(1, 1, N - n < 16 ? N - n : 0, K, Am, a_rs, a_cs, B + n, ldb, Cm + n, ldc);
+            kb_gemm_tile(1, 1, N - n < 16 ? N - n : 0, K, Am, a_rs, a_cs, B + n, ldb, Cm + n, ldc,
+                         0);
     }
 }
 
@@ -532,7 +538,7 @@ const k_ops KB_OPS = {
     .name = KB_NAME,
     .dot = kb_dot,
     .axpy = kb_axpy,
-    .gemm_acc = kb_gemm_acc,
+    .gemm = kb_gemm,
     .silu_mul = KB_SILU_MUL,
     .linear_f32 = kb_linear_f32,
     .linear_bf16 = kb_linear_bf16,

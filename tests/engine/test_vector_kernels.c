@@ -2,9 +2,9 @@
  * The token mixer's matrix product and the SwiGLU gate (engine/cpu/kernels.h), on every
  * kernel path this CPU runs:
  *   - k_gemm_acc equals, to the bit, C[m][n] = fmaf(A[m][k], B[k][n], C[m][n]) for k in
- *     order, computed here in plain C: shapes on both sides of each path's register tile,
- *     columns that leave a partial vector, A read by rows and by columns (the mixer reads
- *     K_iᵀ that way);
+ *     order, and k_gemm_set the same from a zeroed C without reading C, computed here in plain C:
+ * shapes on both sides of each path's register tile, columns that leave a partial vector, A read by
+ * rows and by columns (the mixer reads K_iᵀ that way);
  *   - k_linear (f32 and bf16 weights) equals, to the bit, the canonical dot product computed
  *     here in plain C (16 lanes of fmaf in k order, then lane i + i+8, i+4, i+2, i+1), for
  *     rows of x on both sides of each tile and of a cache block, K on both sides of a
@@ -44,7 +44,8 @@ static void check_gemm(const char *path)
         float *A = malloc(sizeof(float) * lda * (by_cols ? K : M));
         float *B = malloc(sizeof(float) * ldb * K);
         float *C = malloc(sizeof(float) * ldc * M), *R = malloc(sizeof(float) * ldc * M);
-        if (!A || !B || !C || !R) {
+        float *S = malloc(sizeof(float) * ldc * M), *Z = malloc(sizeof(float) * ldc * M);
+        if (!A || !B || !C || !R || !S || !Z) {
             fprintf(stderr, "out of memory\n");
             exit(1);
         }
@@ -52,24 +53,39 @@ static void check_gemm(const char *path)
             A[i] = frand(rep % 7 == 0 ? 1e-30f : 2.0f);
         for (size_t i = 0; i < ldb * K; i++)
             B[i] = frand(3.0f);
-        for (size_t i = 0; i < ldc * M; i++)
+        /* k_gemm_set's C starts as garbage (NaN included) that it must not read; Z is the
+         * reference from a zeroed C, with S's padding past N */
+        for (size_t i = 0; i < ldc * M; i++) {
             R[i] = C[i] = rnd(4) ? frand(1.0f) : 0.0f;
+            S[i] = rnd(5) ? frand(1e30f) : NAN;
+            Z[i] = (i % ldc) < (size_t)N ? 0.0f : S[i];
+        }
         for (int m = 0; m < M; m++)
             for (int k = 0; k < K; k++)
-                for (int n = 0; n < N; n++)
-                    R[m * ldc + n] = fmaf(A[m * a_rs + k * a_cs], B[k * ldb + n], R[m * ldc + n]);
+                for (int n = 0; n < N; n++) {
+                    float a = A[m * a_rs + k * a_cs], b = B[k * ldb + n];
+                    R[m * ldc + n] = fmaf(a, b, R[m * ldc + n]);
+                    Z[m * ldc + n] = fmaf(a, b, Z[m * ldc + n]);
+                }
         k_gemm_acc(M, N, K, A, a_rs, a_cs, B, ldb, C, ldc);
+        k_gemm_set(M, N, K, A, a_rs, a_cs, B, ldb, S, ldc);
         /* the padding past N is the caller's: it must come back untouched too */
         CHECK(same_bits(C, R, ldc * M),
               "%s: k_gemm_acc M=%d N=%d K=%d a_rs=%zu a_cs=%zu: not the bits of fmaf in k order",
+              path, M, N, K, a_rs, a_cs);
+        CHECK(same_bits(S, Z, ldc * M),
+              "%s: k_gemm_set M=%d N=%d K=%d a_rs=%zu a_cs=%zu: not the bits of fmaf in k order "
+              "from a zeroed C",
               path, M, N, K, a_rs, a_cs);
         cases++;
         free(A);
         free(B);
         free(C);
         free(R);
+        free(S);
+        free(Z);
     }
-    printf("%s: k_gemm_acc, %d shapes, the bits of fmaf in k order\n", path, cases);
+    printf("%s: k_gemm_acc and k_gemm_set, %d shapes, the bits of fmaf in k order\n", path, cases);
 }
 
 /* The canonical dot product (kernels.h) in plain C: lanes past K take fmaf(0, 0, lane), as
