@@ -21,8 +21,7 @@ static void *host_alloc(void *ctx, size_t bytes)
  * A sequence's P_i and current-block rows: the token mixer sweeps all of them once per step.
  * From 2 MiB on they get huge pages, as the weights do: on 4 KiB pages each sweep restarts the
  * hardware prefetcher and misses the TLB every 4 KiB (bench/RESULTS.md, the token mixer's
- * state in huge pages). Pages of S_b keep calloc's memory: they are read once per block, and
- * made one per block, where faulting in fresh huge pages costs more.
+ * state in huge pages). Pages of S_b are mappings of their own (host_alloc_page).
  *
  * Zero-filled, 2 MiB-aligned and advised for transparent huge pages: a block from the
  * allocator (free() takes it back like calloc's). Not a mapping of its own: a fresh mapping
@@ -51,34 +50,75 @@ static void host_release(void *ctx, void *p)
     free(p);
 }
 
+/* Linux 5.14; an older kernel refuses it, and the pages fault in as they are first written */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* A state page of `bytes` goes on huge pages when rounding it up to whole ones costs at most
+ * 1/16 more (the 340M shape's pages are 12 MiB exactly); 0 where it does not. */
+static size_t huge_span(size_t bytes)
+{
+    size_t span = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
+    return span - bytes <= bytes / 16 ? span : 0;
+}
+
 /*
- * A state page: a mapping of its own with every page faulted in by the one mmap call
- * (MAP_POPULATE). A page is taken when a block closes and written whole at once; from the
+ * A state page: a mapping of its own, faulted in, writable, before it is handed out. A page is
+ * taken when a block closes and written whole at once, on the step's critical path; from the
  * allocator (calloc) its storage was fresh memory nearly every time (jemalloc and glibc hand
- * blocks this large back to the system when freed), and its 4 KiB pages faulted in one at a
- * time inside the block's close: 16 pages of the 340M shape (12.6 MB each) took ~530 ms on a
- * 2-vCPU KVM guest, mapped populated ~270 ms (bench/RESULTS.md). 4 KiB pages, as before: huge
- * pages for S_b measured slower there. A populate the system cannot complete leaves the rest to
- * fault in as usual. Pages under HUGE_BYTES (the demo model's are 72 KiB) come from the
- * allocator, which keeps such blocks for reuse: as mappings each would be a system call, a size
- * rounded up to 4 KiB, and, released between others, a split of the mappings the kernel had
- * merged, counting toward its limit on mappings (vm.max_map_count).
+ * blocks this large back to the system when freed), and its pages faulted in inside the close.
+ *
+ * On huge pages where they fit (huge_span): 2 MiB-aligned, advised for transparent huge pages
+ * and populated with MADV_POPULATE_WRITE. Populated 4 KiB pages were slower still to write:
+ * on a 2-vCPU guest whose hypervisor shadows the page tables, the first write to each 4 KiB
+ * page trapped even after MAP_POPULATE, and sixteen 12 MiB pages took ~35 ms to map and
+ * ~260 ms to write once, where huge pages took ~11 ms and ~8 ms; at batch 16 a block's close
+ * took ~300 thread-ms of the mixer and the next block's mix ~300-500, against ~70 and
+ * ~160-180 on huge pages (bench/RESULTS.md). The advice is only advice: where the kernel has
+ * no huge page to give, 4 KiB pages serve, and where it refuses the populate they fault in
+ * as they are first written; either way the page is zero-filled.
+ *
+ * Other pages from 2 MiB on: a mapping populated with MAP_POPULATE on 4 KiB pages. Pages under
+ * HUGE_BYTES (the demo model's are 72 KiB) come from the allocator, which keeps such blocks
+ * for reuse: as mappings each would be a system call, a size rounded up to 4 KiB, and,
+ * released between others, a split of the mappings the kernel had merged, counting toward
+ * its limit on mappings (vm.max_map_count).
  */
 static void *host_alloc_page(void *ctx, size_t bytes)
 {
     if (bytes < HUGE_BYTES)
         return host_alloc(ctx, bytes);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                   -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    size_t span = huge_span(bytes);
+    if (!span || span > SIZE_MAX - HUGE_BYTES) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    /* a huge page more than the span, so that an aligned span lies inside; the rest goes back */
+    unsigned char *m =
+        mmap(NULL, span + HUGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    unsigned char *p =
+        (unsigned char *)(((uintptr_t)m + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
+    if (p > m)
+        (void)munmap(m, (size_t)(p - m));
+    if (p + span < m + span + HUGE_BYTES)
+        (void)munmap(p + span, (size_t)(m + span + HUGE_BYTES - (p + span)));
+    (void)madvise(p, span, MADV_HUGEPAGE);
+    (void)madvise(p, span, MADV_POPULATE_WRITE);
+    return p;
 }
 
 static void host_release_page(void *ctx, void *p, size_t bytes)
 {
-    if (bytes < HUGE_BYTES)
+    if (bytes < HUGE_BYTES) {
         host_release(ctx, p);
-    else
-        (void)munmap(p, bytes);
+        return;
+    }
+    size_t span = huge_span(bytes);
+    (void)munmap(p, span && span <= SIZE_MAX - HUGE_BYTES ? span : bytes);
 }
 
 static int host_copy(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir)

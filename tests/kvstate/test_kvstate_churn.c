@@ -9,7 +9,8 @@
  * After every operation: kv_pool_check (lists, counts, index), every page's
  * reference count equals the number of live tables holding it, reservations
  * add up, and every live sequence's pages and rows are right for its tokens.
- * Also: a sequence of a real model's size gets zero-filled, 2 MiB-aligned buffers.
+ * Also: a sequence of a real model's size gets zero-filled, 2 MiB-aligned buffers, and its
+ * pages whole huge pages where they fit them.
  * Built also with AddressSanitizer and run under valgrind (fewer rounds).
  *
  * usage: test_kvstate_churn [ROUNDS]
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define TEST_RNG_SEED 0x2545f4914f6cdd1dull
 #define CHECK_MAX_FAILURES 20
@@ -344,6 +346,118 @@ static void test_large_buffers(void)
     kv_pool_release(p);
 }
 
+/* 1 when some 4 KiB page of [p, p + bytes) is mapped in this process */
+static int any_mapped(const void *p, size_t bytes)
+{
+    unsigned char v;
+    for (size_t off = 0; off < bytes; off += 4096)
+        if (mincore((char *)p + off, 4096, &v) == 0)
+            return 1;
+    return 0;
+}
+
+/* State pages of a real model's size (2 MiB and more) are mappings of their own: whole huge
+ * pages, 2 MiB-aligned, where rounding up to them costs at most 1/16 more, else their own
+ * size; zero-filled and writable to the last byte either way, and unmapped whole when an
+ * unbounded pool gives their storage back. */
+static void test_large_pages(void)
+{
+    const size_t huge = (size_t)2 << 20;
+    struct {
+        kv_geometry g;
+        kv_dtype dt;
+        size_t span; /* what the page's mapping should cover */
+    } cases[] = {
+        /* 8 x 4 heads x 128 x 256: 4 MiB of f32, 2 MiB of bf16 */
+        {{.layers = 8, .kv_heads = 4, .dk = 128, .dv = 256, .block_tokens = 64, .max_blocks = 4},
+         KV_DTYPE_F32,
+         2 * huge},
+        {{.layers = 8, .kv_heads = 4, .dk = 128, .dv = 256, .block_tokens = 64, .max_blocks = 4},
+         KV_DTYPE_BF16,
+         huge},
+        /* with key sums 4 MiB + 16 KiB: 6 MiB of huge pages would cost half as much again */
+        {{.layers = 8,
+          .kv_heads = 4,
+          .dk = 128,
+          .dv = 256,
+          .block_tokens = 64,
+          .max_blocks = 4,
+          .key_sums = 1},
+         KV_DTYPE_F32,
+         0},
+        /* 64 layers with key sums, 32 MiB + 128 KiB: 34 MiB of huge pages cost < 1/16 more */
+        {{.layers = 64,
+          .kv_heads = 4,
+          .dk = 128,
+          .dv = 256,
+          .block_tokens = 64,
+          .max_blocks = 4,
+          .key_sums = 1},
+         KV_DTYPE_F32,
+         17 * huge},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        kv_pool_options o = {.geo = cases[c].g, .dtype = cases[c].dt}; /* unbounded */
+        kv_pool *p;
+        kv_error err;
+        if (kv_pool_create(&o, &p, &err)) {
+            CHECK(0, "case %zu: pool: %s", c, err.msg);
+            continue;
+        }
+        size_t bytes = p->page_bytes;
+        size_t span = cases[c].span ? cases[c].span : (bytes + 4095) / 4096 * 4096;
+        int32_t id[2];
+        unsigned char *data[2];
+        for (int i = 0; i < 2; i++) {
+            if (kv_page_take(p, 0, &id[i], &err)) {
+                CHECK(0, "case %zu: take %d: %s", c, i, err.msg);
+                kv_pool_release(p);
+                return;
+            }
+            data[i] = p->pg[id[i]].data;
+            if (cases[c].span)
+                CHECK(((uintptr_t)data[i] & (huge - 1)) == 0,
+                      "case %zu: a %zu-byte page at %p, not on a huge page's boundary", c, bytes,
+                      (void *)data[i]);
+            size_t nonzero = 0;
+            for (size_t j = 0; j < bytes; j++)
+                nonzero += data[i][j] != 0;
+            CHECK(nonzero == 0, "case %zu: page %d: %zu of %zu bytes not zero", c, i, nonzero,
+                  bytes);
+            memset(data[i], 0x5a, bytes);
+        }
+        /* used 2 -> 1 (no spare: keep it), 1 -> 0 (one spare: give the storage back) */
+        kv_page_unref(p, id[0]);
+        kv_page_unref(p, id[1]);
+        CHECK(kv_pool_check(p, &err) == 0, "case %zu: after the releases: %s", c, err.msg);
+        CHECK(!any_mapped(data[1], span),
+              "case %zu: a page given back (%zu bytes at %p) is still mapped in part", c, span,
+              (void *)data[1]);
+        CHECK(any_mapped(data[0], bytes), "case %zu: the page kept for reuse is not mapped", c);
+        for (int i = 0; i < 2; i++) {
+            if (kv_page_take(p, 0, &id[i], &err)) {
+                CHECK(0, "case %zu: take again %d: %s", c, i, err.msg);
+                break;
+            }
+            unsigned char *d = p->pg[id[i]].data;
+            if (i == 0) {
+                CHECK(d == data[0], "case %zu: the kept page was not handed out first", c);
+                continue;
+            }
+            size_t nonzero = 0;
+            for (size_t j = 0; j < bytes; j++)
+                nonzero += d[j] != 0;
+            CHECK(nonzero == 0, "case %zu: fresh storage: %zu of %zu bytes not zero", c, nonzero,
+                  bytes);
+            memset(d, 0x33, bytes);
+        }
+        kv_page_unref(p, id[0]);
+        kv_page_unref(p, id[1]);
+        CHECK(kv_pool_check(p, &err) == 0, "case %zu: at the end: %s", c, err.msg);
+        kv_pool_release(p);
+    }
+}
+
 /* An unbounded pool keeps a released page's storage while it holds fewer spare pages than pages
  * in use, hands that storage to the next take, and gives the rest back (kv_pool_check after each
  * step: a spare on the free list has storage, a descriptor without it sits on its own list). */
@@ -405,6 +519,7 @@ int main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 20000;
     test_lru_order();
     test_large_buffers();
+    test_large_pages();
     test_unbounded_spares();
     for (int r = 0; r < ROOTS; r++)
         for (int i = 0; i < CTX; i++)
