@@ -70,14 +70,16 @@ static size_t huge_span(size_t bytes)
  * blocks this large back to the system when freed), and its pages faulted in inside the close.
  *
  * On huge pages where they fit (huge_span): 2 MiB-aligned, advised for transparent huge pages
- * and populated with MADV_POPULATE_WRITE. Populated 4 KiB pages were slower still to write:
- * on a 2-vCPU guest whose hypervisor shadows the page tables, the first write to each 4 KiB
- * page trapped even after MAP_POPULATE, and sixteen 12 MiB pages took ~35 ms to map and
- * ~260 ms to write once, where huge pages took ~11 ms and ~8 ms; at batch 16 a block's close
- * took ~300 thread-ms of the mixer and the next block's mix ~300-500, against ~70 and
- * ~160-180 on huge pages (bench/RESULTS.md). The advice is only advice: where the kernel has
- * no huge page to give, 4 KiB pages serve, and where it refuses the populate they fault in
- * as they are first written; either way the page is zero-filled.
+ * and populated with MADV_POPULATE_WRITE. On a 2-vCPU KVM guest, 4 KiB pages populated with
+ * MAP_POPULATE were still slow to write the first time: sixteen 12 MiB pages took ~35 ms to
+ * map and ~260 ms to write once (a second write ~8 ms), where recycled huge pages took ~11 ms
+ * to populate and ~8 ms to write. At batch 16 a block's close took 85-390 thread-ms of the
+ * mixer and the next block's mix at ~1,900 190-770, against 64-88 and 145-185 on huge pages;
+ * memory new to the process costs its faults either way, in the populate here (~150 ms for
+ * sixteen pages) rather than the first write (bench/RESULTS.md, 2026-12-03). The advice is
+ * only advice: where the kernel has no huge page to give, 4 KiB pages serve, and where it
+ * refuses the populate they fault in as they are first written; either way the page is
+ * zero-filled.
  *
  * Other pages from 2 MiB on: a mapping populated with MAP_POPULATE on 4 KiB pages. Pages under
  * HUGE_BYTES (the demo model's are 72 KiB) come from the allocator, which keeps such blocks
