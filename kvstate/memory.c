@@ -59,6 +59,8 @@ static void host_release(void *ctx, void *p)
  * 1/16 more (the 340M shape's pages are 12 MiB exactly); 0 where it does not. */
 static size_t huge_span(size_t bytes)
 {
+    if (bytes > SIZE_MAX - 2 * HUGE_BYTES) /* no room to round up and align */
+        return 0;
     size_t span = (bytes + HUGE_BYTES - 1) / HUGE_BYTES * HUGE_BYTES;
     return span - bytes <= bytes / 16 ? span : 0;
 }
@@ -92,7 +94,7 @@ static void *host_alloc_page(void *ctx, size_t bytes)
     if (bytes < HUGE_BYTES)
         return host_alloc(ctx, bytes);
     size_t span = huge_span(bytes);
-    if (!span || span > SIZE_MAX - HUGE_BYTES) {
+    if (!span) {
         void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
         return p == MAP_FAILED ? NULL : p;
@@ -120,7 +122,7 @@ static void host_release_page(void *ctx, void *p, size_t bytes)
         return;
     }
     size_t span = huge_span(bytes);
-    (void)munmap(p, span && span <= SIZE_MAX - HUGE_BYTES ? span : bytes);
+    (void)munmap(p, span ? span : bytes);
 }
 
 static int host_copy(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir)

@@ -356,6 +356,18 @@ static int any_mapped(const void *p, size_t bytes)
     return 0;
 }
 
+/* The 340M shape's heads (4 of 128 x 256) over `layers` layers */
+static kv_geometry large_page_geo(int layers, int key_sums)
+{
+    return (kv_geometry){.layers = layers,
+                         .kv_heads = 4,
+                         .dk = 128,
+                         .dv = 256,
+                         .block_tokens = 64,
+                         .max_blocks = 4,
+                         .key_sums = key_sums};
+}
+
 /* State pages of a real model's size (2 MiB and more) are mappings of their own: whole huge
  * pages, 2 MiB-aligned, where rounding up to them costs at most 1/16 more, else their own
  * size; zero-filled and writable to the last byte either way, and unmapped whole when an
@@ -369,32 +381,12 @@ static void test_large_pages(void)
         size_t span; /* what the page's mapping should cover */
     } cases[] = {
         /* 8 x 4 heads x 128 x 256: 4 MiB of f32, 2 MiB of bf16 */
-        {{.layers = 8, .kv_heads = 4, .dk = 128, .dv = 256, .block_tokens = 64, .max_blocks = 4},
-         KV_DTYPE_F32,
-         2 * huge},
-        {{.layers = 8, .kv_heads = 4, .dk = 128, .dv = 256, .block_tokens = 64, .max_blocks = 4},
-         KV_DTYPE_BF16,
-         huge},
+        {large_page_geo(8, 0), KV_DTYPE_F32, 2 * huge},
+        {large_page_geo(8, 0), KV_DTYPE_BF16, huge},
         /* with key sums 4 MiB + 16 KiB: 6 MiB of huge pages would cost half as much again */
-        {{.layers = 8,
-          .kv_heads = 4,
-          .dk = 128,
-          .dv = 256,
-          .block_tokens = 64,
-          .max_blocks = 4,
-          .key_sums = 1},
-         KV_DTYPE_F32,
-         0},
+        {large_page_geo(8, 1), KV_DTYPE_F32, 0},
         /* 64 layers with key sums, 32 MiB + 128 KiB: 34 MiB of huge pages cost < 1/16 more */
-        {{.layers = 64,
-          .kv_heads = 4,
-          .dk = 128,
-          .dv = 256,
-          .block_tokens = 64,
-          .max_blocks = 4,
-          .key_sums = 1},
-         KV_DTYPE_F32,
-         17 * huge},
+        {large_page_geo(64, 1), KV_DTYPE_F32, 17 * huge},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         kv_pool_options o = {.geo = cases[c].g, .dtype = cases[c].dt}; /* unbounded */
