@@ -25,7 +25,10 @@
  * slow moment of the measurement. At batch 1 it also sets each step against
  * the machine of the same moment: `steps` steps at each position, each
  * followed by one reading, and prints the median (and quartiles) of the
- * steps' rates as fractions of the reading after each ("paired").
+ * steps' rates as fractions of the reading after each ("paired"), and then
+ * the same for the step's matrix products run alone ("products alone",
+ * mhla_engine_product_rate): what the products reach of the bound, and what
+ * the rest of a step costs beside them.
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
  *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
@@ -162,6 +165,35 @@ static void paired_fractions(mhla_engine *e, const mhla_seq *base, int steps, in
     free(frac);
     free(reads);
     free(logits);
+}
+
+/* A step's products alone (mhla_engine_product_rate: all of them, or the
+ * head's), `passes` times, each followed by one bandwidth reading, as
+ * paired_fractions does with steps: the median and quartiles of the passes'
+ * rates as fractions of the reading after each. Returns -1 where the engine
+ * does not time its products alone (a GPU). */
+static int paired_products(mhla_engine *e, mhla_products which, int passes, double *median,
+                           double *lo, double *hi)
+{
+    mhla_error err;
+    double *frac = malloc((size_t)passes * sizeof *frac);
+    if (!frac) {
+        fprintf(stderr, "bench_decode: out of memory\n");
+        exit(1);
+    }
+    for (int i = 0; i < passes; i++) {
+        double rate, read;
+        if (mhla_engine_product_rate(e, which, &rate, NULL, &err)) {
+            free(frac);
+            return -1;
+        }
+        check(mhla_engine_memory_bandwidth(e, &read, 1, &err), &err);
+        frac[i] = read > 0 ? rate / read : 0;
+    }
+    qsort(frac, (size_t)passes, sizeof *frac, bench_cmp_double);
+    *median = frac[passes / 2], *lo = frac[passes / 4], *hi = frac[(3 * passes) / 4];
+    free(frac);
+    return 0;
 }
 
 /* GFLOP/s of OpenBLAS sgemm, C[M,N] = A[M,K] B[N,K]^T, best of 5; 0 without OpenBLAS. The
@@ -491,6 +523,16 @@ int main(int argc, char **argv)
                    "GB/s\n",
                    steps, 100 * f_lo[0], 100 * f_lo[1], 100 * f_lo[2], 100 * f_hi[0], 100 * f_hi[1],
                    100 * f_hi[2], rd_lo / 1e9, rd_hi / 1e9);
+            double p[3], h[3];
+            if (paired_products(e, MHLA_PRODUCTS_STEP, steps, &p[0], &p[1], &p[2]) == 0 &&
+                paired_products(e, MHLA_PRODUCTS_HEAD, steps, &h[0], &h[1], &h[2]) == 0)
+                printf("       products alone: %d passes of a step's matrix products (its jobs, "
+                       "no norms, token mixer or sampling), and of its head alone (one job), "
+                       "each followed by a bandwidth reading; the weights' rate as a fraction "
+                       "of the reading after it, median (quartiles): step's products %.1f%% "
+                       "(%.1f-%.1f%%), head %.1f%% (%.1f-%.1f%%)\n",
+                       steps, 100 * p[0], 100 * p[1], 100 * p[2], 100 * h[0], 100 * h[1],
+                       100 * h[2]);
         }
         fflush(stdout);
     }

@@ -57,8 +57,9 @@ frac() { awk -v r="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f (%.0f%%)", r, 
 
 echo "| path | weights | read GB/s | sgemm GFLOP/s | prefill 512 | prefill 2,000 |" \
      "batch 1 @~100 | batch 1 @~1,900 | batch 16 @~100 | batch 16 @~1,900 |" \
-     "batch 32 @~100 | batch 32 @~1,900 | batch 1 paired @~100 / @~1,900 |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+     "batch 32 @~100 | batch 32 @~1,900 | batch 1 paired @~100 / @~1,900 |" \
+     "products alone, step's / head |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for p in $paths; do
   for w in $weights; do
     batches="1,16,32" prefill="512,2000"
@@ -104,7 +105,10 @@ for p in $paths; do
     done
     # each batch-1 step against a bandwidth reading right after it (the median)
     pr=$(sed -n 's/.*paired: .* @~100 \([0-9.]*%\) .* @~1900 \([0-9.]*%\) .*/\1 \/ \2/p' <<<"$out")
-    echo "$row ${pr:--} |"
+    # the same for the step's matrix products alone, and for its head alone
+    pa=$(sed -n "s/.*products alone: .* step's products \([0-9.]*%\) .* head \([0-9.]*%\) .*/\1 \/ \2/p" \
+         <<<"$out")
+    echo "$row ${pr:--} | ${pa:--} |"
   done
 done
 echo
@@ -114,4 +118,6 @@ echo "tok/s over the whole decode window (best of $rounds round(s), $steps steps
      "sgemm rate over 2 flops per weight), each bound the better of its readings right" \
      "before and after that measurement; the read GB/s and sgemm columns are the readings" \
      "at start. Batch 1 paired: each of $steps batch-1 steps followed by one bandwidth" \
-     "reading, the median of the steps' rates as fractions of the reading after each."
+     "reading, the median of the steps' rates as fractions of the reading after each." \
+     "Products alone: the same for a step's matrix products run alone (its jobs, no" \
+     "norms, token mixer or sampling) and for its output head alone (one job)."

@@ -42,6 +42,11 @@ typedef struct {
     /* The memory bandwidth a step can stream at, measured reps times into
      * rates[0..reps) (mhla_engine_memory_bandwidth). */
     int (*memory_bandwidth)(void *ctx, double *rates, int reps, mhla_error *err);
+    /* The seconds the products of one batch-1 step (or its head) take
+     * alone and the weight bytes they read (mhla_engine_product_rate); NULL:
+     * not measured on this device. */
+    int (*product_pass)(void *ctx, mhla_products which, double *seconds, double *bytes,
+                        mhla_error *err);
     /* Free and total bytes of the device's memory (mhla_engine_device_memory);
      * NULL: the backend works in host memory. */
     int (*device_memory)(void *ctx, size_t *free_bytes, size_t *total_bytes, mhla_error *err);

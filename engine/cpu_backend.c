@@ -120,11 +120,7 @@ static void cpu_describe(const void *ctx, char *buf, size_t len)
 
 static size_t cpu_step_weight_bytes(const void *ctx)
 {
-    const mhla_model *m = ((const mhla_cpu *)ctx)->model;
-    size_t n = mhla_model_weight_bytes(m);
-    size_t V = m->cfg.vocab_size, D = m->cfg.hidden_size;
-    /* a step gathers a few embedding rows, unless the head is the table */
-    return m->lm_head.f32 == m->embeddings ? n : n - V * D * 4;
+    return mhla_step_weight_bytes(((const mhla_cpu *)ctx)->model);
 }
 
 /* The bandwidth measurement's buffer: 8 times the 32 MiB L3 of the largest
@@ -218,6 +214,7 @@ const mhla_backend_ops mhla_cpu_backend = {
     .describe = cpu_describe,
     .step_weight_bytes = cpu_step_weight_bytes,
     .memory_bandwidth = cpu_memory_bandwidth,
+    .product_pass = mhla_cpu_product_pass,
     .device_memory = NULL,
     .stats = NULL,
 };

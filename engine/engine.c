@@ -189,6 +189,23 @@ int mhla_engine_memory_bandwidth(mhla_engine *e, double *rates, int reps, mhla_e
     return e->ops->memory_bandwidth(e->backend, rates, reps, err);
 }
 
+int mhla_engine_product_rate(mhla_engine *e, mhla_products which, double *bytes_per_s,
+                             double *bytes, mhla_error *err)
+{
+    double s, b = 0;
+    *bytes_per_s = 0;
+    if (bytes)
+        *bytes = 0;
+    if (!e->ops->product_pass)
+        return mhla_fail(err, "the %s engine does not time its products alone", e->ops->name);
+    if (e->ops->product_pass(e->backend, which, &s, &b, err))
+        return -1;
+    *bytes_per_s = b / s;
+    if (bytes)
+        *bytes = b;
+    return 0;
+}
+
 int mhla_engine_device_memory(mhla_engine *e, size_t *free_bytes, size_t *total_bytes,
                               mhla_error *err)
 {

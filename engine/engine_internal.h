@@ -100,6 +100,12 @@ struct mhla_model {
     size_t weight_bytes;
 };
 
+/* The bytes matrix w of n weights is held in (its q8 scales and padding
+ * included), and the weight bytes one step reads (the model's, less the
+ * embedding table unless the head is it: a step gathers only a few rows). */
+size_t mhla_matrix_bytes(k_matrix w, size_t n);
+size_t mhla_step_weight_bytes(const mhla_model *m);
+
 /* ---- per-sequence state --------------------------------------------------- */
 
 /*
@@ -186,6 +192,12 @@ typedef struct {
 
 /* One validated step on the CPU (the backend's forward). */
 int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
+
+/* The products of one batch-1 step alone, or its head alone, timed
+ * (cpu_product_rate.c; the backend's product_pass): *seconds, and *bytes the
+ * weight bytes they read. */
+int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
+                          mhla_error *err);
 
 /* The first half of layer `layer` on the CPU (attention.c): from the normed
  * rows in e->h, the q, k, v, g projections, the token mixer and its output

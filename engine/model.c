@@ -411,7 +411,7 @@ static int convert_weights(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
     return convert_into(m, &a, wd, err);
 }
 
-static size_t matrix_bytes(k_matrix w, size_t n)
+size_t mhla_matrix_bytes(k_matrix w, size_t n)
 {
     if (w.q8) {
         size_t qb, sb;
@@ -430,15 +430,15 @@ static size_t weight_bytes(const mhla_model *m)
     size_t n = V * D * 4 + D * 4; /* embeddings, final norm */
     for (int l = 0; l < c->num_layers; l++) {
         const mhla_layer *y = &m->layers[l];
-        n += matrix_bytes(y->wq, qd * D) + matrix_bytes(y->wk, kd * D) +
-             matrix_bytes(y->wv, vd * D) + matrix_bytes(y->wg, od * D) +
-             matrix_bytes(y->wo, D * od) + matrix_bytes(y->w_gate, I * D) +
-             matrix_bytes(y->w_up, I * D) + matrix_bytes(y->w_down, D * I);
+        n += mhla_matrix_bytes(y->wq, qd * D) + mhla_matrix_bytes(y->wk, kd * D) +
+             mhla_matrix_bytes(y->wv, vd * D) + mhla_matrix_bytes(y->wg, od * D) +
+             mhla_matrix_bytes(y->wo, D * od) + mhla_matrix_bytes(y->w_gate, I * D) +
+             mhla_matrix_bytes(y->w_up, I * D) + mhla_matrix_bytes(y->w_down, D * I);
         n += (2 * D + (size_t)c->head_v_dim + (size_t)c->num_blocks * c->num_blocks) * 4;
     }
     /* A tied head in f32 is the embedding matrix, already counted. */
     if (m->lm_head.bf16 || m->lm_head.q8 || m->lm_head.f32 != m->embeddings)
-        n += matrix_bytes(m->lm_head, V * D);
+        n += mhla_matrix_bytes(m->lm_head, V * D);
     return n;
 }
 
@@ -517,3 +517,10 @@ void mhla_model_free(mhla_model *m)
 const mhla_config *mhla_model_config(const mhla_model *m) { return &m->cfg; }
 
 size_t mhla_model_weight_bytes(const mhla_model *m) { return m->weight_bytes; }
+
+size_t mhla_step_weight_bytes(const mhla_model *m)
+{
+    size_t V = m->cfg.vocab_size, D = m->cfg.hidden_size;
+    /* a step gathers a few embedding rows, unless the head is the table */
+    return m->lm_head.f32 == m->embeddings ? m->weight_bytes : m->weight_bytes - V * D * 4;
+}

@@ -310,6 +310,7 @@ const mhla_backend_ops mhla_cuda_backend = {
     .describe = cuda_describe,
     .step_weight_bytes = cuda_step_weight_bytes,
     .memory_bandwidth = cuda_memory_bandwidth,
+    .product_pass = NULL,
     .device_memory = cuda_device_memory,
     .stats = cuda_stats,
 };
