@@ -170,14 +170,16 @@ static void paired_fractions(mhla_engine *e, const mhla_seq *base, int steps, in
 /* A step's products alone (mhla_engine_product_rate: all of them, or the
  * head's), `passes` times, each followed by one bandwidth reading, as
  * paired_fractions does with steps: the median and quartiles of the passes'
- * rates as fractions of the reading after each. Returns -1 where the engine
- * does not time its products alone (a GPU). */
+ * rates as fractions of the reading after each, and *read_median the
+ * readings' median. Returns -1 where the engine does not time its products
+ * alone (a GPU). */
 static int paired_products(mhla_engine *e, mhla_products which, int passes, double *median,
-                           double *lo, double *hi)
+                           double *lo, double *hi, double *read_median)
 {
     mhla_error err;
-    double *frac = malloc((size_t)passes * sizeof *frac);
-    if (!frac) {
+    double *frac = malloc((size_t)passes * sizeof *frac),
+           *reads = malloc((size_t)passes * sizeof *reads);
+    if (!frac || !reads) {
         fprintf(stderr, "bench_decode: out of memory\n");
         exit(1);
     }
@@ -185,14 +187,19 @@ static int paired_products(mhla_engine *e, mhla_products which, int passes, doub
         double rate, read;
         if (mhla_engine_product_rate(e, which, &rate, NULL, &err)) {
             free(frac);
+            free(reads);
             return -1;
         }
         check(mhla_engine_memory_bandwidth(e, &read, 1, &err), &err);
         frac[i] = read > 0 ? rate / read : 0;
+        reads[i] = read;
     }
     qsort(frac, (size_t)passes, sizeof *frac, bench_cmp_double);
+    qsort(reads, (size_t)passes, sizeof *reads, bench_cmp_double);
     *median = frac[passes / 2], *lo = frac[passes / 4], *hi = frac[(3 * passes) / 4];
+    *read_median = reads[passes / 2];
     free(frac);
+    free(reads);
     return 0;
 }
 
@@ -523,16 +530,17 @@ int main(int argc, char **argv)
                    "GB/s\n",
                    steps, 100 * f_lo[0], 100 * f_lo[1], 100 * f_lo[2], 100 * f_hi[0], 100 * f_hi[1],
                    100 * f_hi[2], rd_lo / 1e9, rd_hi / 1e9);
-            double p[3], h[3];
-            if (paired_products(e, MHLA_PRODUCTS_STEP, steps, &p[0], &p[1], &p[2]) == 0 &&
-                paired_products(e, MHLA_PRODUCTS_HEAD, steps, &h[0], &h[1], &h[2]) == 0)
+            double p[4], h[4];
+            if (paired_products(e, MHLA_PRODUCTS_STEP, steps, &p[0], &p[1], &p[2], &p[3]) == 0 &&
+                paired_products(e, MHLA_PRODUCTS_HEAD, steps, &h[0], &h[1], &h[2], &h[3]) == 0)
                 printf("       products alone: %d passes of a step's matrix products (its jobs, "
                        "no norms, token mixer or sampling), and of its head alone (one job), "
                        "each followed by a bandwidth reading; the weights' rate as a fraction "
                        "of the reading after it, median (quartiles): step's products %.1f%% "
-                       "(%.1f-%.1f%%), head %.1f%% (%.1f-%.1f%%)\n",
+                       "(%.1f-%.1f%%), head %.1f%% (%.1f-%.1f%%); readings' median %.1f / %.1f "
+                       "GB/s\n",
                        steps, 100 * p[0], 100 * p[1], 100 * p[2], 100 * h[0], 100 * h[1],
-                       100 * h[2]);
+                       100 * h[2], p[3] / 1e9, h[3] / 1e9);
         }
         fflush(stdout);
     }
