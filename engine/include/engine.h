@@ -231,10 +231,11 @@ int mhla_engine_device_memory(mhla_engine *engine, size_t *free_bytes, size_t *t
 int mhla_engine_memory_bandwidth(mhla_engine *engine, double *rates, int reps, mhla_error *err);
 /* Runs matrix products of a batch-1 decode step alone and stores the rate
  * they read their weights at (bytes per second) and, where bytes is not NULL,
- * the weight bytes they read: MHLA_PRODUCTS_STEP, all of a
- * step's, in the jobs and order a step runs them (every weight matrix a step
- * reads, against one row of activations; no norms, token mixer or sampling);
- * MHLA_PRODUCTS_HEAD, the output head's alone (the largest matrix, one job).
+ * the weight bytes they read. MHLA_PRODUCTS_STEP: all of a step's, in the jobs
+ * and order a step runs them (every weight matrix a step reads, against one
+ * row of activations; no norms, token mixer or sampling). MHLA_PRODUCTS_HEAD:
+ * the output head's alone (the largest matrix, one job). Any other value is
+ * an error that names it.
  * No sequence is touched. Set against mhla_engine_memory_bandwidth, it splits
  * a step's shortfall from the memory bound into the products' own and the
  * rest of the step's, and the products' into the kernels' streaming and
