@@ -5,7 +5,7 @@
 # byte with this machine's portable path (test_isa_paths.py); and the
 # vector kernels' own test (test_vector_kernels.c) on the neon path.
 # Skipped (exit 77) when the cross tools are missing; deploy/bootstrap-debian.sh
-# installs them with MHLA_CROSS=1.
+# (make test's first step) installs them where the mirror has arm64 packages.
 #
 # Single-threaded: Debian 12's qemu-user (7.2) never returns from a guest's
 # first pthread_create on some hosts (a five-line program hangs the same
@@ -29,7 +29,7 @@ for lib in libcjson libpcre2-8 libutf8proc; do
   [ -e /usr/lib/aarch64-linux-gnu/pkgconfig/$lib.pc ] || missing+=("$lib-dev:arm64")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "SKIP: missing ${missing[*]} (MHLA_CROSS=1 deploy/bootstrap-debian.sh installs them)"
+  echo "SKIP: missing ${missing[*]} (deploy/bootstrap-debian.sh installs them where the mirror has arm64 packages)"
   exit 77
 fi
 mkdir -p "$work"
