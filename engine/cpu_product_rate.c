@@ -36,17 +36,6 @@ static void fill_row(float *x, int n)
         x[i] = (float)((i * 37) % 64 - 32) * (1.0f / 256);
 }
 
-/* silu(gate) * up in the gate and up job's tasks, as the step has it */
-typedef struct {
-    float *gate;
-    const float *up;
-} swiglu_row;
-static void swiglu_cols(void *ctx, int c0, int c1)
-{
-    const swiglu_row *r = ctx;
-    k_silu_mul(r->gate + c0, r->up + c0, r->gate + c0, c1 - c0);
-}
-
 int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
                           mhla_error *err)
 {
@@ -84,8 +73,8 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
         k_linear(x, 1, od, ly->wo, D, o, D, e->workers);
         k_matrix wgu[2] = {ly->w_gate, ly->w_up};
         float *ygu[2] = {gate, up};
-        swiglu_row sw = {gate, up};
-        k_linear_pair(x, 1, D, wgu, I, ygu, I, swiglu_cols, &sw, e->workers);
+        mhla_swiglu_job sw = {gate, up, 1, I};
+        k_linear_pair(x, 1, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, e->workers);
         k_linear(x, 1, I, ly->w_down, D, o, D, e->workers);
     }
     k_linear(x, 1, D, m->lm_head, V, logits, V, e->workers);

@@ -190,6 +190,16 @@ typedef struct {
 /* Rows of final hidden states turned into logits per lm_head call. */
 #define MHLA_LOGIT_ROWS 64
 
+/* gate = silu(gate) * up on columns [c0, c1) of each of T rows of I (ctx: an
+ * mhla_swiglu_job): the epilogue of the job that computes those columns of
+ * gate and up (forward.c; the products-only pass runs it as a step does). */
+typedef struct {
+    float *gate;
+    const float *up;
+    int T, I;
+} mhla_swiglu_job;
+void mhla_swiglu_cols(void *ctx, int c0, int c1);
+
 /* One validated step on the CPU (the backend's forward). */
 int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
 

@@ -86,17 +86,9 @@ static void add_rows(float *x, const float *y, size_t n)
         x[i] += y[i];
 }
 
-typedef struct {
-    float *gate;
-    const float *up;
-    int T, I;
-} swiglu_job;
-
-/* gate = silu(gate) * up on columns [c0, c1) of every row: the epilogue of
- * the job that computes those columns of gate and up */
-static void swiglu_cols(void *ctx, int c0, int c1)
+void mhla_swiglu_cols(void *ctx, int c0, int c1)
 {
-    const swiglu_job *j = ctx;
+    const mhla_swiglu_job *j = ctx;
     for (int t = 0; t < j->T; t++) {
         float *g = j->gate + (size_t)t * j->I;
         k_silu_mul(g + c0, j->up + (size_t)t * j->I + c0, g + c0, c1 - c0);
@@ -121,8 +113,8 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     /* gate and up in one job, silu(gate) * up in its tasks */
     k_matrix wgu[2] = {ly->w_gate, ly->w_up};
     float *ygu[2] = {e->gate, e->up};
-    swiglu_job sw = {e->gate, e->up, T, I};
-    k_linear_pair(e->h, T, D, wgu, I, ygu, I, swiglu_cols, &sw, nt);
+    mhla_swiglu_job sw = {e->gate, e->up, T, I};
+    k_linear_pair(e->h, T, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, nt);
     k_linear(e->gate, T, I, ly->w_down, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);
 }
