@@ -78,6 +78,22 @@ int mhla_buf_put(mhla_buf *b, const void *s, size_t n);
 static inline int mhla_buf_putc(mhla_buf *b, char c) { return mhla_buf_put(b, &c, 1); }
 void mhla_buf_free(mhla_buf *b);
 
+/* ---- system helpers (sys.c) ------------------------------------------------ */
+
+/* Seconds on the monotonic clock: for durations, never for dates. */
+double mhla_now(void);
+
+/* Reads the whole file at path into *out (malloc'd, NUL-terminated; *len
+ * bytes before the NUL). Refuses a file larger than max_bytes. On failure
+ * returns -1, *out is NULL and msg (may be NULL) says why, naming the path. */
+int mhla_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *msg,
+                   size_t msglen);
+
+/* Makes the array *array points to (any element type, elem_size bytes each,
+ * *cap elements now) hold at least need elements, doubling; on failure the
+ * old array and *cap stay as they were and it returns -1. */
+int mhla_grow(void *array, size_t elem_size, int *cap, int need);
+
 #ifdef __cplusplus
 }
 #endif

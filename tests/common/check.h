@@ -6,16 +6,25 @@
 #ifndef MHLA_TESTS_CHECK_H
 #define MHLA_TESTS_CHECK_H
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #ifndef TEST_RNG_SEED
 #define TEST_RNG_SEED 88172645463325252ull
+/* die() for a failed call that filled an error struct with a msg field
+ * (mhla_error, kv_error). */
+#define die_err(what, e) die("%s: %s", (what), (e)->msg)
+
 #endif
 /* Stop after this many failures: later ones are usually echoes of the first. */
 #ifndef CHECK_MAX_FAILURES
 #define CHECK_MAX_FAILURES 1000000
+/* die() for a failed call that filled an error struct with a msg field
+ * (mhla_error, kv_error). */
+#define die_err(what, e) die("%s: %s", (what), (e)->msg)
+
 #endif
 
 static int failures;
@@ -40,5 +49,21 @@ static inline int rnd(int n)
     rng_state ^= rng_state << 17;
     return (int)(rng_state % (uint64_t)n);
 }
+
+/* A setup error that leaves nothing to test: says why and exits 2. */
+static inline __attribute__((format(printf, 1, 2), noreturn)) void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "test setup failed: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(2);
+}
+
+/* die() for a failed call that filled an error struct with a msg field
+ * (mhla_error, kv_error). */
+#define die_err(what, e) die("%s: %s", (what), (e)->msg)
 
 #endif

@@ -28,12 +28,6 @@ enum { PROMPT = 11, STEPS = 40 };
 static int V;
 static int boundary_skips;
 
-static void die(const char *what, const mhla_error *err)
-{
-    fprintf(stderr, "FAIL: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
 typedef struct {
     const char *name;
     mhla_sampling_params p;
@@ -137,10 +131,10 @@ static void run(mhla_engine *e, const config *cf, const int32_t *prompt, int wit
     mhla_error err;
     mhla_sampler *s;
     if (mhla_sampler_create(&cf->p, V, prompt, PROMPT, &s, &err))
-        die("sampler", &err);
+        die_err("sampler", &err);
     mhla_seq *q;
     if (mhla_engine_seq_create(e, &q, &err))
-        die("sequence", &err);
+        die_err("sequence", &err);
     for (int k = 0; k <= STEPS; k++) {
         mhla_sample_slot *sl = &slots[k];
         memset(sl, 0, sizeof *sl);
@@ -154,7 +148,7 @@ static void run(mhla_engine *e, const config *cf, const int32_t *prompt, int wit
                               .logits = with_logits ? raw + (size_t)k * V : NULL,
                               .sample = sl};
         if (mhla_engine_forward(e, &it, 1, &err))
-            die("forward", &err);
+            die_err("forward", &err);
         CHECK(sl->status == 0, "%s step %d: slot failed: %s", cf->name, k, sl->err.msg);
         tokens[k] = sl->token;
     }
@@ -188,7 +182,7 @@ static void check_config(mhla_engine *gpu, mhla_engine *cpu, const config *cf)
     mhla_sampler *host;
     mhla_error err;
     if (mhla_sampler_create(&cf->p, V, prompt, PROMPT, &host, &err))
-        die("sampler", &err);
+        die_err("sampler", &err);
     for (int k = 0; k <= STEPS; k++) {
         const float *r = raw + (size_t)k * V;
         double u = cf->p.temperature > 0 ? mhla_rng_uniform(&rng) : 0;
@@ -201,14 +195,14 @@ static void check_config(mhla_engine *gpu, mhla_engine *cpu, const config *cf)
         if (cf->plain) {
             int32_t h;
             if (mhla_sampler_next(host, r, &h, &err))
-                die("host sampler", &err);
+                die_err("host sampler", &err);
             CHECK(h == tok[k], "%s step %d: device %d, mhla_sampler_next %d", cf->name, k, tok[k],
                   h);
         }
         float lp;
         mhla_logprob top[5];
         if (mhla_logprobs(r, V, tok[k], 5, &lp, top, &err))
-            die("logprobs", &err);
+            die_err("logprobs", &err);
         CHECK(fabsf(lp - slots[k].token_logprob) <= 1e-5f * (1 + fabsf(lp)),
               "%s step %d: token logprob %g vs %g", cf->name, k, slots[k].token_logprob, lp);
         for (int j = 0; j < 5; j++)
@@ -224,11 +218,11 @@ static void check_config(mhla_engine *gpu, mhla_engine *cpu, const config *cf)
     run(cpu, cf, prompt, 1, tok_cpu, raw_cpu, slots2);
     mhla_sampler *h2;
     if (mhla_sampler_create(&cf->p, V, prompt, PROMPT, &h2, &err))
-        die("sampler", &err);
+        die_err("sampler", &err);
     for (int k = 0; k <= STEPS; k++) {
         int32_t h;
         if (mhla_sampler_next(h2, raw_cpu + (size_t)k * V, &h, &err))
-            die("host sampler", &err);
+            die_err("host sampler", &err);
         CHECK(h == tok_cpu[k], "%s step %d: CPU slot %d, mhla_sampler_next %d", cf->name, k,
               tok_cpu[k], h);
     }
@@ -255,7 +249,7 @@ int main(int argc, char **argv)
     mhla_model *m;
     mhla_error err;
     if (mhla_model_load(argv[1], &m, &err))
-        die("model", &err);
+        die_err("model", &err);
     V = mhla_model_config(m)->vocab_size;
     mhla_engine *gpu = engine(m, MHLA_DEVICE_CUDA), *cpu = engine(m, MHLA_DEVICE_CPU);
 
@@ -296,7 +290,7 @@ int main(int argc, char **argv)
     /* a slot that cannot work is refused before anything runs */
     mhla_seq *q;
     if (mhla_engine_seq_create(gpu, &q, &err))
-        die("sequence", &err);
+        die_err("sequence", &err);
     int32_t one = 1;
     mhla_sample_slot bad = {.sampler = NULL, .n_top = 0};
     mhla_batch_item it = {

@@ -29,12 +29,6 @@ static int V, C;
 static double tol;
 static double worst;
 
-static void die(const char *what, const mhla_error *err)
-{
-    fprintf(stderr, "FAIL: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
 static mhla_engine *gpu_engine(const mhla_model *m, size_t state_bytes, int graphs)
 {
     mhla_engine_options o = {.n_threads = 2,
@@ -51,7 +45,7 @@ static mhla_seq *new_seq(mhla_engine *e)
     mhla_seq *s;
     mhla_error err;
     if (mhla_engine_seq_create(e, &s, &err))
-        die("sequence", &err);
+        die_err("sequence", &err);
     return s;
 }
 
@@ -61,7 +55,7 @@ static void feed(mhla_engine *e, mhla_seq *s, const int32_t *t, int n, float *ou
     mhla_batch_item it = {s, t, n, n - 1, out, NULL};
     mhla_error err;
     if (mhla_engine_forward(e, &it, 1, &err))
-        die("forward", &err);
+        die_err("forward", &err);
 }
 
 /* a against reference b, one row of V: bitwise when tol is 0. */
@@ -120,7 +114,7 @@ static void test_graphs_and_batch(const mhla_model *m)
             in[i] = (mhla_batch_item){sn[i], t, 1, 0, ln + (size_t)i * V, NULL};
         }
         if (mhla_engine_forward(eg, ig, NS, &err) || mhla_engine_forward(en, in, NS, &err))
-            die("decode", &err);
+            die_err("decode", &err);
         for (int i = 0; i < NS; i++) {
             char what[96];
             snprintf(what, sizeof what, "decode step %d seq %d: graph vs eager", s, i);
@@ -145,7 +139,7 @@ static void test_graphs_and_batch(const mhla_model *m)
     float *chunk = malloc(sizeof(float) * 8 * V);
     mix[0].logits = chunk;
     if (mhla_engine_forward(en, mix, 2, &err))
-        die("mixed step", &err);
+        die_err("mixed step", &err);
     feed(en, sa[1], extra + 8, 1, alone);
     same("decode token batched with a prefill chunk vs alone", ln, alone);
     for (int i = 0; i < NS; i++) {
@@ -186,7 +180,7 @@ static void test_state_memory(const mhla_model *m, const char *work)
     mhla_seq *s2 = new_seq(ep);
     int pos = mhla_seq_match_prefix(s2, t, n + tail, &err);
     if (pos < 0)
-        die("match", &err);
+        die_err("match", &err);
     mhla_engine_state_stats(ep, &st);
     CHECK(pos == n, "resume should reach position %d, got %d", n, pos);
     CHECK(st.prefix_hits == 3 && st.resumes == 1, "hits %llu resumes %llu",
@@ -211,7 +205,7 @@ static void test_state_memory(const mhla_model *m, const char *work)
     mhla_seq *s4 = new_seq(ef), *s5 = new_seq(ef), *r4 = new_seq(ef);
     feed(ef, s4, t, n, a);
     if (mhla_seq_save(s4, path, &err) || mhla_seq_load(s5, path, &err))
-        die("snapshot", &err);
+        die_err("snapshot", &err);
     CHECK(mhla_seq_pos(s5) == n, "loaded position %d", mhla_seq_pos(s5));
     feed(ef, s5, t + n, tail, a);
     feed(ef, r4, t, n + tail, b);
@@ -220,7 +214,7 @@ static void test_state_memory(const mhla_model *m, const char *work)
     /* clone mid-block: both continue identically */
     mhla_seq *c1;
     if (mhla_seq_clone(s4, &c1, &err))
-        die("clone", &err);
+        die_err("clone", &err);
     feed(ef, s4, t + n, tail, a);
     feed(ef, c1, t + n, tail, b);
     CHECK(memcmp(a, b, (size_t)V * 4) == 0, "clone and original differ");
@@ -229,13 +223,13 @@ static void test_state_memory(const mhla_model *m, const char *work)
     mhla_engine *cpu;
     mhla_engine_options co = {.n_threads = 1};
     if (mhla_engine_create(m, &co, &cpu, &err))
-        die("cpu engine", &err);
+        die_err("cpu engine", &err);
     mhla_batch_item it = {c1, t, 1, 0, a, NULL};
     CHECK(mhla_engine_forward(cpu, &it, 1, &err) != 0 && strstr(err.msg, "another device"),
           "a CPU engine took a GPU sequence (%s)", err.msg);
     mhla_seq *hs;
     if (mhla_seq_create(m, &hs, &err))
-        die("host sequence", &err);
+        die_err("host sequence", &err);
     it.seq = hs;
     CHECK(mhla_engine_forward(ef, &it, 1, &err) != 0 && strstr(err.msg, "another device"),
           "a GPU engine took a host sequence (%s)", err.msg);
@@ -268,7 +262,7 @@ int main(int argc, char **argv)
     mhla_model *m;
     mhla_error err;
     if (mhla_model_load(argv[1], &m, &err))
-        die("model", &err);
+        die_err("model", &err);
     cfg = mhla_model_config(m);
     V = cfg->vocab_size;
     C = cfg->chunk_size;

@@ -21,12 +21,6 @@
  * (engine/attention.c, from 16 a step), most of them decoding */
 #define N_WIDE 20
 
-static void die(const char *what, const mhla_error *err)
-{
-    fprintf(stderr, "FAIL: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
 /* Logits of every position of tokens[0..n), fed alone in chunks of `chunk`
  * (0: one call). */
 static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens, int n, int chunk)
@@ -37,7 +31,7 @@ static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens,
     mhla_seq *s;
     mhla_engine_options o = {.n_threads = threads};
     if (mhla_engine_create(m, &o, &e, &err) || mhla_seq_create(m, &s, &err))
-        die("create", &err);
+        die_err("create", &err);
     float *logits = malloc((size_t)n * c->vocab_size * sizeof(float));
     for (int done = 0; done < n;) {
         int len = chunk ? chunk : n;
@@ -46,7 +40,7 @@ static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens,
         mhla_batch_item it = {s,   tokens + done, len, 0, logits + (size_t)done * c->vocab_size,
                               NULL};
         if (mhla_engine_forward(e, &it, 1, &err))
-            die("forward alone", &err);
+            die_err("forward alone", &err);
         done += len;
     }
     mhla_seq_free(s);
@@ -66,7 +60,7 @@ static int wide_batch(const mhla_model *m, int threads)
     mhla_engine *e;
     mhla_engine_options o = {.n_threads = threads};
     if (mhla_engine_create(m, &o, &e, &err))
-        die("engine", &err);
+        die_err("engine", &err);
     int wlen[N_WIDE], wdone[N_WIDE] = {0};
     int32_t *wtok[N_WIDE];
     float *walone[N_WIDE], *wbatched[N_WIDE];
@@ -80,7 +74,7 @@ static int wide_batch(const mhla_model *m, int threads)
         walone[i] = run_alone(m, 1, wtok[i], wlen[i], 0);
         wbatched[i] = calloc((size_t)wlen[i] * V, sizeof(float));
         if (mhla_seq_create(m, &wseq[i], &err))
-            die("seq", &err);
+            die_err("seq", &err);
     }
     for (;;) {
         mhla_batch_item items[N_WIDE];
@@ -98,7 +92,7 @@ static int wide_batch(const mhla_model *m, int threads)
         if (n == 0)
             break;
         if (mhla_engine_forward(e, items, n, &err))
-            die("forward wide", &err);
+            die_err("forward wide", &err);
         widest = n > widest ? n : widest;
         wide_steps++;
     }
@@ -127,9 +121,9 @@ int main(int argc, char **argv)
     mhla_model *m;
     mhla_model_options mo = {MHLA_WEIGHTS_F32};
     if (argc == 3 && mhla_weight_dtype_parse(argv[2], &mo.weights, &err))
-        die("weights", &err);
+        die_err("weights", &err);
     if (mhla_model_load_with(argv[1], &mo, &m, &err))
-        die("load", &err);
+        die_err("load", &err);
     const mhla_config *c = mhla_model_config(m);
     int V = c->vocab_size, ctx = c->max_positions;
     int len[N_SEQ] = {1, c->chunk_size - 1, c->chunk_size + 1, 3 * c->chunk_size + 2, ctx};
@@ -159,13 +153,13 @@ int main(int argc, char **argv)
     mhla_engine *e;
     mhla_engine_options o = {.n_threads = 2};
     if (mhla_engine_create(m, &o, &e, &err))
-        die("engine", &err);
+        die_err("engine", &err);
     mhla_seq *seq[N_SEQ];
     int done[N_SEQ] = {0};
     float *batched[N_SEQ];
     for (int i = 0; i < N_SEQ; i++) {
         if (mhla_seq_create(m, &seq[i], &err))
-            die("seq", &err);
+            die_err("seq", &err);
         batched[i] = calloc((size_t)len[i] * V, sizeof(float));
     }
     int steps = 0;
@@ -186,7 +180,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < N_SEQ; i++)
             left += len[i] - done[i];
         if (n > 0 && mhla_engine_forward(e, items, n, &err))
-            die("forward batched", &err);
+            die_err("forward batched", &err);
         steps++;
         if (!left)
             break;
@@ -205,7 +199,7 @@ int main(int argc, char **argv)
     float *l1 = malloc((size_t)V * sizeof(float)), *l2 = malloc((size_t)V * sizeof(float));
     mhla_seq *copy;
     if (mhla_seq_clone(seq[0], &copy, &err))
-        die("clone", &err);
+        die_err("clone", &err);
     mhla_batch_item over[2] = {{seq[0], &one, 1, 0, l1, NULL},
                                {seq[N_SEQ - 1], &one, 1, 0, l2, NULL}};
     CHECK(mhla_engine_forward(e, over, 2, &err) != 0 && strstr(err.msg, "context"),
@@ -220,7 +214,7 @@ int main(int argc, char **argv)
           "a refused call moved a sequence");
     mhla_batch_item a = {seq[0], &one, 1, 0, l1, NULL}, b = {copy, &one, 1, 0, l2, NULL};
     if (mhla_engine_forward(e, &a, 1, &err) || mhla_engine_forward(e, &b, 1, &err))
-        die("forward after refusal", &err);
+        die_err("forward after refusal", &err);
     CHECK(memcmp(l1, l2, (size_t)V * sizeof(float)) == 0,
           "after refused calls a sequence differs from its clone");
 

@@ -8,6 +8,7 @@
  *
  * usage: test_error_codes CHECKPOINT
  */
+#include "check.h"
 #include "engine.h"
 
 #include <stdio.h>
@@ -24,12 +25,6 @@ static void expect(int rc, const mhla_error *e, mhla_status want, const char *wh
     failures += !ok;
 }
 
-static void die(const char *what, const mhla_error *e)
-{
-    fprintf(stderr, "FAIL: %s: %s\n", what, e->msg);
-    exit(1);
-}
-
 /* A pooled sequence of an engine whose pool holds `pages` pages. */
 static void full_pool(const mhla_model *m)
 {
@@ -37,14 +32,14 @@ static void full_pool(const mhla_model *m)
     mhla_engine *probe, *eng;
     mhla_engine_options o = {.state_bytes = 1 << 20};
     if (mhla_engine_create(m, &o, &probe, &e))
-        die("engine", &e);
+        die_err("engine", &e);
     mhla_state_stats st;
     mhla_engine_state_stats(probe, &st);
     mhla_engine_free(probe);
     o.state_bytes = 2 * st.page_bytes;
     mhla_seq *s;
     if (mhla_engine_create(m, &o, &eng, &e) || mhla_engine_seq_create(eng, &s, &e))
-        die("engine with 2 pages", &e);
+        die_err("engine with 2 pages", &e);
     int ctx = mhla_model_config(m)->max_positions;
     mhla_error r = {0};
     expect(mhla_seq_reserve(s, ctx, &r), &r, MHLA_ERR_FULL,
@@ -65,7 +60,7 @@ int main(int argc, char **argv)
            "a missing checkpoint directory is IO");
     e = (mhla_error){0};
     if (mhla_model_load(argv[1], &m, &e))
-        die("load", &e);
+        die_err("load", &e);
     printf("%s success leaves the code MHLA_OK\n", e.code == MHLA_OK ? "ok  " : "FAIL");
     failures += e.code != MHLA_OK;
     full_pool(m);
@@ -119,7 +114,7 @@ int main(int argc, char **argv)
     mhla_engine *eng;
     mhla_seq *s;
     if (mhla_engine_create(m, NULL, &eng, &e) || mhla_seq_create(m, &s, &e))
-        die("engine", &e);
+        die_err("engine", &e);
     int n = c->max_positions + 1;
     int32_t *tok = calloc((size_t)n, sizeof *tok);
     mhla_batch_item it = {.seq = s, .tokens = tok, .n_tokens = n, .logits_from = n};

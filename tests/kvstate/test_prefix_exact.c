@@ -19,12 +19,6 @@
 #define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
 #include "check.h"
 
-static void die(const char *what, const mhla_error *err)
-{
-    fprintf(stderr, "FAIL: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
 static const mhla_config *cfg;
 static int V, C, CTX;
 
@@ -37,7 +31,7 @@ static mhla_engine *engine_with(const mhla_model *m, size_t bytes, mhla_state_dt
     mhla_engine *e;
     mhla_error err;
     if (mhla_engine_create(m, &o, &e, &err))
-        die("engine", &err);
+        die_err("engine", &err);
     return e;
 }
 
@@ -65,10 +59,10 @@ static float *scratch(const mhla_model *m, mhla_engine *e, const int32_t *tok, i
     mhla_error err;
     float *l = malloc((size_t)n * V * sizeof(float));
     if (mhla_seq_create(m, &s, &err))
-        die("seq", &err);
+        die_err("seq", &err);
     mhla_batch_item it = {s, tok, n, 0, l, NULL};
     if (mhla_engine_forward(e, &it, 1, &err))
-        die("scratch forward", &err);
+        die_err("scratch forward", &err);
     mhla_seq_free(s);
     return l;
 }
@@ -87,14 +81,14 @@ static int hit_and_compare(const char *what, mhla_engine *e, const int32_t *tok,
     mhla_seq *s;
     mhla_error err;
     if (mhla_engine_seq_create(e, &s, &err))
-        die("seq", &err);
+        die_err("seq", &err);
     int pos = mhla_seq_match_prefix(s, tok, n, &err);
     if (pos < 0)
-        die("match", &err);
+        die_err("match", &err);
     CHECK(pos < n && mhla_seq_pos(s) == pos, "%s: match returned %d for %d tokens", what, pos, n);
     float *l = malloc((size_t)(n - pos) * V * sizeof(float));
     if (feed(e, s, tok, pos, n, l, &err))
-        die("feed after match", &err);
+        die_err("feed after match", &err);
     CHECK(memcmp(l, ref + (size_t)pos * V, (size_t)(n - pos) * V * sizeof(float)) == 0,
           "%s: logits after a match at %d of %d differ from scratch", what, pos, n);
     free(l);
@@ -137,16 +131,16 @@ static void test_prefix_hits(const mhla_model *m)
         mhla_seq *s;
         mhla_error err;
         if (mhla_engine_seq_create(e, &s, &err))
-            die("seq", &err);
+            die_err("seq", &err);
         int p = mhla_seq_match_prefix(s, a, n, &err);
         CHECK(p > 0 && p % C == 0, "expected a whole-block hit, got %d", p);
         float *l = malloc((size_t)n * V * sizeof(float));
         mhla_batch_item one = {s, a + p, 1, 0, l, NULL};
         if (mhla_engine_forward(e, &one, 1, &err))
-            die("decode after hit", &err);
+            die_err("decode after hit", &err);
         mhla_batch_item rest = {s, a + p + 1, n - p - 1, 0, l + V, NULL};
         if (n - p - 1 > 0 && mhla_engine_forward(e, &rest, 1, &err))
-            die("prefill after hit", &err);
+            die_err("prefill after hit", &err);
         CHECK(memcmp(l, ra + (size_t)p * V, (size_t)(n - p) * V * sizeof(float)) == 0,
               "hit + decode + mid-block prefill differs from scratch");
         free(l);
@@ -158,19 +152,19 @@ static void test_prefix_hits(const mhla_model *m)
         mhla_error err;
         mhla_state_stats st0, st1;
         if (mhla_engine_seq_create(e, &s, &err))
-            die("seq", &err);
+            die_err("seq", &err);
         float *l = malloc((size_t)n * V * sizeof(float));
         int half = n / 2;
         if (feed(e, s, a, 0, half, l, &err))
-            die("feed", &err);
+            die_err("feed", &err);
         mhla_engine_state_stats(e, &st0);
         if (mhla_seq_clone(s, &c2, &err))
-            die("clone", &err);
+            die_err("clone", &err);
         mhla_engine_state_stats(e, &st1);
         CHECK(st1.pages_used == st0.pages_used, "a clone took pages (%ld -> %ld used)",
               st0.pages_used, st1.pages_used);
         if (feed(e, c2, a, half, n, l, &err))
-            die("feed clone", &err);
+            die_err("feed clone", &err);
         CHECK(memcmp(l, ra + (size_t)half * V, (size_t)(n - half) * V * sizeof(float)) == 0,
               "clone continued differently from scratch");
         mhla_seq_free(s);
@@ -206,17 +200,17 @@ static void test_resume(const mhla_model *m)
         mhla_seq *s;
         mhla_error err;
         if (mhla_engine_seq_create(e, &s, &err))
-            die("seq", &err);
+            die_err("seq", &err);
         float *l = malloc((size_t)V * (prompt + 1) * sizeof(float));
         if (feed(e, s, t, 0, prompt, l, &err))
-            die("prompt", &err);
+            die_err("prompt", &err);
         /* Greedy decode, one token per call, as a server would. */
         float *last = l + (size_t)(prompt - 1) * V;
         for (int g = 0; g < gen; g++) {
             t[prompt + g] = mhla_sample(last, V, 0.0f, NULL);
             mhla_batch_item it = {s, t + prompt + g, 1, 0, l, NULL};
             if (mhla_engine_forward(e, &it, 1, &err))
-                die("decode", &err);
+                die_err("decode", &err);
             last = l;
         }
         mhla_seq_finish(s);
@@ -275,7 +269,7 @@ static void test_churn(const mhla_model *m, int bits, int pages, int rounds)
             t[rnd(n)] = rnd(V);
         mhla_seq *s;
         if (mhla_engine_seq_create(small, &s, &err))
-            die("seq", &err);
+            die_err("seq", &err);
         if (mhla_seq_reserve(s, n, &err)) {
             CHECK(strstr(err.msg, "state memory full") != NULL, "reserve: %s", err.msg);
             refused++;
@@ -284,11 +278,11 @@ static void test_churn(const mhla_model *m, int bits, int pages, int rounds)
         }
         int pos = mhla_seq_match_prefix(s, t, n, &err);
         if (pos < 0)
-            die("match", &err);
+            die_err("match", &err);
         hits += pos > 0;
         float *l = malloc((size_t)(n - pos) * V * sizeof(float));
         if (feed(small, s, t, pos, n, l, &err))
-            die("forward after reserve failed", &err);
+            die_err("forward after reserve failed", &err);
         float *ref = scratch(m, e0, t, n);
         CHECK(memcmp(l, ref + (size_t)pos * V, (size_t)(n - pos) * V * sizeof(float)) == 0,
               "churn round %d (bits %d): match at %d of %d differs from scratch", round, bits, pos,
@@ -325,13 +319,13 @@ static void test_admission(const mhla_model *m)
     mhla_error err;
     mhla_seq *a, *b;
     if (mhla_engine_seq_create(e, &a, &err) || mhla_engine_seq_create(e, &b, &err))
-        die("seq", &err);
+        die_err("seq", &err);
     CHECK(mhla_state_pages_needed(m, 2L * C + 1) == 2, "pages needed for 2C+1 positions");
     CHECK(mhla_seq_reserve(a, (long)(pages + 1) * C, &err) != 0 &&
               strstr(err.msg, "state memory full"),
           "reserved more pages than the pool has");
     if (mhla_seq_reserve(a, (long)2 * C, &err))
-        die("reserve", &err);
+        die_err("reserve", &err);
     int32_t *t = malloc((size_t)4 * C * sizeof *t);
     random_tokens(t, 4 * C);
     mhla_batch_item ib = {b, t, 2 * C, 2 * C, NULL, NULL};
@@ -382,7 +376,7 @@ static void expect_load_error(mhla_engine *e, const char *path, const char *need
     mhla_seq *s;
     mhla_error err;
     if (mhla_engine_seq_create(e, &s, &err))
-        die("seq", &err);
+        die_err("seq", &err);
     int rc = mhla_seq_load(s, path, &err);
     CHECK(rc != 0 && strstr(err.msg, needle), "%s: load %s (%s), wanted '%s'", what,
           rc ? "failed" : "succeeded", rc ? err.msg : "", needle);
@@ -405,17 +399,17 @@ static void test_snapshot(const mhla_model *m, const mhla_model *other, const ch
     mhla_error err;
     float *l = malloc((size_t)n * V * sizeof(float));
     if (mhla_engine_seq_create(e, &s, &err) || feed(e, s, t, 0, cut, l, &err))
-        die("snapshot source", &err);
+        die_err("snapshot source", &err);
     if (mhla_seq_save(s, path, &err))
-        die("save", &err);
+        die_err("save", &err);
     mhla_seq_free(s);
     if (mhla_engine_seq_create(e, &s, &err))
-        die("seq", &err);
+        die_err("seq", &err);
     if (mhla_seq_load(s, path, &err))
-        die("load", &err);
+        die_err("load", &err);
     CHECK(mhla_seq_pos(s) == cut, "loaded position %d, saved %d", mhla_seq_pos(s), cut);
     if (feed(e, s, t, cut, n, l, &err))
-        die("feed after load", &err);
+        die_err("feed after load", &err);
     CHECK(memcmp(l, ref + (size_t)cut * V, (size_t)(n - cut) * V * sizeof(float)) == 0,
           "logits after a snapshot load (position %d) differ from scratch", cut);
     mhla_seq_free(s);
@@ -470,7 +464,7 @@ static void test_bf16(const mhla_model *m)
     mhla_seq *s;
     mhla_error err;
     if (mhla_engine_seq_create(cold, &s, &err) || feed(cold, s, t, 0, n, lb, &err))
-        die("bf16 scratch", &err);
+        die_err("bf16 scratch", &err);
     mhla_seq_free(s);
     int pos = hit_and_compare("bf16 warm", e, t, n, lb, NULL);
     pos = hit_and_compare("bf16 hit", e, t, n, lb, NULL);
@@ -511,7 +505,7 @@ int main(int argc, char **argv)
     mhla_error err;
     mhla_model *m, *other;
     if (mhla_model_load(argv[1], &m, &err) || mhla_model_load(argv[2], &other, &err))
-        die("load", &err);
+        die_err("load", &err);
     cfg = mhla_model_config(m);
     V = cfg->vocab_size;
     C = cfg->chunk_size;

@@ -20,15 +20,6 @@
 
 static char base[256];
 
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    exit(2);
-}
 static int tree;
 
 /* <base>/<n>/<path> with the text, its folders made; the root is returned. */

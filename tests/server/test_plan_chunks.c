@@ -19,12 +19,6 @@
 
 #include "check.h"
 
-static void die(const char *what, const mhla_error *err)
-{
-    fprintf(stderr, "FAIL: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
 /* Logits of every position of tokens[0..n), fed alone in one call. */
 static float *run_alone(const mhla_model *m, const int32_t *tokens, int n)
 {
@@ -34,11 +28,11 @@ static float *run_alone(const mhla_model *m, const int32_t *tokens, int n)
     mhla_seq *s;
     mhla_engine_options o = {.n_threads = 1};
     if (mhla_engine_create(m, &o, &e, &err) || mhla_seq_create(m, &s, &err))
-        die("create", &err);
+        die_err("create", &err);
     float *logits = malloc((size_t)n * V * sizeof(float));
     mhla_batch_item it = {s, tokens, n, 0, logits, NULL};
     if (mhla_engine_forward(e, &it, 1, &err))
-        die("forward alone", &err);
+        die_err("forward alone", &err);
     mhla_seq_free(s);
     mhla_engine_free(e);
     return logits;
@@ -59,7 +53,7 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
     mhla_engine_options o = {.n_threads = 2};
     if (mhla_engine_create(m, &o, &e, &err) || mhla_seq_create(m, &a, &err) ||
         mhla_seq_create(m, &b, &err))
-        die("planned: create", &err);
+        die_err("planned: create", &err);
     float *ra = malloc((size_t)na * V * sizeof(float)),
           *rb = malloc((size_t)nb * V * sizeof(float));
     srv_step_cost cost;
@@ -76,10 +70,10 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
         mhla_batch_item it[2] = {{a, ta + da, chunk, 0, ra + (size_t)da * V, NULL},
                                  {b, tb + db, 1, 0, rb + (size_t)db * V, NULL}};
         if (chunk == 0 && !rows)
-            die("planned: the planner gave no prompt tokens", &err);
+            die_err("planned: the planner gave no prompt tokens", &err);
         /* a step with no prompt tokens (one in 32 measures decoding alone) runs b alone */
         if (mhla_engine_forward(e, chunk > 0 ? it : it + 1, (chunk > 0) + rows, &err))
-            die("planned: forward", &err);
+            die_err("planned: forward", &err);
         srv_step_cost_observe(&cost, 0, rows, chunk, 1e-3 + 1e-4 * rows + 5e-5 * chunk);
         sizes |= chunk < 32 ? 1 << chunk : 0;
         da += chunk;
@@ -107,7 +101,7 @@ int main(int argc, char **argv)
     mhla_error err;
     mhla_model *m;
     if (mhla_model_load(argv[1], &m, &err))
-        die("load", &err);
+        die_err("load", &err);
     const mhla_config *c = mhla_model_config(m);
     int na = c->max_positions, nb = 3 * c->chunk_size + 2;
     int32_t *ta = malloc((size_t)na * sizeof(int32_t)), *tb = malloc((size_t)nb * sizeof(int32_t));

@@ -28,6 +28,7 @@ import sys
 # Where each module's tests are documented. A module that declares tests needs
 # an entry here (and its README a test table).
 MODULE_README = {
+    "base": "base/README.md",
     "engine": "README.md",
     "fuzz": "README.md",
     "style": "README.md",
