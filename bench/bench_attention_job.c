@@ -61,7 +61,7 @@ static void alternate(mhla_engine *e_never, mhla_engine *e_auto, const mhla_seq 
     double *t[2] = {xcalloc((size_t)steps, sizeof(double)), xcalloc((size_t)steps, sizeof(double))};
     for (int b = 0; b < batch; b++) {
         check(mhla_seq_clone(base, &seqs[b], &err), &err);
-        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL};
+        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL, 0, NULL};
     }
     for (int s = 0; s < 2 * steps; s++) {
         for (int b = 0; b < batch; b++)
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
         float *last = xcalloc((size_t)V, sizeof(float));
         for (int i = 0; i < pos[p]; i++)
             tok[i] = (int32_t)(rand_r(&seed) % V);
-        mhla_batch_item it = {base, tok, pos[p], pos[p] - 1, last, NULL};
+        mhla_batch_item it = {base, tok, pos[p], pos[p] - 1, last, NULL, 0, NULL};
         check(mhla_engine_forward(e_auto, &it, 1, &err), &err);
         free(tok);
         free(last);

@@ -77,7 +77,7 @@ static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
     float *logits = malloc((size_t)V * sizeof(float));
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(rand_r(seed) % V);
-    mhla_batch_item it = {s, tok, n, n - 1, logits, NULL};
+    mhla_batch_item it = {s, tok, n, n - 1, logits, NULL, 0, NULL};
     double t0 = bench_now();
     check(mhla_engine_forward(e, &it, 1, &err), &err);
     double dt = bench_now() - t0;
@@ -101,7 +101,7 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
     float *logits = malloc((size_t)batch * V * sizeof(float));
     for (int b = 0; b < batch; b++) {
         check(mhla_seq_clone(base, &seqs[b], &err), &err);
-        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL};
+        items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL, 0, NULL};
     }
     double t0 = bench_now();
     for (int s = 0; s < steps; s++) {
@@ -148,7 +148,7 @@ static void paired_fractions(mhla_engine *e, const mhla_seq *base, int steps, in
     }
     check(mhla_seq_clone(base, &s, &err), &err);
     int32_t tok;
-    mhla_batch_item it = {s, &tok, 1, 0, logits, NULL};
+    mhla_batch_item it = {s, &tok, 1, 0, logits, NULL, 0, NULL};
     for (int i = 0; i < steps; i++) {
         tok = (int32_t)(rand_r(seed) % V);
         double t0 = bench_now();

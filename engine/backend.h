@@ -52,6 +52,10 @@ typedef struct {
     int (*device_memory)(void *ctx, size_t *free_bytes, size_t *total_bytes, mhla_error *err);
     /* Counters (mhla_engine_device_stats); NULL: all 0. */
     void (*stats)(const void *ctx, mhla_device_stats *out);
+    /* 1: forward samples a single-token item's lone unmasked slot itself (on
+     * the device, so that only the results cross to the host); 0: the
+     * engine samples every slot from the logits rows forward returns. */
+    int samples_on_device;
 } mhla_backend_ops;
 
 extern const mhla_backend_ops mhla_cpu_backend;

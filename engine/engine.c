@@ -141,6 +141,7 @@ void mhla_engine_free(mhla_engine *e)
     kv_pool_release(e->pool);
     if (e->ops)
         e->ops->free(e->backend);
+    eng_step_rows_free(e->rows);
     free(e);
 }
 

@@ -155,6 +155,21 @@ void mhla_sampler_record(mhla_sampler *s, int32_t tok);
 
 /* ---- the engine (engine.c creates it, step.c runs its steps) ---- */
 
+/* ---- step_choose.c: where every token is chosen ---- */
+
+typedef struct eng_step_rows eng_step_rows;
+/* Item b's sample slots and token scores are well formed. */
+int eng_step_check_choices(const mhla_batch_item *it, int b, int vocab_size, mhla_error *err);
+/* The items as the backend runs them (*run, the engine's): each with the
+ * logits rows its slots and scores need, and only the slot the backend
+ * samples on its device. */
+int eng_step_rows_plan(mhla_engine *e, const mhla_batch_item *items, int n_items,
+                       mhla_batch_item **run, mhla_error *err);
+/* After the backend's pass: samples every other slot, computes every score,
+ * and copies the logits a caller asked for where the engine's rows held them. */
+void eng_step_choose(mhla_engine *e, mhla_batch_item *items, int n_items);
+void eng_step_rows_free(eng_step_rows *r);
+
 struct mhla_engine {
     const mhla_model *model;
     const mhla_backend_ops *ops; /* the backend the steps run on */
@@ -164,6 +179,7 @@ struct mhla_engine {
     kv_pool *pool;               /* state memory of mhla_engine_seq_create's sequences */
     char device_name[420];
     char device_note[600];
+    eng_step_rows *rows; /* the logits rows of a step's samples and scores (step_choose.c) */
 };
 
 /* ---- the CPU backend (cpu_backend.c; forward.c is its forward pass) ---- */

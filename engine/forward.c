@@ -1,7 +1,8 @@
 /*
  * forward.c — the CPU backend's forward pass: one engine step over a batch
  * of sequences (docs/model.md, Forward pass), top to bottom: embeddings, then per layer the
- * norms, projections, token mixer and MLP, then the logits and sampling.
+ * norms, projections, token mixer and MLP, then the logits rows asked for
+ * (the engine chooses tokens from them: step_choose.c).
  *
  * All tokens of the step, whatever sequence they belong to, go through the
  * norms, projections and MLP together as rows of one matrix; only the token
@@ -42,22 +43,6 @@ static int ensure_capacity(mhla_cpu *e, int T, mhla_error *err)
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->row_item = ri;
     e->cap = T;
-    return 0;
-}
-
-static int ensure_sample_rows(mhla_cpu *e, const mhla_batch_item *items, int n_items,
-                              mhla_error *err)
-{
-    int n = 0;
-    for (int b = 0; b < n_items; b++)
-        n += items[b].sample && !(items[b].logits && items[b].logits_from < items[b].n_tokens);
-    if (n <= e->sample_cap)
-        return 0;
-    float *p = realloc(e->sample_rows, (size_t)n * e->model->cfg.vocab_size * sizeof(float));
-    if (!p)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for sampled logits");
-    e->sample_rows = p;
-    e->sample_cap = n;
     return 0;
 }
 
@@ -129,59 +114,26 @@ static void flush_logits(mhla_cpu *e, float **dst, int n)
         memcpy(dst[r], e->logit_buf + (size_t)r * V, (size_t)V * sizeof(float));
 }
 
-/* The logits row of item b's position t, or NULL when nobody wants it. A
- * sampled last position the caller has no buffer for goes to sample_rows. */
-static float *logits_dst(mhla_cpu *e, const mhla_batch_item *it, int t, int *n_sampled)
-{
-    int V = e->model->cfg.vocab_size;
-    if (it->logits && t >= it->logits_from)
-        return it->logits + (size_t)(t - it->logits_from) * V;
-    if (it->sample && t == it->n_tokens - 1)
-        return e->sample_rows + (size_t)(*n_sampled)++ * V;
-    return NULL;
-}
-
 static void compute_logits(mhla_cpu *e, mhla_batch_item *items, int n_items, const int *row_start)
 {
     const mhla_model *m = e->model;
-    int D = m->cfg.hidden_size, n = 0, n_sampled = 0;
+    int D = m->cfg.hidden_size, V = m->cfg.vocab_size, n = 0;
     float *dst[MHLA_LOGIT_ROWS];
     for (int b = 0; b < n_items; b++) {
-        int first = items[b].logits ? items[b].logits_from : items[b].n_tokens;
-        if (items[b].sample && first > items[b].n_tokens - 1)
-            first = items[b].n_tokens - 1;
-        for (int t = first; t < items[b].n_tokens; t++) {
-            float *d = logits_dst(e, &items[b], t, &n_sampled);
-            if (!d)
-                continue;
+        if (!items[b].logits)
+            continue;
+        for (int t = items[b].logits_from; t < items[b].n_tokens; t++) {
             if (n == MHLA_LOGIT_ROWS) {
                 flush_logits(e, dst, n);
                 n = 0;
             }
             k_rmsnorm(e->x + (size_t)(row_start[b] + t) * D, m->final_norm, D, m->cfg.norm_eps,
                       e->logit_rows + (size_t)n * D);
-            dst[n++] = d;
+            dst[n++] = items[b].logits + (size_t)(t - items[b].logits_from) * V;
         }
     }
     if (n > 0)
         flush_logits(e, dst, n);
-}
-
-/* Sample slots on the CPU: the sampler itself on the sampled rows. */
-static void sample_on_host(mhla_cpu *e, mhla_batch_item *items, int n_items)
-{
-    int V = e->model->cfg.vocab_size, n_sampled = 0;
-    for (int b = 0; b < n_items; b++) {
-        mhla_sample_slot *sl = items[b].sample;
-        if (!sl)
-            continue;
-        const float *row = logits_dst(e, &items[b], items[b].n_tokens - 1, &n_sampled);
-        sl->status = 0;
-        if (mhla_sampler_next(sl->sampler, row, &sl->token, &sl->err) ||
-            (sl->n_top >= 0 &&
-             mhla_logprobs(row, V, sl->token, sl->n_top, &sl->token_logprob, sl->top, &sl->err)))
-            sl->status = -1;
-    }
 }
 
 int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err)
@@ -192,7 +144,7 @@ int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error 
     int T = 0;
     for (int b = 0; b < n_items; b++)
         T += items[b].n_tokens;
-    if (ensure_capacity(e, T, err) || ensure_sample_rows(e, items, n_items, err))
+    if (ensure_capacity(e, T, err))
         return -1;
     int *row_start = malloc(((size_t)n_items + 1) * sizeof *row_start);
     if (!row_start)
@@ -210,7 +162,6 @@ int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error 
     for (int l = 0; l < c->num_layers; l++)
         layer_forward(e, l, items, n_items, T, row_start);
     compute_logits(e, items, n_items, row_start);
-    sample_on_host(e, items, n_items);
     free(row_start);
     return 0;
 }

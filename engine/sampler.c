@@ -300,34 +300,57 @@ static int32_t filtered(mhla_sampler *s)
     return s->cand[n - 1].id;
 }
 
-int mhla_sampler_next(mhla_sampler *s, const float *logits, int32_t *token, mhla_error *err)
+/* logit_bias, then the penalties, on the sampler's copy of the row. */
+static void adjust(mhla_sampler *s, float *l)
+{
+    const mhla_sampling_params *p = &s->p;
+    for (int i = 0; i < p->n_logit_bias; i++)
+        l[p->logit_bias[i].id] += p->logit_bias[i].bias;
+    if (!s->counts)
+        return;
+    for (int i = 0; i < s->vocab; i++) {
+        if (p->repetition_penalty != 1.0f && (s->counts[i] || s->in_prompt[i]))
+            l[i] = l[i] > 0 ? l[i] / p->repetition_penalty : l[i] * p->repetition_penalty;
+        if (s->counts[i])
+            l[i] -= p->presence_penalty + p->frequency_penalty * (float)s->counts[i];
+    }
+}
+
+/* The mask on the sampler's copy of the row; -1 when it fails or allows no id. */
+static int apply_mask(mhla_sampler *s, const mhla_token_mask *mask, mhla_error *err)
+{
+    if (mask->apply(mask->ctx, s->scratch, s->vocab, err))
+        return -1;
+    for (int i = 0; i < s->vocab; i++)
+        if (s->scratch[i] != -INFINITY)
+            return 0;
+    return mhla_fail(err, "sampler: the token mask allows no token here");
+}
+
+int mhla_sampler_next(mhla_sampler *s, const float *logits, const mhla_token_mask *mask,
+                      int32_t *token, mhla_error *err)
 {
     int V = s->vocab;
     for (int i = 0; i < V; i++)
         if (isnan(logits[i]))
             return mhla_fail(err, "sampler: the logit of token %d is NaN", i);
     int32_t tok;
-    if (s->plain) {
+    if (s->plain && !mask) {
         tok = (int32_t)mhla_sample(logits, V, s->p.temperature, &s->rng);
     } else {
-        const mhla_sampling_params *p = &s->p;
-        float *l = s->scratch;
-        memcpy(l, logits, (size_t)V * sizeof *l);
-        for (int i = 0; i < p->n_logit_bias; i++)
-            l[p->logit_bias[i].id] += p->logit_bias[i].bias;
-        if (s->counts) {
-            for (int i = 0; i < V; i++) {
-                if (p->repetition_penalty != 1.0f && (s->counts[i] || s->in_prompt[i]))
-                    l[i] = l[i] > 0 ? l[i] / p->repetition_penalty : l[i] * p->repetition_penalty;
-                if (s->counts[i])
-                    l[i] -= p->presence_penalty + p->frequency_penalty * (float)s->counts[i];
-            }
-        }
-        tok = filtered(s);
+        /* a plain sampler makes its copy of the row the first time a mask comes */
+        if (!s->scratch && !(s->scratch = malloc((size_t)V * sizeof *s->scratch)))
+            return mhla_fail_as(err, MHLA_ERR_NOMEM, "sampler: out of memory for the token mask");
+        memcpy(s->scratch, logits, (size_t)V * sizeof *s->scratch);
+        adjust(s, s->scratch);
+        if (mask && apply_mask(s, mask, err))
+            return -1;
+        tok =
+            s->plain ? (int32_t)mhla_sample(s->scratch, V, s->p.temperature, &s->rng) : filtered(s);
     }
     mhla_sampler_record(s, tok);
     *token = tok;
-    return 0;
+    return mask && mask->accept ? mask->accept(mask->ctx, tok, err) : 0;
 }
 
 void mhla_sampler_view_of(const mhla_sampler *s, mhla_sampler_view *v)

@@ -24,14 +24,10 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
         if (it->logits_from < 0 || it->logits_from > it->n_tokens)
             return mhla_fail(err, "batch item %d: logits_from %d outside [0, %d]", b,
                              it->logits_from, it->n_tokens);
-        if (it->logits_from < it->n_tokens && !it->logits && !it->sample)
+        if (it->logits_from < it->n_tokens && !it->logits && !it->sample && !it->scores)
             return mhla_fail(err, "batch item %d: logits requested without a buffer", b);
-        if (it->sample && (!it->sample->sampler || it->sample->n_top < -1 ||
-                           it->sample->n_top > MHLA_MAX_TOP_LOGPROBS))
-            return mhla_fail(err,
-                             "batch item %d: a sample slot needs a sampler and n_top in "
-                             "[-1, %d]",
-                             b, MHLA_MAX_TOP_LOGPROBS);
+        if (eng_step_check_choices(it, b, c->vocab_size, err))
+            return -1;
         int pos = mhla_seq_pos(it->seq);
         if ((long)pos + it->n_tokens > c->max_positions)
             return mhla_fail_as(
@@ -69,8 +65,11 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
         if (mhla_seq_reserve_pages(s, (mhla_seq_pos(s) + items[b].n_tokens) / c->chunk_size, err))
             return -1;
     }
-    if (e->ops->forward(e->backend, items, n_items, err))
+    mhla_batch_item *run;
+    if (eng_step_rows_plan(e, items, n_items, &run, err) ||
+        e->ops->forward(e->backend, run, n_items, err))
         return -1;
+    eng_step_choose(e, items, n_items);
     /* Advances each sequence and publishes the blocks it closed to the
      * prefix cache: serial, after the backend is done with the pool. */
     for (int b = 0; b < n_items; b++)

@@ -306,56 +306,68 @@ void kv_pool_set_hash_bits(kv_pool *p, int bits)
     p->hash_mask = bits <= 0 || bits >= 64 ? ~0ull : (1ull << bits) - 1;
 }
 
-int kv_pool_check(const kv_pool *p, kv_error *err)
+/* What kv_pool_check counts of the pages and its lists. */
+typedef struct {
+    long used, cached, freed, indexed, lru, fl, bare, chained;
+} pool_counts;
+
+/* Every page descriptor agrees with its state and the index. */
+static int check_pages(const kv_pool *p, pool_counts *n, kv_error *err)
 {
-    long used = 0, cached = 0, freed = 0, indexed = 0, lru = 0, fl = 0;
     for (int i = 0; i < p->n_pg; i++) {
         const kv_page_desc *d = &p->pg[i];
         if (d->state == PG_USED) {
-            used++;
+            n->used++;
             if (d->refs <= 0)
                 return kv_fail(err, "page %d is used with %d references", i, d->refs);
         } else if (d->state == PG_CACHED) {
-            cached++;
+            n->cached++;
             if (d->refs != 0 || !d->indexed)
                 return kv_fail(err, "cached page %d has %d references, indexed %d", i, d->refs,
                                d->indexed);
         } else {
-            freed++;
+            n->freed++;
             if (d->refs != 0 || d->indexed)
                 return kv_fail(err, "free page %d has %d references, indexed %d", i, d->refs,
                                d->indexed);
         }
         if (d->indexed) {
-            indexed++;
+            n->indexed++;
             if (kv_index_find(p, d->key, d->tokens, d->n_tokens) != i)
                 return kv_fail(err, "indexed page %d cannot be found by its key", i);
         }
     }
+    return 0;
+}
+
+int kv_pool_check(const kv_pool *p, kv_error *err)
+{
+    pool_counts n = {0};
+    if (check_pages(p, &n, err))
+        return -1;
     for (int32_t id = p->lru_head, prev = -1; id >= 0; prev = id, id = p->pg[id].next) {
-        if (p->pg[id].state != PG_CACHED || p->pg[id].prev != prev || ++lru > p->n_pg)
+        if (p->pg[id].state != PG_CACHED || p->pg[id].prev != prev || ++n.lru > p->n_pg)
             return kv_fail(err, "LRU list broken at page %d", id);
     }
     for (int32_t id = p->free_head; id >= 0; id = p->pg[id].next)
-        if (p->pg[id].state != PG_FREE || !p->pg[id].data || ++fl > p->n_pg)
+        if (p->pg[id].state != PG_FREE || !p->pg[id].data || ++n.fl > p->n_pg)
             return kv_fail(err, "free list broken at page %d", id);
-    long bare = 0;
     for (int32_t id = p->bare_head; id >= 0; id = p->pg[id].next)
-        if (p->pg[id].state != PG_FREE || p->pg[id].data || ++bare > p->n_pg)
+        if (p->pg[id].state != PG_FREE || p->pg[id].data || ++n.bare > p->n_pg)
             return kv_fail(err, "list of free descriptors without storage broken at page %d", id);
-    long chained = 0;
     for (uint64_t b = 0; p->bounded && b < p->n_buckets; b++)
         for (int32_t id = p->buckets[b]; id >= 0; id = p->pg[id].hnext)
-            if (!p->pg[id].indexed || ++chained > p->n_pg)
+            if (!p->pg[id].indexed || ++n.chained > p->n_pg)
                 return kv_fail(err, "hash chain %llu broken at page %d", (unsigned long long)b, id);
-    if (used != p->n_used || cached != p->n_cached || lru != cached || fl != p->n_free ||
-        bare != p->n_bare || freed != fl + bare || chained != indexed || (p->bounded && bare != 0))
+    if (n.used != p->n_used || n.cached != p->n_cached || n.lru != n.cached || n.fl != p->n_free ||
+        n.bare != p->n_bare || n.freed != n.fl + n.bare || n.chained != n.indexed ||
+        (p->bounded && n.bare != 0))
         return kv_fail(
             err,
             "pool accounting: used %ld/%ld cached %ld/%ld lru %ld free %ld: list %ld/%ld, "
             "without storage %ld/%ld; indexed %ld chained %ld",
-            used, p->n_used, cached, p->n_cached, lru, freed, fl, p->n_free, bare, p->n_bare,
-            indexed, chained);
+            n.used, p->n_used, n.cached, p->n_cached, n.lru, n.freed, n.fl, p->n_free, n.bare,
+            p->n_bare, n.indexed, n.chained);
     if (p->n_reserved < 0 || (p->bounded && kv_pool_available(p) < 0))
         return kv_fail(err, "reservations exceed the pool: %ld reserved, %ld available",
                        p->n_reserved, kv_pool_available(p));

@@ -285,76 +285,6 @@ static enum MHD_Result handle_detokenize(srv_http *h, struct MHD_Connection *con
     return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
 }
 
-/* echo + logprobs: room for the prompt's own logprobs (group g). */
-static int alloc_prompt_logprobs(srv_req *r, int g)
-{
-    int K = r->p.logprobs, n = r->p.prompts[g].n;
-    srv_group *gr = &r->groups[g];
-    if (K < 0)
-        return 0;
-    gr->prompt_lp = calloc((size_t)n, sizeof *gr->prompt_lp);
-    gr->prompt_tops = K ? calloc((size_t)n * (size_t)K, sizeof *gr->prompt_tops) : NULL;
-    return !gr->prompt_lp || (K && !gr->prompt_tops) ? -1 : 0;
-}
-
-/* Prompt g decoded into *out; with logprobs every token's character offset.
- * Returns 0, or the code of the failure with msg set. */
-static srv_errcode echo_prompt(srv_http *h, srv_req *r, int g, char **out, char *msg, size_t msglen)
-{
-    const srv_prompt *pr = &r->p.prompts[g];
-    srv_lp *lp = r->groups[g].prompt_lp;
-    srv_codec_stream *st = NULL;
-    if (srv_codec_stream_new(h->c.codec, &st, msg, msglen))
-        return SRV_ERR_INTERNAL;
-    mhla_buf text = {0};
-    long chars = 0;
-    int bad = 0, oom = 0;
-    const char *piece;
-    size_t len;
-    for (int t = 0; t < pr->n && !bad && !oom; t++) {
-        if (lp)
-            lp[t].text_offset = chars;
-        bad = srv_codec_stream_push(st, pr->ids[t], &piece, &len, msg, msglen);
-        oom = !bad && mhla_buf_put(&text, piece, len);
-        chars += bad ? 0 : srv_utf8_chars(piece, len);
-    }
-    if (!bad && !oom)
-        bad = srv_codec_stream_finish(st, &piece, &len, msg, msglen);
-    oom = oom || (!bad && (mhla_buf_put(&text, piece, len) || mhla_buf_put(&text, "", 0)));
-    srv_codec_stream_free(st);
-    if (bad || oom) {
-        if (oom)
-            snprintf(msg, msglen, "out of memory decoding the prompt");
-        mhla_buf_free(&text);
-        return bad ? SRV_ERR_INVALID : SRV_ERR_INTERNAL;
-    }
-    *out = text.p;
-    return 0;
-}
-
-/* echo: each prompt decoded as the generated text is (special tokens
- * skipped, pieces of the streaming decoder), so that with logprobs every
- * prompt token gets the character offset where its text starts. Returns 0,
- * or the code of the failure with msg set. */
-static srv_errcode echo_prompts(srv_http *h, srv_req *r, char *msg, size_t msglen)
-{
-    r->echo = calloc((size_t)r->p.n_prompts, sizeof *r->echo);
-    if (!r->echo) {
-        snprintf(msg, msglen, "out of memory");
-        return SRV_ERR_INTERNAL;
-    }
-    for (int g = 0; g < r->p.n_prompts; g++) {
-        if (alloc_prompt_logprobs(r, g)) {
-            snprintf(msg, msglen, "out of memory for the prompt's logprobs");
-            return SRV_ERR_INTERNAL;
-        }
-        srv_errcode rc = echo_prompt(h, r, g, &r->echo[g], msg, msglen);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 /* A stream's body: the SSE writer and the connection's deadlines. */
 typedef struct {
     srv_sse *sse;
@@ -453,16 +383,8 @@ static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *co
     if (srv_params_parse(ctx->body.p ? ctx->body.p : "", ctx->body.len, &h->lim, &p, &e))
         return send_error(conn, ctx, &e);
     srv_req *r = NULL;
-    char msg[256];
-    if (srv_req_create(&p, &r, msg, sizeof msg)) {
-        srv_params_free(&p);
-        return error_reply(conn, ctx, SRV_ERR_INTERNAL, NULL, msg);
-    }
-    srv_errcode ec = r->p.echo ? echo_prompts(h, r, msg, sizeof msg) : 0;
-    if (ec) {
-        srv_req_release(r);
-        return error_reply(conn, ctx, ec, ec == SRV_ERR_INVALID ? "prompt" : NULL, msg);
-    }
+    if (srv_req_create(&p, h->c.codec, &r, &e))
+        return send_error(conn, ctx, &e);
     ctx->r = r; /* the reference the log line uses; released when the request ends */
     atomic_fetch_add(&h->in_flight, 1);
     /* Generation may keep this connection quiet for longer than the idle
@@ -671,62 +593,36 @@ static const char *termination_name(enum MHD_RequestTerminationCode toe)
     }
 }
 
-/* The request's own fields of the log line. */
-static void log_request_fields(cJSON *f, conn_ctx *ctx)
-{
-    srv_req *r = ctx->r;
-    srv_req_lock(r);
-    cJSON_AddStringToObject(f, "id", r->id);
-    cJSON_AddBoolToObject(f, "stream", ctx->stream);
-    cJSON_AddNumberToObject(f, "prompt_tokens", (double)r->prompt_tokens);
-    cJSON_AddNumberToObject(f, "completion_tokens", (double)r->completion_tokens);
-    cJSON_AddNumberToObject(f, "choices", r->n_choices);
-    const char *fr = r->failed              ? "error"
-                     : srv_req_cancelled(r) ? "cancelled"
-                     : r->done              ? r->choices[0].finish_reason
-                                            : "unfinished";
-    cJSON_AddStringToObject(f, "finish_reason", fr ? fr : "unfinished");
-    if (r->t_admit > 0)
-        cJSON_AddNumberToObject(f, "queue_wait_ms",
-                                (double)(long long)((r->t_admit - r->t_arrive) * 1e6) / 1e3);
-    if (r->t_first > 0)
-        cJSON_AddNumberToObject(f, "ttft_ms",
-                                (double)(long long)((r->t_first - r->t_arrive) * 1e6) / 1e3);
-    srv_req_unlock(r);
-}
-
-static void add_remote(cJSON *f, struct MHD_Connection *conn)
+/* The client's numeric address into host; NULL when unknown. */
+static const char *remote_of(struct MHD_Connection *conn, char *host, size_t len)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    char host[NI_MAXHOST];
     if (ci && ci->client_addr &&
         getnameinfo(ci->client_addr,
                     ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                            : sizeof(struct sockaddr_in),
-                    host, sizeof host, NULL, 0, NI_NUMERICHOST) == 0)
-        cJSON_AddStringToObject(f, "remote", host);
+                    host, (socklen_t)len, NULL, 0, NI_NUMERICHOST) == 0)
+        return host;
+    return NULL;
 }
 
-/* One JSON log line per request. */
+/* One access-log line per request (log.c writes it). */
 static void log_request(struct MHD_Connection *conn, conn_ctx *ctx,
                         enum MHD_RequestTerminationCode toe)
 {
     if (!srv_log_enabled(MHLA_LOG_INFO))
         return;
-    cJSON *f = cJSON_CreateObject();
-    if (f) {
-        cJSON_AddStringToObject(f, "method", ctx->method);
-        cJSON_AddStringToObject(f, "path", ctx->path);
-        cJSON_AddNumberToObject(f, "status", ctx->status);
-        cJSON_AddNumberToObject(f, "duration_ms",
-                                (double)(long long)((srv_now() - ctx->t0) * 1e6) / 1e3);
-        cJSON_AddStringToObject(f, "termination", termination_name(toe));
-        add_remote(f, conn);
-        if (ctx->r)
-            log_request_fields(f, ctx);
-    }
-    srv_log(ctx->status >= 500 ? MHLA_LOG_WARN : MHLA_LOG_INFO, "request", f);
+    char host[NI_MAXHOST];
+    srv_access a = {.method = ctx->method,
+                    .path = ctx->path,
+                    .termination = termination_name(toe),
+                    .remote = remote_of(conn, host, sizeof host),
+                    .status = ctx->status,
+                    .stream = ctx->stream,
+                    .duration_s = srv_now() - ctx->t0,
+                    .r = ctx->r};
+    srv_log_access(&a);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,

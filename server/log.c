@@ -1,5 +1,6 @@
 /*
- * log.c — structured logging: one JSON object per line on stderr.
+ * log.c — structured logging: one JSON object per line on stderr, and the
+ * access log's line for every HTTP request.
  */
 #include "server_internal.h"
 
@@ -77,4 +78,48 @@ void srv_logf(mhla_log_level lvl, const char *event, const char *fmt, ...)
     if (f)
         cJSON_AddStringToObject(f, "message", msg);
     srv_log(lvl, event, f);
+}
+
+/* ---- the access log ---------------------------------------------------------- */
+
+/* The request's own fields of the log line. */
+static void request_fields(cJSON *f, srv_req *r, int stream)
+{
+    srv_req_lock(r);
+    cJSON_AddStringToObject(f, "id", r->id);
+    cJSON_AddBoolToObject(f, "stream", stream);
+    cJSON_AddNumberToObject(f, "prompt_tokens", (double)r->prompt_tokens);
+    cJSON_AddNumberToObject(f, "completion_tokens", (double)r->completion_tokens);
+    cJSON_AddNumberToObject(f, "choices", r->n_choices);
+    const char *fr = r->failed              ? "error"
+                     : srv_req_cancelled(r) ? "cancelled"
+                     : r->done              ? r->choices[0].finish_reason
+                                            : "unfinished";
+    cJSON_AddStringToObject(f, "finish_reason", fr ? fr : "unfinished");
+    if (r->t_admit > 0)
+        cJSON_AddNumberToObject(f, "queue_wait_ms",
+                                (double)(long long)((r->t_admit - r->t_arrive) * 1e6) / 1e3);
+    if (r->t_first > 0)
+        cJSON_AddNumberToObject(f, "ttft_ms",
+                                (double)(long long)((r->t_first - r->t_arrive) * 1e6) / 1e3);
+    srv_req_unlock(r);
+}
+
+void srv_log_access(const srv_access *a)
+{
+    if (!srv_log_enabled(MHLA_LOG_INFO))
+        return;
+    cJSON *f = cJSON_CreateObject();
+    if (f) {
+        cJSON_AddStringToObject(f, "method", a->method);
+        cJSON_AddStringToObject(f, "path", a->path);
+        cJSON_AddNumberToObject(f, "status", a->status);
+        cJSON_AddNumberToObject(f, "duration_ms", (double)(long long)(a->duration_s * 1e6) / 1e3);
+        cJSON_AddStringToObject(f, "termination", a->termination);
+        if (a->remote)
+            cJSON_AddStringToObject(f, "remote", a->remote);
+        if (a->r)
+            request_fields(f, a->r, a->stream);
+    }
+    srv_log(a->status >= 500 ? MHLA_LOG_WARN : MHLA_LOG_INFO, "request", f);
 }

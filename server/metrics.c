@@ -98,19 +98,26 @@ void srv_metrics_state(const mhla_state_stats *st, long promised)
     pthread_mutex_unlock(&M.mu);
 }
 
-void srv_metrics_cpu_threads(const mhla_cpu_threads *t)
+/* The engine's own gauges: a CPU engine's threads, a GPU engine's step and
+ * graph counters. Here, and only here, the server's metrics know the kinds. */
+void srv_metrics_engine(const mhla_engine *e)
 {
+    mhla_device dev = mhla_engine_device(e);
+    mhla_cpu_threads t;
+    mhla_device_stats st;
+    if (dev == MHLA_DEVICE_CPU)
+        mhla_engine_cpu_threads(e, &t);
+    if (dev == MHLA_DEVICE_CUDA)
+        mhla_engine_device_stats(e, &st);
     pthread_mutex_lock(&M.mu);
-    M.have_threads = 1;
-    M.threads = *t;
-    pthread_mutex_unlock(&M.mu);
-}
-
-void srv_metrics_device(const mhla_device_stats *st)
-{
-    pthread_mutex_lock(&M.mu);
-    M.have_device = 1;
-    M.dev = *st;
+    if (dev == MHLA_DEVICE_CPU) {
+        M.have_threads = 1;
+        M.threads = t;
+    }
+    if (dev == MHLA_DEVICE_CUDA) {
+        M.have_device = 1;
+        M.dev = st;
+    }
     pthread_mutex_unlock(&M.mu);
 }
 

@@ -444,6 +444,8 @@ int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_pa
     cJSON_Delete(root);
     if (rc)
         srv_params_free(p);
+    else
+        p->prompt_logprobs = p->echo && p->logprobs >= 0;
     return rc;
 }
 

@@ -12,35 +12,26 @@
 #include <string.h>
 #include <time.h>
 
-int srv_req_create(srv_params *p, srv_req **out, char *err, size_t errlen)
+/* The request's lock and its condition variable on the monotonic clock. */
+static int init_sync(srv_req *r)
 {
-    *out = NULL;
-    srv_req *r = calloc(1, sizeof *r);
-    if (!r) {
-        snprintf(err, errlen, "out of memory for a request");
-        return -1;
-    }
-    r->n_choices = p->n_prompts * p->n;
-    r->groups = calloc((size_t)p->n_prompts, sizeof *r->groups);
-    r->choices = calloc((size_t)r->n_choices, sizeof *r->choices);
     pthread_condattr_t ca;
-    int cond_ok = pthread_condattr_init(&ca) == 0;
-    if (cond_ok) {
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        cond_ok = pthread_cond_init(&r->cv, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-    }
-    if (!r->groups || !r->choices || !cond_ok || pthread_mutex_init(&r->mu, NULL) != 0) {
-        if (cond_ok)
-            pthread_cond_destroy(&r->cv);
-        free(r->groups);
-        free(r->choices);
-        free(r);
-        snprintf(err, errlen, "out of memory for a request");
+    if (pthread_condattr_init(&ca))
+        return -1;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rc)
+        return -1;
+    if (pthread_mutex_init(&r->mu, NULL)) {
+        pthread_cond_destroy(&r->cv);
         return -1;
     }
-    r->p = *p;
-    memset(p, 0, sizeof *p);
+    return 0;
+}
+
+static void init_fields(srv_req *r)
+{
     r->refs = 1;
     atomic_init(&r->cancelled, 0);
     uint64_t a = srv_random_u64(), b = srv_random_u64();
@@ -54,8 +45,47 @@ int srv_req_create(srv_params *p, srv_req **out, char *err, size_t errlen)
     }
     for (int g = 0; g < r->p.n_prompts; g++)
         r->prompt_tokens += r->p.prompts[g].n;
+}
+
+int srv_req_create(srv_params *p, const srv_codec *codec, srv_req **out, srv_error *e)
+{
+    *out = NULL;
+    srv_req *r = calloc(1, sizeof *r);
+    if (r) {
+        r->n_choices = p->n_prompts * p->n;
+        r->groups = calloc((size_t)p->n_prompts, sizeof *r->groups);
+        r->choices = calloc((size_t)r->n_choices, sizeof *r->choices);
+    }
+    if (!r || !r->groups || !r->choices || init_sync(r)) {
+        if (r) {
+            free(r->groups);
+            free(r->choices);
+        }
+        free(r);
+        srv_params_free(p);
+        srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory for a request");
+        return -1;
+    }
+    r->p = *p;
+    memset(p, 0, sizeof *p);
+    init_fields(r);
+    if (r->p.echo && srv_req_echo_prompts(r, codec, e)) {
+        srv_req_release(r);
+        return -1;
+    }
     *out = r;
     return 0;
+}
+
+void srv_choice_free_engine(srv_choice *c)
+{
+    mhla_seq_free(c->seq);
+    c->seq = NULL;
+    mhla_sampler_free(c->sampler);
+    c->sampler = NULL;
+    srv_codec_stream_free(c->dec);
+    c->dec = NULL;
+    srv_stopper_free(&c->stopper);
 }
 
 void srv_req_release(srv_req *r)
@@ -71,10 +101,7 @@ void srv_req_release(srv_req *r)
      * of a request that never reached it */
     for (int i = 0; i < r->n_choices; i++) {
         srv_choice *c = &r->choices[i];
-        mhla_seq_free(c->seq);
-        mhla_sampler_free(c->sampler);
-        srv_codec_stream_free(c->dec);
-        srv_stopper_free(&c->stopper);
+        srv_choice_free_engine(c);
         mhla_buf_free(&c->text);
         free(c->ids);
         free(c->lp);
@@ -82,7 +109,8 @@ void srv_req_release(srv_req *r)
     }
     for (int g = 0; g < r->p.n_prompts; g++) {
         mhla_seq_free(r->groups[g].seq);
-        free(r->groups[g].prompt_lp);
+        free(r->groups[g].prompt_logprob);
+        free(r->groups[g].prompt_offset);
         free(r->groups[g].prompt_tops);
         if (r->echo)
             free(r->echo[g]);

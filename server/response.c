@@ -121,24 +121,24 @@ static cJSON *lp_new(lp_arrays *a)
 }
 
 /* Appends one token; no_lp: a token without logprobs (the first of a prompt). */
-static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, const srv_lp *lp, int no_lp,
+static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, srv_lp lp, int no_lp,
                    const mhla_logprob *top, int K)
 {
     cJSON_AddItemToArray(a->tokens, token_string(codec, id, 0));
-    cJSON_AddItemToArray(a->offsets, cJSON_CreateNumber((double)lp->text_offset));
+    cJSON_AddItemToArray(a->offsets, cJSON_CreateNumber((double)lp.text_offset));
     if (no_lp) {
         cJSON_AddItemToArray(a->lps, cJSON_CreateNull());
         cJSON_AddItemToArray(a->tops, cJSON_CreateNull());
         return;
     }
-    cJSON_AddItemToArray(a->lps, cJSON_CreateNumber(lp->logprob));
+    cJSON_AddItemToArray(a->lps, cJSON_CreateNumber(lp.logprob));
     cJSON *d = cJSON_CreateObject();
     if (!d)
         return;
     int chosen_in = 0;
     for (int i = 0; i <= K; i++) {
         int32_t tid = i < K ? top[i].id : id;
-        float v = i < K ? top[i].logprob : lp->logprob;
+        float v = i < K ? top[i].logprob : lp.logprob;
         if (i == K && chosen_in)
             break;
         if (i < K && tid == id)
@@ -164,12 +164,12 @@ static cJSON *logprobs_json(const srv_req *r, const srv_codec *codec, int ci, in
     if (with_prompt) {
         const srv_group *g = &r->groups[c->group];
         const srv_prompt *pr = &r->p.prompts[c->group];
-        for (int t = 0; t < pr->n && g->prompt_lp; t++)
-            lp_add(&a, codec, pr->ids[t], &g->prompt_lp[t], t == 0,
-                   K ? g->prompt_tops + (size_t)t * (size_t)K : NULL, K);
+        for (int t = 0; t < pr->n && g->prompt_logprob; t++)
+            lp_add(&a, codec, pr->ids[t], (srv_lp){g->prompt_logprob[t], g->prompt_offset[t]},
+                   t == 0, K ? g->prompt_tops + (size_t)t * (size_t)K : NULL, K);
     }
     for (int i = from; i < to; i++)
-        lp_add(&a, codec, c->ids[i], &c->lp[i], 0, K ? c->tops + (size_t)i * (size_t)K : NULL, K);
+        lp_add(&a, codec, c->ids[i], c->lp[i], 0, K ? c->tops + (size_t)i * (size_t)K : NULL, K);
     return o;
 }
 

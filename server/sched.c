@@ -5,9 +5,11 @@
  * step then plans the batch once (every running sequence's next decode
  * token plus chunks of waiting prompts that step_plan.c sizes to the step's
  * time budget: chunked prefill, so a long prompt never stalls running
- * streams), runs one timed mhla_engine_forward call, and applies the
- * results: samples, hands the new text to the requests, starts the choices
- * of finished prompts. Requests join and leave at every step; a cancelled
+ * streams), runs one timed mhla_engine_forward call, in which the engine
+ * chooses every token (a decode row's next, a finished prompt's first for
+ * each of its choices, an echoed prompt's own logprobs), and applies the
+ * results: output.c hands each token to its request, and finished prompts
+ * start their choices. Requests join and leave at every step; a cancelled
  * request's state is freed at the next step.
  */
 #include "server_internal.h"
@@ -19,13 +21,13 @@
 
 enum { ITEM_DECODE, ITEM_PREFILL };
 
-/* One item of a step's plan: what it feeds and where its logits go. */
+/* One item of a step's plan: what it feeds and the tokens the engine
+ * chooses for it. */
 typedef struct {
     srv_req *r;
     int kind, idx, n, final;
-    int n_rows;  /* logits rows it needs: echo + logprobs every position, else 1 when final */
-    float *row;  /* the logits that start or continue generation */
-    float *rows; /* echo + logprobs: the logits of every position of the chunk */
+    int n_slots; /* sample slots: 1 for a decode row, n for a prompt's last chunk */
+    int slot0;   /* its first in the step's slots */
 } item_ref;
 
 /* A prompt still prefilling, as the step planner sees it. */
@@ -52,7 +54,7 @@ struct srv_sched {
     srv_req **run;
     int n_run, cap_run, run_seqs;
     item_ref *refs; /* the step's plan */
-    int n_refs, n_rows, n_tokens;
+    int n_refs, n_slots, n_tokens;
     int step_rows, step_prefill; /* the plan's decode rows and prompt tokens */
     srv_step_cost cost;          /* learned from every step's forward time */
     prompt_ref *prompts;         /* the step planner's input and output */
@@ -60,30 +62,18 @@ struct srv_sched {
     int *pp_order, *pp_chunk;
     int cap_prompts;
     mhla_batch_item *batch;
-    mhla_sample_slot *slots; /* decode items sample inside the step (on a GPU: on the device) */
-    int cap_items;
-    float *logits;
-    int cap_rows;
-    mhla_buf emit;
+    int cap_items, cap_batch;
+    mhla_sample_slot *slots; /* the engine chooses every token inside the step */
+    int cap_slots;
+    srv_output out; /* a chosen token's way to its request */
 };
 
 /* ---- finishing ------------------------------------------------------------- */
 
-static void free_choice_engine(srv_choice *c)
-{
-    mhla_seq_free(c->seq);
-    c->seq = NULL;
-    mhla_sampler_free(c->sampler);
-    c->sampler = NULL;
-    srv_codec_stream_free(c->dec);
-    c->dec = NULL;
-    srv_stopper_free(&c->stopper);
-}
-
 static void free_req_engine(srv_req *r)
 {
     for (int i = 0; i < r->n_choices; i++)
-        free_choice_engine(&r->choices[i]);
+        srv_choice_free_engine(&r->choices[i]);
     for (int g = 0; g < r->p.n_prompts; g++) {
         mhla_seq_free(r->groups[g].seq);
         r->groups[g].seq = NULL;
@@ -203,8 +193,8 @@ static int admit_group(srv_sched *s, srv_req *r, int g, long *matched, mhla_erro
         return -1;
     if (!s->c.state_pool)
         return 0;
-    /* echo + logprobs needs the logits of every prompt position: no cache */
-    int pos = gr->prompt_lp ? 0 : mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, e);
+    /* the prompt's own logprobs need every prompt position's logits: no cache */
+    int pos = r->p.prompt_logprobs ? 0 : mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, e);
     if (pos < 0 || mhla_seq_reserve(gr->seq, (long)pr->n + r->p.max_tokens, e))
         return -1;
     gr->pos = pos;
@@ -246,6 +236,24 @@ static int admit_seqs(srv_sched *s, srv_req *r, mhla_error *e)
         r->groups[k].pos = 0;
     }
     return -1;
+}
+
+/* Each choice's sampler, made at admission: the engine samples its first
+ * token from the prompt's last logits in the step that finishes the prompt. */
+static int make_samplers(srv_sched *s, srv_req *r, mhla_error *e)
+{
+    for (int ci = 0; ci < r->n_choices; ci++) {
+        int g = ci / r->p.n, k = ci % r->p.n;
+        mhla_sampling_params sp = r->p.sampling;
+        sp.logit_bias = r->p.bias;
+        sp.n_logit_bias = r->p.n_bias;
+        sp.seed =
+            r->p.has_seed ? r->p.seed + (uint64_t)k * 0x9e3779b97f4a7c15ull : srv_random_u64();
+        if (mhla_sampler_create(&sp, s->mc->vocab_size, r->p.prompts[g].ids, r->p.prompts[g].n,
+                                &r->choices[ci].sampler, e))
+            return -1;
+    }
+    return 0;
 }
 
 /* Unlinks r (whose predecessor is prev) from the queue; s->mu held. */
@@ -302,6 +310,8 @@ static void admit(srv_sched *s)
         srv_req *r = s->qhead;
         mhla_error e = {0};
         int rc = admit_seqs(s, r, &e);
+        if (rc == 0)
+            rc = make_samplers(s, r, &e);
         if (rc && e.code == MHLA_ERR_FULL && s->n_run > 0)
             break; /* waits until running requests free their pages */
         unqueue(s, r, NULL);
@@ -373,50 +383,18 @@ static void update_gauges(srv_sched *s)
         mhla_engine_state_stats(s->c.engine, &st);
         srv_metrics_state(&st, s->promised);
     }
-    if (mhla_engine_device(s->c.engine) == MHLA_DEVICE_CPU) {
-        mhla_cpu_threads ct;
-        mhla_engine_cpu_threads(s->c.engine, &ct);
-        srv_metrics_cpu_threads(&ct);
-    }
-    if (mhla_engine_device(s->c.engine) == MHLA_DEVICE_CUDA) {
-        mhla_device_stats ds;
-        mhla_engine_device_stats(s->c.engine, &ds);
-        srv_metrics_device(&ds);
-    }
+    srv_metrics_engine(s->c.engine);
 }
 
 /* ---- the step: plan ---------------------------------------------------------- */
 
-/* Reallocates the array *pp points to (any element type, `size` bytes each) to
- * cap elements; on failure it keeps the old one and returns -1. */
-static int grow_to(void *pp, size_t size, int cap)
-{
-    void *old, *p;
-    memcpy(&old, pp, sizeof old);
-    if (!(p = realloc(old, (size_t)cap * size)))
-        return -1;
-    memcpy(pp, &p, sizeof p);
-    return 0;
-}
-
-static int grow_items(srv_sched *s, int n)
-{
-    if (n <= s->cap_items)
-        return 0;
-    int cap = n * 2;
-    if (grow_to(&s->refs, sizeof *s->refs, cap) || grow_to(&s->batch, sizeof *s->batch, cap) ||
-        grow_to(&s->slots, sizeof *s->slots, cap))
-        return -1;
-    s->cap_items = cap;
-    return 0;
-}
-
 static int plan_item(srv_sched *s, item_ref ref)
 {
-    if (grow_items(s, s->n_refs + 1))
+    if (mhla_grow(&s->refs, sizeof *s->refs, &s->cap_items, s->n_refs + 1))
         return -1;
+    ref.slot0 = s->n_slots;
     s->refs[s->n_refs++] = ref;
-    s->n_rows += ref.n_rows;
+    s->n_slots += ref.n_slots;
     s->n_tokens += ref.n;
     return 0;
 }
@@ -431,7 +409,7 @@ static int plan_chunk(srv_sched *s, srv_req *r, int g, int n)
                     .idx = g,
                     .n = n,
                     .final = final,
-                    .n_rows = gr->prompt_lp ? n : final};
+                    .n_slots = final ? r->p.n : 0};
     return plan_item(s, ref);
 }
 
@@ -444,7 +422,8 @@ static int plan_decode(srv_sched *s)
         for (int c = 0; c < r->n_choices; c++) {
             if (r->choices[c].state != SRV_CH_DECODE)
                 continue;
-            if (plan_item(s, (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1}))
+            if (plan_item(s,
+                          (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1, .n_slots = 1}))
                 return -1;
             rows++;
         }
@@ -456,12 +435,13 @@ static int grow_prompts(srv_sched *s, int n)
 {
     if (n <= s->cap_prompts)
         return 0;
-    int cap = n * 2;
-    if (grow_to(&s->prompts, sizeof *s->prompts, cap) || grow_to(&s->pp, sizeof *s->pp, cap) ||
-        grow_to(&s->pp_order, sizeof *s->pp_order, cap) ||
-        grow_to(&s->pp_chunk, sizeof *s->pp_chunk, cap))
+    int c1 = s->cap_prompts, c2 = c1, c3 = c1, c4 = c1;
+    if (mhla_grow(&s->prompts, sizeof *s->prompts, &c1, n) ||
+        mhla_grow(&s->pp, sizeof *s->pp, &c2, c1) ||
+        mhla_grow(&s->pp_order, sizeof *s->pp_order, &c3, c1) ||
+        mhla_grow(&s->pp_chunk, sizeof *s->pp_chunk, &c4, c1))
         return -1;
-    s->cap_prompts = cap;
+    s->cap_prompts = c1;
     return 0;
 }
 
@@ -493,7 +473,7 @@ static int gather_prompts(srv_sched *s)
  * items, -1 when out of memory. */
 static int plan(srv_sched *s)
 {
-    s->n_refs = s->n_rows = s->n_tokens = 0;
+    s->n_refs = s->n_slots = s->n_tokens = 0;
     s->step_rows = plan_decode(s);
     int n = s->step_rows < 0 ? -1 : gather_prompts(s);
     if (n < 0)
@@ -509,44 +489,58 @@ static int plan(srv_sched *s)
 
 /* ---- the step: run ----------------------------------------------------------- */
 
-static int grow_logits(srv_sched *s, int n_rows)
+/* Decode item j: its choice's next token. */
+static mhla_batch_item decode_item(srv_sched *s, const item_ref *rf)
 {
-    if (n_rows <= s->cap_rows)
-        return 0;
-    int cap = n_rows * 2;
-    float *l = realloc(s->logits, (size_t)cap * (size_t)s->mc->vocab_size * sizeof *l);
-    if (!l)
-        return -1;
-    s->logits = l;
-    s->cap_rows = cap;
-    return 0;
+    srv_choice *ch = &rf->r->choices[rf->idx];
+    mhla_sample_slot *sl = &s->slots[rf->slot0];
+    memset(sl, 0, sizeof *sl);
+    sl->sampler = ch->sampler;
+    sl->n_top = rf->r->p.logprobs >= 0 ? rf->r->p.logprobs : -1;
+    return (mhla_batch_item){.seq = ch->seq,
+                             .tokens = &ch->last_tok,
+                             .n_tokens = 1,
+                             .logits_from = 1,
+                             .sample = sl,
+                             .n_samples = 1};
 }
 
-/* The engine's batch item of plan entry j; *row is the next free logits row. */
-static mhla_batch_item batch_item(srv_sched *s, int j, int *row)
+/* A prompt chunk: with prompt logprobs the scores of its next tokens; the
+ * last chunk samples each choice's first token from its last position. */
+static mhla_batch_item prefill_item(srv_sched *s, const item_ref *rf)
 {
-    item_ref *rf = &s->refs[j];
     srv_req *r = rf->r;
-    if (rf->kind == ITEM_DECODE) {
-        srv_choice *ch = &r->choices[rf->idx];
-        mhla_sample_slot *sl = &s->slots[j];
-        memset(sl, 0, sizeof *sl);
-        sl->sampler = ch->sampler;
-        sl->n_top = r->p.logprobs >= 0 ? r->p.logprobs : -1;
-        return (mhla_batch_item){
-            .seq = ch->seq, .tokens = &ch->last_tok, .n_tokens = 1, .logits_from = 1, .sample = sl};
-    }
-    size_t V = (size_t)s->mc->vocab_size;
     srv_group *gr = &r->groups[rf->idx];
-    float *first = rf->n_rows ? s->logits + (size_t)*row * V : NULL;
-    *row += rf->n_rows;
-    rf->rows = gr->prompt_lp ? first : NULL; /* every position: the prompt's own logprobs */
-    rf->row = rf->final ? first + (size_t)(rf->n_rows - 1) * V : NULL;
-    return (mhla_batch_item){.seq = gr->seq,
-                             .tokens = r->p.prompts[rf->idx].ids + gr->pos,
-                             .n_tokens = rf->n,
-                             .logits_from = gr->prompt_lp ? 0 : rf->n - rf->n_rows,
-                             .logits = first};
+    const srv_prompt *pr = &r->p.prompts[rf->idx];
+    mhla_batch_item it = {.seq = gr->seq,
+                          .tokens = pr->ids + gr->pos,
+                          .n_tokens = rf->n,
+                          .logits_from = rf->n,
+                          .sample = rf->n_slots ? &s->slots[rf->slot0] : NULL,
+                          .n_samples = rf->n_slots};
+    for (int k = 0; k < rf->n_slots; k++) {
+        mhla_sample_slot *sl = &s->slots[rf->slot0 + k];
+        memset(sl, 0, sizeof *sl);
+        sl->sampler = r->choices[rf->idx * r->p.n + k].sampler;
+        sl->at = rf->n - 1;
+        sl->n_top = r->p.logprobs >= 0 ? r->p.logprobs : -1;
+    }
+    if (r->p.prompt_logprobs) { /* prompt token t + 1 under position t's logits */
+        int K = r->p.logprobs, from = gr->pos + 1, left = pr->n - from;
+        gr->scores = (mhla_token_scores){.next = pr->ids + from,
+                                         .n_next = left < rf->n ? left : rf->n,
+                                         .n_top = K,
+                                         .logprob = gr->prompt_logprob + from,
+                                         .top = K ? gr->prompt_tops + (size_t)from * K : NULL};
+        it.scores = &gr->scores;
+    }
+    return it;
+}
+
+static int grow_step(srv_sched *s)
+{
+    return mhla_grow(&s->batch, sizeof *s->batch, &s->cap_batch, s->n_refs) ||
+           mhla_grow(&s->slots, sizeof *s->slots, &s->cap_slots, s->n_slots);
 }
 
 /* The step's forward time feeds the cost fit and the metrics. */
@@ -572,12 +566,12 @@ static int run(srv_sched *s)
     mhla_error e = {0};
     const char *why = NULL;
     srv_errcode code = SRV_ERR_INTERNAL;
-    if (grow_logits(s, s->n_rows)) {
+    if (grow_step(s)) {
         why = "out of memory for the batch";
     } else {
-        int row = 0;
         for (int j = 0; j < s->n_refs; j++)
-            s->batch[j] = batch_item(s, j, &row);
+            s->batch[j] = s->refs[j].kind == ITEM_DECODE ? decode_item(s, &s->refs[j])
+                                                         : prefill_item(s, &s->refs[j]);
         double t0 = srv_now();
         if (mhla_engine_forward(s->c.engine, s->batch, s->n_refs, &e)) {
             why = e.msg;
@@ -594,124 +588,6 @@ static int run(srv_sched *s)
 }
 
 /* ---- the step: apply --------------------------------------------------------- */
-
-static int oom(char *err, size_t errlen)
-{
-    snprintf(err, errlen, "out of memory while emitting text");
-    return -1;
-}
-
-/* Decodes token tok of choice c through its stop strings into s->emit;
- * *reason is set when the choice ends here. */
-static int emit_text(srv_sched *s, srv_choice *c, int32_t tok, int is_eos, int last,
-                     const char **reason, char *err, size_t errlen)
-{
-    const char *piece;
-    size_t len;
-    s->emit.len = 0;
-    *reason = is_eos ? "stop" : NULL;
-    if (!is_eos) {
-        if (srv_codec_stream_push(c->dec, tok, &piece, &len, err, errlen))
-            return -1;
-        c->dec_chars += srv_utf8_chars(piece, len);
-        int st = srv_stopper_feed(&c->stopper, piece, len, &s->emit);
-        if (st < 0)
-            return oom(err, errlen);
-        if (st == 1)
-            *reason = "stop";
-        if (st == 1 || !last)
-            return 0;
-    }
-    if (srv_codec_stream_finish(c->dec, &piece, &len, err, errlen))
-        return -1;
-    int st = srv_stopper_feed(&c->stopper, piece, len, &s->emit);
-    if (st < 0 || (st == 0 && srv_stopper_flush(&c->stopper, &s->emit)))
-        return oom(err, errlen);
-    if (!*reason)
-        *reason = st == 1 ? "stop" : "length";
-    return 0;
-}
-
-static void observe_latency(srv_req *r, srv_choice *c)
-{
-    double now = srv_now();
-    if (c->n_ids > 0)
-        srv_metrics_observe(SRV_HIST_ITL, now - c->t_last);
-    else if (r->t_first == 0) {
-        r->t_first = now;
-        srv_metrics_observe(SRV_HIST_TTFT, now - r->t_arrive);
-    }
-    c->t_last = now;
-    srv_metrics_tokens(0, 1);
-}
-
-/* Hands choice ci's next token (sampled by the engine's step or by deliver)
- * to request r; ends the choice when it is done. */
-static int deliver_token(srv_sched *s, srv_req *r, int ci, int32_t tok, float tok_lp,
-                         const mhla_logprob *top, char *err, size_t errlen)
-{
-    srv_choice *c = &r->choices[ci];
-    srv_token t = {.id = tok, .lp = {.logprob = tok_lp, .text_offset = c->dec_chars}, .top = top};
-    observe_latency(r, c);
-    int is_eos = srv_gen_is_eos(s->c.gen, tok) && !r->p.ignore_eos;
-    int last = is_eos || c->n_ids + 1 >= r->p.max_tokens;
-    if (emit_text(s, c, tok, is_eos, last, &t.finish, err, errlen))
-        return -1;
-    t.text = s->emit.p;
-    t.len = s->emit.len;
-    if (srv_req_push_token(r, ci, &t))
-        return oom(err, errlen);
-    if (!t.finish) {
-        c->last_tok = tok;
-        return 0;
-    }
-    if (s->c.state_pool) { /* its end state stays for resume */
-        mhla_seq_finish(c->seq);
-        c->seq = NULL;
-    }
-    free_choice_engine(c);
-    return 0;
-}
-
-/* Samples the next token of choice ci from its logits row and hands it to
- * request r; ends the choice when it is done. */
-static int deliver(srv_sched *s, srv_req *r, int ci, const float *row, char *err, size_t errlen)
-{
-    srv_choice *c = &r->choices[ci];
-    int32_t tok;
-    mhla_error me = {0};
-    int K = r->p.logprobs;
-    float lp = 0;
-    mhla_logprob top[MHLA_MAX_TOP_LOGPROBS];
-    if (mhla_sampler_next(c->sampler, row, &tok, &me) ||
-        (K >= 0 && mhla_logprobs(row, s->mc->vocab_size, tok, K, &lp, top, &me))) {
-        snprintf(err, errlen, "%s", me.msg);
-        return -1;
-    }
-    return deliver_token(s, r, ci, tok, lp, top, err, errlen);
-}
-
-/* echo + logprobs: the logits of prompt position t give the logprobs of
- * prompt token t + 1 (the first prompt token has none). */
-static int prompt_logprobs(srv_sched *s, srv_req *r, const item_ref *rf, char *err, size_t errlen)
-{
-    srv_group *gr = &r->groups[rf->idx];
-    const srv_prompt *pr = &r->p.prompts[rf->idx];
-    int K = r->p.logprobs, V = s->mc->vocab_size;
-    mhla_error e = {0};
-    for (int j = 0; j < rf->n; j++) {
-        int t = gr->pos + j + 1;
-        if (t >= pr->n)
-            break;
-        if (mhla_logprobs(rf->rows + (size_t)j * (size_t)V, V, pr->ids[t], K,
-                          &gr->prompt_lp[t].logprob,
-                          K ? gr->prompt_tops + (size_t)t * (size_t)K : NULL, &e)) {
-            snprintf(err, errlen, "%s", e.msg);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* The n - 1 clones of group g's prefill sequence (which goes to the first
  * choice), each with its own reservation. */
@@ -736,61 +612,36 @@ static int clone_choices(srv_sched *s, srv_req *r, int g, char *err, size_t errl
     return 0;
 }
 
-/* Choice ci of group g: its sampler, decoder and stop strings, then its
- * first token from the prompt's last logits. */
-static int start_choice(srv_sched *s, srv_req *r, int g, int k, const float *row, char *err,
-                        size_t errlen)
+/* The choices of group g start decoding, each from the first token the
+ * engine sampled for it from the prompt's last logits. */
+static int start_group(srv_sched *s, srv_req *r, const item_ref *rf, char *err, size_t errlen)
 {
-    int ci = g * r->p.n + k;
-    srv_choice *c = &r->choices[ci];
-    mhla_sampling_params sp = r->p.sampling;
-    sp.logit_bias = r->p.bias;
-    sp.n_logit_bias = r->p.n_bias;
-    sp.seed = r->p.has_seed ? r->p.seed + (uint64_t)k * 0x9e3779b97f4a7c15ull : srv_random_u64();
-    mhla_error e = {0};
-    if (mhla_sampler_create(&sp, s->mc->vocab_size, r->p.prompts[g].ids, r->p.prompts[g].n,
-                            &c->sampler, &e)) {
-        snprintf(err, errlen, "%s", e.msg);
+    if (clone_choices(s, r, rf->idx, err, errlen))
         return -1;
-    }
-    if (srv_codec_stream_new(s->c.codec, &c->dec, err, errlen))
-        return -1;
-    /* text_offset counts the echoed prompt too */
-    c->dec_chars = r->echo ? srv_utf8_chars(r->echo[g], strlen(r->echo[g])) : 0;
-    srv_stopper_init(&c->stopper, r->p.stop, r->p.n_stop);
-    srv_req_set_decoding(r, ci);
-    return deliver(s, r, ci, row, err, errlen);
-}
-
-/* Starts decoding the choices of group g from the prompt's last logits. */
-static int start_group(srv_sched *s, srv_req *r, int g, const float *row, char *err, size_t errlen)
-{
-    if (clone_choices(s, r, g, err, errlen))
-        return -1;
-    for (int k = 0; k < r->p.n; k++)
-        if (start_choice(s, r, g, k, row, err, errlen))
+    for (int k = 0; k < r->p.n; k++) {
+        int ci = rf->idx * r->p.n + k;
+        if (srv_output_start(&s->out, r, ci, err, errlen) ||
+            srv_output_token(&s->out, r, ci, &s->slots[rf->slot0 + k], err, errlen))
             return -1;
+    }
     return 0;
 }
 
-/* The result of plan entry j: a sampled token, or a prompt chunk consumed. */
+/* The result of plan entry j: a decode row's token, or a prompt chunk consumed. */
 static int apply_item(srv_sched *s, int j, char *err, size_t errlen)
 {
     item_ref *rf = &s->refs[j];
     srv_req *r = rf->r;
-    if (rf->kind == ITEM_DECODE) {
-        const mhla_sample_slot *sl = s->batch[j].sample;
-        if (sl->status) {
-            snprintf(err, errlen, "%s", sl->err.msg);
-            return -1;
-        }
-        return deliver_token(s, r, rf->idx, sl->token, sl->token_logprob, sl->top, err, errlen);
-    }
-    if (rf->rows && prompt_logprobs(s, r, rf, err, errlen))
+    if (rf->kind == ITEM_DECODE)
+        return srv_output_token(&s->out, r, rf->idx, &s->slots[rf->slot0], err, errlen);
+    srv_group *gr = &r->groups[rf->idx];
+    if (s->batch[j].scores && gr->scores.status) {
+        snprintf(err, errlen, "%s", gr->scores.err.msg);
         return -1;
-    r->groups[rf->idx].pos += rf->n;
+    }
+    gr->pos += rf->n;
     srv_metrics_tokens(rf->n, 0);
-    return rf->final ? start_group(s, r, rf->idx, rf->row, err, errlen) : 0;
+    return rf->final ? start_group(s, r, rf, err, errlen) : 0;
 }
 
 static void apply(srv_sched *s)
@@ -851,6 +702,7 @@ int srv_sched_create(const srv_sched_config *c, srv_sched **out, char *err, size
     }
     s->c = *c;
     s->mc = mhla_model_config(c->model);
+    s->out = (srv_output){.codec = c->codec, .gen = c->gen, .state_pool = c->state_pool};
     srv_step_cost_reset(&s->cost, (int)mhla_engine_device(c->engine));
     srv_metrics_itl_target(c->itl_target_s);
     if (c->state_pool) {
@@ -904,13 +756,12 @@ void srv_sched_free(srv_sched *s)
     free(s->run);
     free(s->batch);
     free(s->refs);
-    free(s->logits);
     free(s->slots);
     free(s->prompts);
     free(s->pp);
     free(s->pp_order);
     free(s->pp_chunk);
-    mhla_buf_free(&s->emit);
+    srv_output_free(&s->out);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -93,6 +93,17 @@ typedef struct cJSON cJSON;
 void srv_log(mhla_log_level lvl, const char *event, struct cJSON *fields);
 void srv_logf(mhla_log_level lvl, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* One access-log line (the "request" event): a finished HTTP request's
+ * facts and, for a completion, its request's (id, tokens, finish reason,
+ * queue wait, time to first token). */
+typedef struct {
+    const char *method, *path, *termination;
+    const char *remote; /* the client's address; NULL when unknown */
+    int status, stream;
+    double duration_s;
+    struct srv_req *r; /* NULL: not a completion */
+} srv_access;
+void srv_log_access(const srv_access *a);
 
 /* ---- memory.c: --state-memory auto ----------------------------------------- */
 
@@ -143,15 +154,15 @@ void srv_metrics_tokens(long prompt, long generated);
 void srv_metrics_gauges(int running_reqs, int waiting_reqs, int running_seqs, size_t state_bytes);
 /* The engine's state pool; promised: pages the scheduler keeps for clones. */
 void srv_metrics_state(const mhla_state_stats *st, long promised);
-void srv_metrics_device(const mhla_device_stats *st); /* GPU engines only */
 void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);
 /* A step's prompt tokens and the cost estimates after it (fixed, per decode
  * row, per prefill token: step_plan.h). */
 void srv_metrics_step_plan(int prefill_tokens, const double costs[3]);
-void srv_metrics_itl_target(double seconds);             /* --itl-target-ms; 0: off */
-void srv_metrics_cpu_isa(const char *path);              /* the CPU kernels' instruction-set path */
-void srv_metrics_cpu_threads(const mhla_cpu_threads *t); /* the engine's CPU threads */
+void srv_metrics_itl_target(double seconds); /* --itl-target-ms; 0: off */
+void srv_metrics_cpu_isa(const char *path);  /* the CPU kernels' instruction-set path */
+/* The engine's gauges: a CPU engine's threads, a GPU engine's counters. */
+void srv_metrics_engine(const mhla_engine *e);
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */
 char *srv_metrics_render(void);
 
@@ -192,6 +203,10 @@ typedef struct {
     int max_tokens;
     int stream, include_usage, echo, ignore_eos, return_token_ids;
     int logprobs; /* -1: none */
+    /* The request's modes, named when the body is parsed: echo with
+     * logprobs scores the prompt's own tokens (every prompt position's
+     * logits, so no prefix cache). */
+    int prompt_logprobs;
     char *stop[SRV_MAX_STOP];
     int n_stop;
     int has_seed;
@@ -312,11 +327,13 @@ typedef struct {
     mhla_seq *seq; /* the prefill sequence (cloned into the choices) */
     int pos;       /* prompt tokens fed so far */
     long promised; /* state pool: pages kept free for the clones of n > 1 */
-    /* echo + logprobs: one per prompt token (the first has none). The HTTP
-     * thread allocates them and sets the offsets before submission; the engine
-     * thread fills in the logprobs before the group's first choice starts. */
-    srv_lp *prompt_lp;
-    mhla_logprob *prompt_tops;
+    /* p.prompt_logprobs: one per prompt token (the first has none), made
+     * with the request (request_echo.c sets the offsets); the engine's
+     * token scores fill in the logprobs before the group's first choice starts. */
+    float *prompt_logprob;
+    long *prompt_offset;
+    mhla_logprob *prompt_tops; /* p.logprobs per prompt token */
+    mhla_token_scores scores;  /* engine thread: the step's request for them */
 } srv_group;
 
 typedef struct srv_req {
@@ -343,8 +360,15 @@ typedef struct srv_req {
     struct srv_req *next; /* scheduler queue link */
 } srv_req;
 
-/* A new request holding one reference (the caller's); takes over p. */
-int srv_req_create(srv_params *p, srv_req **out, char *err, size_t errlen);
+/* A new request holding one reference (the caller's); takes over p (also
+ * on failure). With p->echo, the prompts are decoded now with codec (and
+ * with p->prompt_logprobs each token's character offset recorded), so
+ * the engine thread only fills in numbers. On failure e says why. */
+int srv_req_create(srv_params *p, const srv_codec *codec, srv_req **out, srv_error *e);
+/* request_echo.c: r->echo and, with prompt logprobs, their room and offsets. */
+int srv_req_echo_prompts(srv_req *r, const srv_codec *codec, srv_error *e);
+/* The engine-side parts of a choice: sequence, sampler, decoder, stop strings. */
+void srv_choice_free_engine(srv_choice *c);
 void srv_req_retain(srv_req *r);
 /* Drops a reference; the last one frees the request. */
 void srv_req_release(srv_req *r);
@@ -380,6 +404,24 @@ void srv_req_set_decoding(srv_req *r, int ci);
 /* Ends every unfinished choice with reason; failure (may be NULL) marks r
  * failed with code and that message. */
 void srv_req_finish(srv_req *r, const char *reason, srv_errcode code, const char *failure);
+
+/* ---- output.c: a chosen token's way to its client ----------------------- */
+
+typedef struct {
+    const srv_codec *codec;
+    const srv_gen_config *gen;
+    int state_pool; /* a finished choice keeps its end state for resume */
+    mhla_buf emit;  /* the text one token releases */
+} srv_output;
+
+/* Choice ci starts decoding: its decoder and stop strings. */
+int srv_output_start(srv_output *o, srv_req *r, int ci, char *err, size_t errlen);
+/* Choice ci's next token as the engine chose it: detokenized, through the
+ * stop strings, timed (TTFT, ITL) and pushed to the request; the choice ends
+ * (its engine side freed) at EOS, a stop string or max_tokens. */
+int srv_output_token(srv_output *o, srv_req *r, int ci, const mhla_sample_slot *sl, char *err,
+                     size_t errlen);
+void srv_output_free(srv_output *o);
 
 /* ---- sched.c --------------------------------------------------------------- */
 

@@ -313,4 +313,5 @@ const mhla_backend_ops mhla_cuda_backend = {
     .product_pass = NULL,
     .device_memory = cuda_device_memory,
     .stats = cuda_stats,
+    .samples_on_device = 1,
 };

@@ -249,8 +249,16 @@ int mhla_engine_product_rate(mhla_engine *engine, mhla_products which, double *b
  * single decode token) and ask for the logits of positions
  * tokens[logits_from .. n_tokens-1]; logits_from == n_tokens asks for none.
  * logits must hold (n_tokens - logits_from) * vocab_size floats.
+ *
+ * Every token is chosen inside the step, by the engine: an item may carry
+ * sample slots (the token after one of its positions, through a sampler;
+ * see mhla_sample_slot) and a score request (the logprobs of given tokens
+ * at its positions: a prompt's own logprobs; see mhla_token_scores). Slots
+ * and scores need no logits buffer: with logits NULL no logits come back,
+ * only their results.
  */
 typedef struct mhla_sample_slot mhla_sample_slot;
+typedef struct mhla_token_scores mhla_token_scores;
 
 typedef struct {
     mhla_seq *seq;
@@ -258,10 +266,9 @@ typedef struct {
     int n_tokens;
     int logits_from;
     float *logits;
-    /* Optional: sample the token after the item's last position inside the
-     * step (see mhla_sample_slot). With a slot, logits may be NULL: then no
-     * logits come back at all, only the slot's results. */
-    mhla_sample_slot *sample;
+    mhla_sample_slot *sample; /* n_samples slots, or NULL */
+    int n_samples;
+    mhla_token_scores *scores; /* or NULL */
 } mhla_batch_item;
 
 /*
@@ -357,6 +364,7 @@ typedef struct {
 } mhla_sampling_params;
 
 typedef struct mhla_sampler mhla_sampler;
+typedef struct mhla_token_mask mhla_token_mask; /* below, with the sample slot */
 
 /* temperature 1, top_p 1, repetition_penalty 1, everything else 0. */
 void mhla_sampling_defaults(mhla_sampling_params *p);
@@ -365,8 +373,11 @@ int mhla_sampler_create(const mhla_sampling_params *p, int vocab_size, const int
                         int n_prompt, mhla_sampler **out, mhla_error *err);
 void mhla_sampler_free(mhla_sampler *s);
 /* Chooses the next token from logits (not modified) and records it for the
- * penalties. NaN logits are refused. */
-int mhla_sampler_next(mhla_sampler *s, const float *logits, int32_t *token, mhla_error *err);
+ * penalties; with mask (may be NULL), only among the ids it allows, and the
+ * mask is told the choice. NaN logits are refused. The engine calls it for
+ * every token of a step (mhla_sample_slot); tests call it directly. */
+int mhla_sampler_next(mhla_sampler *s, const float *logits, const mhla_token_mask *mask,
+                      int32_t *token, mhla_error *err);
 
 typedef struct {
     int32_t id;
@@ -376,27 +387,74 @@ typedef struct {
 #define MHLA_MAX_TOP_LOGPROBS 20
 
 /*
- * Sampling inside an engine step: the engine applies sampler to the logits of
- * the item's last position and returns the token (mhla_sampler_next) and,
- * with n_top >= 0, its log-probability and the n_top most likely ids
- * (mhla_logprobs). On a GPU this runs on the device, so only these cross to
- * the host. The CPU gives exactly mhla_sampler_next's token; the GPU draws
- * from the same distribution with the same uniform from the sampler's
- * generator, walking the candidates in id order: greedy and plain temperature
- * sampling give the CPU's token, filtered sampling (top_k / top_p / min_p)
- * may give another token of the same distribution.
- * A sampling error (a NaN logit) fails this slot only (status -1, message in
- * err): the step itself has run and the sequence has advanced.
+ * A constraint on the next token (a grammar, a JSON schema): the hook a
+ * sampler consults at every token it chooses. apply sets the logit of every
+ * id the constraint forbids now to -INFINITY (it works on the sampler's own
+ * copy of the row); accept tells it which token was chosen, so that it
+ * advances. Either returns -1 with err to fail the token; a mask that
+ * leaves no id allowed fails it too.
  */
+struct mhla_token_mask {
+    int (*apply)(void *ctx, float *logits, int vocab_size, mhla_error *err);
+    int (*accept)(void *ctx, int32_t token, mhla_error *err);
+    void *ctx;
+};
+
+/*
+ * A sample slot: the engine applies sampler (and mask, when given) to the
+ * logits of item position at (0 .. n_tokens-1) and returns the token
+ * (mhla_sampler_next) and, with n_top >= 0, its log-probability and the
+ * n_top most likely ids (mhla_logprobs, under the unmasked distribution).
+ *
+ * Several slots of one item are taken in the order given (at ascending),
+ * which is how drafted tokens are verified: where a slot's token differs
+ * from the token the item feeds after its position (tokens[at + 1]), the
+ * item's later slots are skipped (status 1), since their logits followed a
+ * token the model did not choose. The tokens that were chosen are exactly
+ * those one-token steps would have chosen, with the same draws from the
+ * sampler's generator. Several slots at the same position with different
+ * samplers (the n choices of one prompt) all read that row.
+ *
+ * On a GPU a lone slot at an item's last position without a mask is sampled
+ * on the device, so only its results cross to the host. The CPU gives
+ * exactly mhla_sampler_next's token; the GPU draws from the same
+ * distribution with the same uniform from the sampler's generator, walking
+ * the candidates in id order: greedy and plain temperature sampling give
+ * the CPU's token, filtered sampling (top_k / top_p / min_p) may give
+ * another token of the same distribution.
+ * A sampling error (a NaN logit, a mask that allows nothing) fails this
+ * slot only (status -1, message in err): the step itself has run and the
+ * sequence has advanced.
+ */
+enum { MHLA_SLOT_OK = 0, MHLA_SLOT_SKIPPED = 1, MHLA_SLOT_FAILED = -1 };
+
 struct mhla_sample_slot {
-    mhla_sampler *sampler; /* in; its generator and penalty counts advance */
-    int n_top;             /* in: -1 no logprobs, else 0 .. MHLA_MAX_TOP_LOGPROBS */
-    int status;            /* out: 0, or -1 with err */
-    int32_t token;         /* out */
-    float token_logprob;   /* out (n_top >= 0) */
+    mhla_sampler *sampler;       /* in; its generator and penalty counts advance */
+    int at;                      /* in: the item position whose logits it samples */
+    int n_top;                   /* in: -1 no logprobs, else 0 .. MHLA_MAX_TOP_LOGPROBS */
+    const mhla_token_mask *mask; /* in: NULL, or the constraint on this token */
+    int status;                  /* out: MHLA_SLOT_OK, _SKIPPED or _FAILED (with err) */
+    int32_t token;               /* out */
+    float token_logprob;         /* out (n_top >= 0) */
     mhla_logprob top[MHLA_MAX_TOP_LOGPROBS]; /* out: n_top entries, best first */
     mhla_error err;
 };
+
+/*
+ * The logprobs of known tokens at an item's positions (echo with logprobs:
+ * the prompt's own): for j < n_next, the log-probability of next[j] under
+ * the logits of item position j, and its n_top most likely ids.
+ */
+struct mhla_token_scores {
+    const int32_t *next; /* in: n_next tokens, next[j] follows item position j */
+    int n_next;          /* in: 0 .. n_tokens */
+    int n_top;           /* in: 0 .. MHLA_MAX_TOP_LOGPROBS */
+    float *logprob;      /* out: n_next */
+    mhla_logprob *top;   /* out: n_next * n_top (may be NULL when n_top is 0) */
+    int status;          /* out: 0, or -1 with err (a NaN logit): the step itself has run */
+    mhla_error err;
+};
+
 /* Under the model's distribution (log-softmax of the raw logits): the log-
  * probability of token and the n_top most likely ids, best first (ties: lower
  * id first). top must hold n_top entries. */

@@ -141,12 +141,14 @@ static void run(mhla_engine *e, const config *cf, const int32_t *prompt, int wit
         sl->sampler = s;
         sl->n_top = 5;
         int n = k == 0 ? PROMPT : 1;
+        sl->at = n - 1;
         mhla_batch_item it = {.seq = q,
                               .tokens = k == 0 ? prompt : &tokens[k - 1],
                               .n_tokens = n,
                               .logits_from = n - 1,
                               .logits = with_logits ? raw + (size_t)k * V : NULL,
-                              .sample = sl};
+                              .sample = sl,
+                              .n_samples = 1};
         if (mhla_engine_forward(e, &it, 1, &err))
             die_err("forward", &err);
         CHECK(sl->status == 0, "%s step %d: slot failed: %s", cf->name, k, sl->err.msg);
@@ -194,7 +196,7 @@ static void check_config(mhla_engine *gpu, mhla_engine *cpu, const config *cf)
                   tok[k], want);
         if (cf->plain) {
             int32_t h;
-            if (mhla_sampler_next(host, r, &h, &err))
+            if (mhla_sampler_next(host, r, NULL, &h, &err))
                 die_err("host sampler", &err);
             CHECK(h == tok[k], "%s step %d: device %d, mhla_sampler_next %d", cf->name, k, tok[k],
                   h);
@@ -221,7 +223,7 @@ static void check_config(mhla_engine *gpu, mhla_engine *cpu, const config *cf)
         die_err("sampler", &err);
     for (int k = 0; k <= STEPS; k++) {
         int32_t h;
-        if (mhla_sampler_next(h2, raw_cpu + (size_t)k * V, &h, &err))
+        if (mhla_sampler_next(h2, raw_cpu + (size_t)k * V, NULL, &h, &err))
             die_err("host sampler", &err);
         CHECK(h == tok_cpu[k], "%s step %d: CPU slot %d, mhla_sampler_next %d", cf->name, k,
               tok_cpu[k], h);
@@ -294,7 +296,7 @@ int main(int argc, char **argv)
     int32_t one = 1;
     mhla_sample_slot bad = {.sampler = NULL, .n_top = 0};
     mhla_batch_item it = {
-        .seq = q, .tokens = &one, .n_tokens = 1, .logits_from = 1, .sample = &bad};
+        .seq = q, .tokens = &one, .n_tokens = 1, .logits_from = 1, .sample = &bad, .n_samples = 1};
     CHECK(mhla_engine_forward(gpu, &it, 1, &err) != 0 && strstr(err.msg, "sample slot"),
           "a slot without a sampler was taken (%s)", err.msg);
     CHECK(mhla_seq_pos(q) == 0, "a refused step advanced the sequence");

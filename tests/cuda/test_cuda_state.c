@@ -52,7 +52,7 @@ static mhla_seq *new_seq(mhla_engine *e)
 /* Feeds tokens in one call; logits of the last position into out. */
 static void feed(mhla_engine *e, mhla_seq *s, const int32_t *t, int n, float *out)
 {
-    mhla_batch_item it = {s, t, n, n - 1, out, NULL};
+    mhla_batch_item it = {s, t, n, n - 1, out, NULL, 0, NULL};
     mhla_error err;
     if (mhla_engine_forward(e, &it, 1, &err))
         die_err("forward", &err);
@@ -110,8 +110,8 @@ static void test_graphs_and_batch(const mhla_model *m)
         mhla_batch_item ig[NS], in[NS];
         for (int i = 0; i < NS; i++) {
             const int32_t *t = tok + i * stride + len[i] + s;
-            ig[i] = (mhla_batch_item){sg[i], t, 1, 0, lg + (size_t)i * V, NULL};
-            in[i] = (mhla_batch_item){sn[i], t, 1, 0, ln + (size_t)i * V, NULL};
+            ig[i] = (mhla_batch_item){sg[i], t, 1, 0, lg + (size_t)i * V, NULL, 0, NULL};
+            in[i] = (mhla_batch_item){sn[i], t, 1, 0, ln + (size_t)i * V, NULL, 0, NULL};
         }
         if (mhla_engine_forward(eg, ig, NS, &err) || mhla_engine_forward(en, in, NS, &err))
             die_err("decode", &err);
@@ -135,7 +135,8 @@ static void test_graphs_and_batch(const mhla_model *m)
     /* a step that mixes a prefill chunk with decode tokens */
     int32_t extra[2 * 8];
     random_tokens(extra, 2 * 8);
-    mhla_batch_item mix[2] = {{sn[0], extra, 8, 0, NULL, NULL}, {sn[1], extra + 8, 1, 0, ln, NULL}};
+    mhla_batch_item mix[2] = {{sn[0], extra, 8, 0, NULL, NULL, 0, NULL},
+                              {sn[1], extra + 8, 1, 0, ln, NULL, 0, NULL}};
     float *chunk = malloc(sizeof(float) * 8 * V);
     mix[0].logits = chunk;
     if (mhla_engine_forward(en, mix, 2, &err))
@@ -224,7 +225,7 @@ static void test_state_memory(const mhla_model *m, const char *work)
     mhla_engine_options co = {.n_threads = 1};
     if (mhla_engine_create(m, &co, &cpu, &err))
         die_err("cpu engine", &err);
-    mhla_batch_item it = {c1, t, 1, 0, a, NULL};
+    mhla_batch_item it = {c1, t, 1, 0, a, NULL, 0, NULL};
     CHECK(mhla_engine_forward(cpu, &it, 1, &err) != 0 && strstr(err.msg, "another device"),
           "a CPU engine took a GPU sequence (%s)", err.msg);
     mhla_seq *hs;

@@ -37,8 +37,8 @@ static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens,
         int len = chunk ? chunk : n;
         if (len > n - done)
             len = n - done;
-        mhla_batch_item it = {s,   tokens + done, len, 0, logits + (size_t)done * c->vocab_size,
-                              NULL};
+        mhla_batch_item it = {s, tokens + done, len, 0, logits + (size_t)done * c->vocab_size, NULL,
+                              0, NULL};
         if (mhla_engine_forward(e, &it, 1, &err))
             die_err("forward alone", &err);
         done += len;
@@ -86,7 +86,8 @@ static int wide_batch(const mhla_model *m, int threads)
             if (chunk > wlen[i] - wdone[i])
                 chunk = wlen[i] - wdone[i];
             items[n++] = (mhla_batch_item){
-                wseq[i], wtok[i] + wdone[i], chunk, 0, wbatched[i] + (size_t)wdone[i] * V, NULL};
+                wseq[i], wtok[i] + wdone[i], chunk, 0, wbatched[i] + (size_t)wdone[i] * V, NULL, 0,
+                NULL};
             wdone[i] += chunk;
         }
         if (n == 0)
@@ -173,7 +174,8 @@ int main(int argc, char **argv)
             if (chunk > len[i] - done[i])
                 chunk = len[i] - done[i];
             items[n++] = (mhla_batch_item){
-                seq[i], tok[i] + done[i], chunk, 0, batched[i] + (size_t)done[i] * V, NULL};
+                seq[i], tok[i] + done[i], chunk, 0, batched[i] + (size_t)done[i] * V, NULL, 0,
+                NULL};
             done[i] += chunk;
         }
         int left = 0;
@@ -200,19 +202,22 @@ int main(int argc, char **argv)
     mhla_seq *copy;
     if (mhla_seq_clone(seq[0], &copy, &err))
         die_err("clone", &err);
-    mhla_batch_item over[2] = {{seq[0], &one, 1, 0, l1, NULL},
-                               {seq[N_SEQ - 1], &one, 1, 0, l2, NULL}};
+    mhla_batch_item over[2] = {{seq[0], &one, 1, 0, l1, NULL, 0, NULL},
+                               {seq[N_SEQ - 1], &one, 1, 0, l2, NULL, 0, NULL}};
     CHECK(mhla_engine_forward(e, over, 2, &err) != 0 && strstr(err.msg, "context"),
           "a token past the context was not refused (%s)", err.msg);
-    mhla_batch_item badtok[2] = {{seq[0], &one, 1, 0, l1, NULL}, {seq[1], &bad, 1, 0, l2, NULL}};
+    mhla_batch_item badtok[2] = {{seq[0], &one, 1, 0, l1, NULL, 0, NULL},
+                                 {seq[1], &bad, 1, 0, l2, NULL, 0, NULL}};
     CHECK(mhla_engine_forward(e, badtok, 2, &err) != 0 && strstr(err.msg, "vocabulary"),
           "an out-of-vocabulary token was not refused (%s)", err.msg);
-    mhla_batch_item dup[2] = {{seq[0], &one, 1, 0, l1, NULL}, {seq[0], &one, 1, 0, l2, NULL}};
+    mhla_batch_item dup[2] = {{seq[0], &one, 1, 0, l1, NULL, 0, NULL},
+                              {seq[0], &one, 1, 0, l2, NULL, 0, NULL}};
     CHECK(mhla_engine_forward(e, dup, 2, &err) != 0 && strstr(err.msg, "same sequence"),
           "a sequence fed twice in one call was not refused (%s)", err.msg);
     CHECK(mhla_seq_pos(seq[0]) == 1 && mhla_seq_pos(seq[N_SEQ - 1]) == ctx,
           "a refused call moved a sequence");
-    mhla_batch_item a = {seq[0], &one, 1, 0, l1, NULL}, b = {copy, &one, 1, 0, l2, NULL};
+    mhla_batch_item a = {seq[0], &one, 1, 0, l1, NULL, 0, NULL},
+                    b = {copy, &one, 1, 0, l2, NULL, 0, NULL};
     if (mhla_engine_forward(e, &a, 1, &err) || mhla_engine_forward(e, &b, 1, &err))
         die_err("forward after refusal", &err);
     CHECK(memcmp(l1, l2, (size_t)V * sizeof(float)) == 0,

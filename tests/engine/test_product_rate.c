@@ -54,7 +54,7 @@ static float *decode_logits(mhla_engine *e, const mhla_model *m, int passes)
         exit(1);
     }
     must(mhla_seq_create(m, &s, &err), &err);
-    mhla_batch_item it = {s, tok, PROMPT, PROMPT - 1, out, NULL};
+    mhla_batch_item it = {s, tok, PROMPT, PROMPT - 1, out, NULL, 0, NULL};
     must(mhla_engine_forward(e, &it, 1, &err), &err);
     for (int i = 0; i < STEPS; i++) {
         if (passes) {
@@ -63,7 +63,7 @@ static float *decode_logits(mhla_engine *e, const mhla_model *m, int passes)
             must(mhla_engine_product_rate(e, MHLA_PRODUCTS_HEAD, &r, NULL, &err), &err);
         }
         int32_t t = (int32_t)((i * 13 + 2) % V);
-        mhla_batch_item d = {s, &t, 1, 0, out + (size_t)(i + 1) * V, NULL};
+        mhla_batch_item d = {s, &t, 1, 0, out + (size_t)(i + 1) * V, NULL, 0, NULL};
         must(mhla_engine_forward(e, &d, 1, &err), &err);
     }
     mhla_seq_free(s);

@@ -41,7 +41,7 @@ static int32_t next(mhla_sampler *s, const float *l)
 {
     int32_t t = -1;
     mhla_error e = {0};
-    if (!s || mhla_sampler_next(s, l, &t, &e)) {
+    if (!s || mhla_sampler_next(s, l, NULL, &t, &e)) {
         printf("FAIL sampler_next: %s\n", e.msg);
         failures++;
         return -1;
@@ -317,7 +317,7 @@ int main(void)
     s = make(&p, V, NULL, 0);
     float nan_l[V] = {0, 1, NAN, 0, 0, 0};
     int32_t t;
-    CHECK(s && mhla_sampler_next(s, nan_l, &t, &e) == -1, "NaN logits refused (%s)", e.msg);
+    CHECK(s && mhla_sampler_next(s, nan_l, NULL, &t, &e) == -1, "NaN logits refused (%s)", e.msg);
     mhla_sampler_free(s);
 
     /* logprobs = log-softmax; top list best first, ties to the lower id */

@@ -130,11 +130,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FAIL("the sampler refuses accepted parameters: %s", merr.msg);
     mhla_sampler_free(smp);
     srv_req *r = NULL;
-    char err[256];
-    if (srv_req_create(&p, &r, err, sizeof err) == 0)
+    srv_error re;
+    if (srv_req_create(&p, codecs[which], &r, &re) == 0)
         srv_req_release(r);
-    else
-        srv_params_free(&p);
     free(body);
     return 0;
 }

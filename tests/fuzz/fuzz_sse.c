@@ -276,29 +276,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int k = 0; k < n; k++)
             p.prompts[g].ids[k] = (int32_t)(take(&in) % VOCAB);
     }
-    int K = p.logprobs > 0 ? p.logprobs : 0;
+    /* with echo the request decodes its prompts (and, with logprobs, makes
+     * room for theirs) as http.c's does */
+    p.prompt_logprobs = p.echo && p.logprobs >= 0;
     srv_req *r = NULL;
-    char err[256];
-    if (srv_req_create(&p, &r, err, sizeof err))
-        FAIL("srv_req_create: %s", err);
-    if (p.echo) {
-        /* the decoded prompts, with their logprobs when asked for */
-        r->echo = calloc((size_t)r->p.n_prompts, sizeof *r->echo);
-        for (int g = 0; g < r->p.n_prompts; g++) {
-            size_t len;
-            if (srv_codec_decode(codec, r->p.prompts[g].ids, r->p.prompts[g].n, 0, &r->echo[g],
-                                 &len, err, sizeof err))
-                FAIL("decode: %s", err);
-            if (r->p.logprobs >= 0) {
-                int n = r->p.prompts[g].n;
-                r->groups[g].prompt_lp = calloc((size_t)n, sizeof(srv_lp));
-                r->groups[g].prompt_tops =
-                    calloc((size_t)n * (size_t)(K ? K : 1), sizeof(mhla_logprob));
-                for (int t = 0; t < n; t++)
-                    r->groups[g].prompt_lp[t].text_offset = t;
-            }
-        }
-    }
+    srv_error e;
+    if (srv_req_create(&p, codec, &r, &e))
+        FAIL("srv_req_create: %s", e.message);
     /* the writer holds its own reference, as http.c's does */
     pthread_mutex_lock(&r->mu);
     r->refs++;
@@ -326,7 +310,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             long off = srv_utf8_chars(c->text.p ? c->text.p : "", c->text.len);
             mhla_buf_put(&c->text, in.p - (want < avail ? want : avail), len);
             if (op & 8)
-                add_token(c, r->p.logprobs > 0 ? K : 0, (int32_t)(take(&in) % VOCAB), -0.5f, off);
+                add_token(c, r->p.logprobs > 0 ? r->p.logprobs : 0, (int32_t)(take(&in) % VOCAB),
+                          -0.5f, off);
             /* shape2 0xA5: read anyway, and the client waits (a quarter second of the
              * writer's wait, then a cut): rare, so that the other inputs run fast */
             news |= len > 0 || (shape2 == 0xA5 && (op & 16));

@@ -30,7 +30,7 @@ static float *run_alone(const mhla_model *m, const int32_t *tokens, int n)
     if (mhla_engine_create(m, &o, &e, &err) || mhla_seq_create(m, &s, &err))
         die_err("create", &err);
     float *logits = malloc((size_t)n * V * sizeof(float));
-    mhla_batch_item it = {s, tokens, n, 0, logits, NULL};
+    mhla_batch_item it = {s, tokens, n, 0, logits, NULL, 0, NULL};
     if (mhla_engine_forward(e, &it, 1, &err))
         die_err("forward alone", &err);
     mhla_seq_free(s);
@@ -67,8 +67,8 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
         srv_plan_prompt pp = {na - da, da, 0.01 * steps};
         int order, chunk, rows = db < nb;
         srv_plan_prefill(&lim, &cost, rows, &pp, 1, &order, &chunk);
-        mhla_batch_item it[2] = {{a, ta + da, chunk, 0, ra + (size_t)da * V, NULL},
-                                 {b, tb + db, 1, 0, rb + (size_t)db * V, NULL}};
+        mhla_batch_item it[2] = {{a, ta + da, chunk, 0, ra + (size_t)da * V, NULL, 0, NULL},
+                                 {b, tb + db, 1, 0, rb + (size_t)db * V, NULL, 0, NULL}};
         if (chunk == 0 && !rows)
             die_err("planned: the planner gave no prompt tokens", &err);
         /* a step with no prompt tokens (one in 32 measures decoding alone) runs b alone */
