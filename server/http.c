@@ -18,7 +18,7 @@
 #include <time.h>
 
 struct srv_http {
-    srv_http_config c;
+    srv_http_options c;
     struct MHD_Daemon *d;
     srv_limits lim;
     srv_watch *watch;     /* the read deadline of every connection */
@@ -691,7 +691,7 @@ static int per_client(const mhla_server_options *o)
     return o->max_connections > reserve ? o->max_connections - reserve : 1;
 }
 
-int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, char *err,
+int srv_http_start(const srv_http_options *c, srv_http **out, int *bound_port, char *err,
                    size_t errlen)
 {
     *out = NULL;

@@ -37,7 +37,7 @@ typedef struct {
 } prompt_ref;
 
 struct srv_sched {
-    srv_sched_config c;
+    srv_sched_options c;
     const mhla_config *mc;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -692,7 +692,7 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
-int srv_sched_create(const srv_sched_config *c, srv_sched **out, char *err, size_t errlen)
+int srv_sched_create(const srv_sched_options *c, srv_sched **out, char *err, size_t errlen)
 {
     *out = NULL;
     srv_sched *s = calloc(1, sizeof *s);

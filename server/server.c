@@ -142,24 +142,24 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
 /* The engine thread and the HTTP daemon. */
 static int start(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
-    srv_sched_config sc = {.engine = sv->engine,
-                           .model = sv->model,
-                           .codec = sv->codec,
-                           .gen = &sv->gen,
-                           .state_pool = sv->state_bytes > 0,
-                           .max_batch_tokens = o->max_batch_tokens,
-                           .itl_target_s = o->itl_target_ms / 1000.0,
-                           .max_running = o->max_running,
-                           .max_queue = o->max_queue,
-                           .request_timeout_s = o->request_timeout_s};
+    srv_sched_options sc = {.engine = sv->engine,
+                            .model = sv->model,
+                            .codec = sv->codec,
+                            .gen = &sv->gen,
+                            .state_pool = sv->state_bytes > 0,
+                            .max_batch_tokens = o->max_batch_tokens,
+                            .itl_target_s = o->itl_target_ms / 1000.0,
+                            .max_running = o->max_running,
+                            .max_queue = o->max_queue,
+                            .request_timeout_s = o->request_timeout_s};
     if (srv_sched_create(&sc, &sv->sched, err, errlen))
         return -1;
-    srv_http_config hc = {.opt = o,
-                          .model_name = sv->model_name,
-                          .codec = sv->codec,
-                          .gen = &sv->gen,
-                          .cfg = sv->cfg,
-                          .sched = sv->sched};
+    srv_http_options hc = {.opt = o,
+                           .model_name = sv->model_name,
+                           .codec = sv->codec,
+                           .gen = &sv->gen,
+                           .cfg = sv->cfg,
+                           .sched = sv->sched};
     return srv_http_start(&hc, &sv->http, &sv->port, err, errlen);
 }
 

@@ -436,11 +436,11 @@ typedef struct {
     int max_batch_tokens, max_running, max_queue;
     double itl_target_s; /* the step time budget; 0: the token budget alone */
     double request_timeout_s;
-} srv_sched_config;
+} srv_sched_options;
 
 enum { SRV_SUBMIT_OK = 0, SRV_SUBMIT_FULL = 1, SRV_SUBMIT_DRAINING = 2, SRV_SUBMIT_TOO_BIG = 3 };
 
-int srv_sched_create(const srv_sched_config *c, srv_sched **out, char *err, size_t errlen);
+int srv_sched_create(const srv_sched_options *c, srv_sched **out, char *err, size_t errlen);
 /* Queues r (taking a reference of its own). Returns SRV_SUBMIT_*: TOO_BIG when
  * the state pool could not hold r's worst case even empty. */
 int srv_sched_submit(srv_sched *s, srv_req *r);
@@ -510,9 +510,9 @@ typedef struct {
     const srv_gen_config *gen;
     const mhla_config *cfg;
     srv_sched *sched;
-} srv_http_config;
+} srv_http_options;
 
-int srv_http_start(const srv_http_config *c, srv_http **out, int *bound_port, char *err,
+int srv_http_start(const srv_http_options *c, srv_http **out, int *bound_port, char *err,
                    size_t errlen);
 /* Waits (at most max_s) until every completion's response is sent: after
  * the scheduler ended the unfinished ones, their error events and [DONE]

@@ -51,7 +51,8 @@ static inline int rnd(int n)
 }
 
 /* A setup error that leaves nothing to test: says why and exits 2. */
-static inline __attribute__((format(printf, 1, 2), noreturn)) void die(const char *fmt, ...)
+static inline void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static inline void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
