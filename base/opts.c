@@ -239,7 +239,7 @@ static void help_row(const mhla_opts *spec, const mhla_opt *r, FILE *f)
         meta = "VALUE";
     used = fprintf(f, "  --%s%s%s", r->name, meta ? " " : "", meta ? meta : "");
     const char *h = r->help ? r->help : "";
-    fprintf(f, "%*s", used + 2 > col ? 2 : col - used, "");
+    fprintf(f, "%*s", used < col ? col - used : 2, "");
     for (const char *nl; (nl = strchr(h, '\n')) != NULL; h = nl + 1)
         fprintf(f, "%.*s\n%*s", (int)(nl - h), h, col, "");
     fprintf(f, "%s\n", h);
