@@ -70,7 +70,7 @@ typedef struct {
 /* A transfer ended: record it (when measured). */
 static int finish(run_state *st, cl_req *r, CURLcode result, char *err)
 {
-    double now = cl_now();
+    double now = mhla_now();
     if (!r->measured)
         return 0;
     char kind[32], msg[CL_ERR_LEN];
@@ -102,7 +102,7 @@ static int finish(run_state *st, cl_req *r, CURLcode result, char *err)
 
 static void progress(const run_state *st, double level, double t0, long in_flight, int final)
 {
-    double now = cl_now();
+    double now = mhla_now();
     long out = 0;
     for (size_t i = 0; i < st->samples.n; i++)
         out += st->samples.s[i].ok ? st->samples.s[i].out_tokens : 0;
@@ -199,13 +199,13 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
                             .ignore_eos = o->ignore_eos,
                             .token_ids = o->token_ids,
                             .usage = o->usage};
-    double t0 = cl_now(), warm_end = t0 + o->warmup_s, next_arrival = t0, last_progress = t0;
+    double t0 = mhla_now(), warm_end = t0 + o->warmup_s, next_arrival = t0, last_progress = t0;
     long total = o->duration_s > 0 ? LONG_MAX : o->warmup_requests + o->requests;
     long issued = 0, in_flight = 0;
     int stop = 0, waiting_late = 0;
     size_t next_prompt = 0;
     for (;;) {
-        double now = cl_now();
+        double now = mhla_now();
         while (!stop) {
             if (issued >= total || (o->duration_s > 0 && st.measure_start >= 0 &&
                                     now >= st.measure_start + o->duration_s)) {
@@ -235,7 +235,7 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
             r->measured = now >= warm_end && issued >= o->warmup_requests;
             if (r->measured && st.measure_start < 0)
                 st.measure_start = now;
-            r->t_send = cl_now();
+            r->t_send = mhla_now();
             CURLMcode mc = curl_multi_add_handle(m, r->easy);
             if (mc != CURLM_OK) {
                 snprintf(err, CL_ERR_LEN, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
@@ -274,14 +274,14 @@ int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level
             if (frc)
                 goto out;
         }
-        now = cl_now();
+        now = mhla_now();
         if (o->progress && now - last_progress >= 0.5) {
             last_progress = now;
             progress(&st, level, t0, in_flight, 0);
         }
         int timeout_ms = 100;
         if (!stop && o->open_loop && in_flight < cap) {
-            double wait = (next_arrival - cl_now()) * 1000.0;
+            double wait = (next_arrival - mhla_now()) * 1000.0;
             timeout_ms = wait <= 0 ? 0 : wait < 100 ? (int)ceil(wait) : 100;
         }
         if (!stop && !o->open_loop && in_flight < cap)
