@@ -93,7 +93,8 @@ static int parse_args(int argc, char **argv, cli_args *a, int *first)
 {
     char err[CL_ERR_LEN];
     memset(a, 0, sizeof *a);
-    a->conn = (cl_conn){.url = "http://127.0.0.1:8080", .timeout_s = 600};
+    a->conn.url = "http://127.0.0.1:8080";
+    a->conn.timeout_s = 600;
     a->conn.api_key = getenv("MHLA_API_KEY");
     a->params = (cl_req_params){.max_tokens = 128, .temperature = -1, .usage = 1};
     a->seed = -1;
