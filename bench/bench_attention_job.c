@@ -7,6 +7,7 @@
  *
  * usage: bench_attention_job MODEL_DIR [--batch 16,32] [--positions 100,1900]
  *            [--steps 40] [--threads 2] [--weights f32|bf16|q8] [--cpu-isa P]
+ * (the flags are rows of base's option table, mhla_opts)
  *
  * For each position, one sequence is prefilled to it; for each batch, that
  * many clones of it then take 2 x steps decode steps, odd ones on an engine
@@ -19,10 +20,11 @@
 #include "bench_util.h"
 #include "engine.h"
 
+#include <stddef.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static void check(int rc, const mhla_error *err)
 {
@@ -66,9 +68,9 @@ static void alternate(mhla_engine *e_never, mhla_engine *e_auto, const mhla_seq 
     for (int s = 0; s < 2 * steps; s++) {
         for (int b = 0; b < batch; b++)
             tok[b] = (int32_t)(rand_r(seed) % V);
-        double t0 = bench_now();
+        double t0 = mhla_now();
         check(mhla_engine_forward(s % 2 ? e_auto : e_never, items, batch, &err), &err);
-        t[s % 2][s / 2] = (bench_now() - t0) * 1e3;
+        t[s % 2][s / 2] = (mhla_now() - t0) * 1e3;
     }
     *never_ms = median(t[0] + 2, steps - 2);
     *auto_ms = median(t[1] + 2, steps - 2);
@@ -82,43 +84,103 @@ static void alternate(mhla_engine *e_never, mhla_engine *e_auto, const mhla_seq 
     free(t[1]);
 }
 
+/* Everything bench_attention_job's flags set. */
+typedef struct {
+    mhla_engine_options o;
+    int weights; /* mhla_weight_dtype */
+    int batch[8], pos[8], n_batch, n_pos, steps;
+} job_args;
+
+static int parse_batch(const char *flag, const char *v, void *base, char *err, size_t errlen)
+{
+    job_args *a = base;
+    return bench_opt_list(flag, v, 1, 1000000, a->batch, 8, &a->n_batch, err, errlen);
+}
+
+static int parse_positions(const char *flag, const char *v, void *base, char *err, size_t errlen)
+{
+    job_args *a = base;
+    return bench_opt_list(flag, v, 1, 1000000, a->pos, 8, &a->n_pos, err, errlen);
+}
+
+static const char *const weight_words[] = {"f32", "bf16", "q8", NULL};
+
+static const mhla_opt rows[] = {
+    {.name = "batch",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = parse_batch,
+     .metavar = "16,32",
+     .help = "batch sizes"},
+    {.name = "positions",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = parse_positions,
+     .metavar = "100,1900",
+     .help = "positions the sequences decode at"},
+    {.name = "steps",
+     .kind = MHLA_OPT_INT,
+     .off = offsetof(job_args, steps),
+     .lo = 4,
+     .hi = 100000,
+     .metavar = "40",
+     .help = "steps of each form a cell"},
+    {.name = "threads",
+     .kind = MHLA_OPT_INT,
+     .off = offsetof(job_args, o.n_threads),
+     .lo = 1,
+     .hi = 4096,
+     .metavar = "2",
+     .help = "engine threads"},
+    {.name = "weights",
+     .kind = MHLA_OPT_ENUM,
+     .off = offsetof(job_args, weights),
+     .words = weight_words,
+     .help = "how the weights are held"},
+    {.name = "cpu-isa",
+     .kind = MHLA_OPT_STRING,
+     .off = offsetof(job_args, o.cpu_isa),
+     .metavar = "P",
+     .help = "CPU kernel path"},
+};
+
+static const mhla_opts spec = {
+    .usage = "usage: bench_attention_job MODEL_DIR [options]\n",
+    .rows = rows,
+    .n_rows = sizeof rows / sizeof rows[0],
+    .help_col = 25,
+};
+
+/* The flags after MODEL_DIR into *a; 0, or the exit status 2 with the
+ * message (or the usage) printed. */
+static int parse_args(int argc, char **argv, job_args *a)
+{
+    char err[256];
+    *a = (job_args){.o = {.n_threads = 2},
+                    .batch = {16, 32},
+                    .pos = {100, 1900},
+                    .n_batch = 2,
+                    .n_pos = 2,
+                    .steps = 40};
+    if (argc < 2 || argv[1][0] == '-') {
+        mhla_opts_help(&spec, stderr);
+        return 2;
+    }
+    int rc = mhla_opts_parse(&spec, a, argc - 1, argv + 1, NULL, err, sizeof err);
+    if (rc == 1)
+        mhla_opts_help(&spec, stderr);
+    else if (rc)
+        fprintf(stderr, "bench_attention_job: %s\n", err);
+    return rc ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc % 2) {
-        fprintf(stderr, "usage: bench_attention_job MODEL_DIR [--batch 16,32] [--positions "
-                        "100,1900] [--steps 40] [--threads 2] [--weights f32|bf16|q8] "
-                        "[--cpu-isa auto|avx512|avx2|neon|portable]\n");
+    job_args a;
+    if (parse_args(argc, argv, &a))
         return 2;
-    }
-    int batch[8], pos[8], n_batch = 2, n_pos = 2, steps = 40;
-    batch[0] = 16, batch[1] = 32, pos[0] = 100, pos[1] = 1900;
-    mhla_model_options mo = {MHLA_WEIGHTS_F32};
-    mhla_engine_options o = {.n_threads = 2};
+    int *batch = a.batch, *pos = a.pos, n_batch = a.n_batch, n_pos = a.n_pos, steps = a.steps;
+    mhla_model_options mo = {(mhla_weight_dtype)a.weights};
+    mhla_engine_options o = a.o;
     mhla_error err;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        const char *v = argv[i + 1];
-        if (strcmp(argv[i], "--batch") == 0)
-            n_batch = bench_parse_list(v, 1, 1000000, batch, 8);
-        else if (strcmp(argv[i], "--positions") == 0)
-            n_pos = bench_parse_list(v, 1, 1000000, pos, 8);
-        else if (strcmp(argv[i], "--steps") == 0)
-            steps = atoi(v);
-        else if (strcmp(argv[i], "--threads") == 0)
-            o.n_threads = atoi(v);
-        else if (strcmp(argv[i], "--weights") == 0)
-            check(mhla_weight_dtype_parse(v, &mo.weights, &err), &err);
-        else if (strcmp(argv[i], "--cpu-isa") == 0)
-            o.cpu_isa = v;
-        else {
-            fprintf(stderr, "bench_attention_job: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-    if (n_batch < 1 || n_pos < 1 || steps < 4 || steps > 100000 || o.n_threads < 1) {
-        fprintf(stderr, "bench_attention_job: --batch and --positions take positive integers, "
-                        "--steps 4 to 100000, --threads at least 1\n");
-        return 2;
-    }
     mhla_model *m;
     check(mhla_model_load_with(argv[1], &mo, &m, &err), &err);
     const mhla_config *c = mhla_model_config(m);

@@ -31,10 +31,12 @@
  * the rest of a step costs beside them.
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
- *                    [--weights f32|bf16] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
+ *                    [--weights f32|bf16|q8] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
  *                    [--cpu-isa auto|avx512|avx2|neon|portable] [--prefill 512,2000]
  *                    [--thread-adapt on|off]
+ * (the flags are rows of base's option table, mhla_opts; bench_decode with no
+ * model prints them)
  *
  * --state-memory gives the engine a page pool of that size (pages are then
  * allocated once and reused, as in the server with --state-memory).
@@ -52,6 +54,8 @@
  */
 #include "bench_util.h"
 #include "engine.h"
+
+#include <stddef.h>
 
 #ifdef MHLA_BENCH_OPENBLAS
 #include <cblas.h>
@@ -78,9 +82,9 @@ static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(rand_r(seed) % V);
     mhla_batch_item it = {s, tok, n, n - 1, logits, NULL, 0, NULL};
-    double t0 = bench_now();
+    double t0 = mhla_now();
     check(mhla_engine_forward(e, &it, 1, &err), &err);
-    double dt = bench_now() - t0;
+    double dt = mhla_now() - t0;
     free(tok);
     free(logits);
     return dt;
@@ -103,15 +107,15 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
         check(mhla_seq_clone(base, &seqs[b], &err), &err);
         items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL, 0, NULL};
     }
-    double t0 = bench_now();
+    double t0 = mhla_now();
     for (int s = 0; s < steps; s++) {
         for (int b = 0; b < batch; b++)
             tok[b] = (int32_t)(rand_r(seed) % V);
-        double ts = bench_now();
+        double ts = mhla_now();
         check(mhla_engine_forward(e, items, batch, &err), &err);
-        step_s[s] = bench_now() - ts;
+        step_s[s] = mhla_now() - ts;
     }
-    double dt = bench_now() - t0;
+    double dt = mhla_now() - t0;
     qsort(step_s, (size_t)steps, sizeof *step_s, bench_cmp_double);
     *median_rate = batch / step_s[steps / 2];
     free(step_s);
@@ -151,9 +155,9 @@ static void paired_fractions(mhla_engine *e, const mhla_seq *base, int steps, in
     mhla_batch_item it = {s, &tok, 1, 0, logits, NULL, 0, NULL};
     for (int i = 0; i < steps; i++) {
         tok = (int32_t)(rand_r(seed) % V);
-        double t0 = bench_now();
+        double t0 = mhla_now();
         check(mhla_engine_forward(e, &it, 1, &err), &err);
-        double dt = bench_now() - t0;
+        double dt = mhla_now() - t0;
         check(mhla_engine_memory_bandwidth(e, &reads[i], 1, &err), &err);
         frac[i] = reads[i] > 0 ? step_bytes / dt / reads[i] : 0;
     }
@@ -229,9 +233,9 @@ static double sgemm_gflops(int M, int N, int K, int threads, const char **core)
     *core = openblas_get_corename();
     double best = 0;
     for (int r = 0; r < 5; r++) {
-        double t0 = bench_now();
+        double t0 = mhla_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
-        double dt = bench_now() - t0;
+        double dt = mhla_now() - t0;
         double g = 2.0 * M * N * K / dt / 1e9;
         best = g > best ? g : best;
     }
@@ -280,108 +284,161 @@ static void print_fraction(double rate, double bound)
         printf(" %7s", "-");
 }
 
-/* s as an integer in [lo, hi] into *out, or the usage error naming opt. */
-static int parse_int(const char *opt, const char *s, long lo, long hi, long *out)
+/* Everything bench_decode's flags set. */
+#define MAX_LIST 16
+typedef struct {
+    mhla_engine_options o;
+    int weights; /* mhla_weight_dtype */
+    int batches[MAX_LIST], prefills[MAX_LIST];
+    int n_batches, n_prefills, steps, rounds;
+    long state_mb;
+} bench_args;
+
+static int parse_batch(const char *flag, const char *v, void *base, char *err, size_t errlen)
 {
-    if (bench_parse_int(s, lo, hi, out) == 0)
-        return 0;
-    fprintf(stderr, "bench_decode: %s takes an integer from %ld to %ld, not '%s'\n", opt, lo, hi,
-            s);
-    return -1;
+    bench_args *a = base;
+    return bench_opt_list(flag, v, 1, 1024, a->batches, MAX_LIST, &a->n_batches, err, errlen);
 }
 
-/* A comma list of integers in [lo, hi] into out (at most MAX_LIST): the
- * count, or the usage error naming opt (the list's shape, or the value). */
-#define MAX_LIST 16
-static int parse_list(const char *opt, const char *s, long lo, long hi, int *out)
+static int parse_prefill(const char *flag, const char *v, void *base, char *err, size_t errlen)
 {
-    int n = bench_parse_list(s, lo, hi, out, MAX_LIST);
-    if (n >= 0)
-        return n;
-    size_t len = strlen(s);
-    int items = 1;
-    for (const char *p = s; *p; p++)
-        items += *p == ',';
-    if (!len || s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,") || items > MAX_LIST)
-        fprintf(stderr, "bench_decode: %s takes a list like 1,16 (up to %d items), not '%s'\n", opt,
-                MAX_LIST, s);
-    else
-        fprintf(stderr,
-                "bench_decode: %s takes an integer from %ld to %ld in each item, not '%s'\n", opt,
-                lo, hi, s);
-    return -1;
+    bench_args *a = base;
+    return bench_opt_list(flag, v, 1, 1L << 24, a->prefills, MAX_LIST, &a->n_prefills, err, errlen);
+}
+
+_Static_assert(sizeof(mhla_device) == sizeof(int) && sizeof(mhla_gpu_weights) == sizeof(int) &&
+                   sizeof(mhla_state_dtype) == sizeof(int),
+               "the enum flags are stored as ints");
+
+static const char *const weight_words[] = {"f32", "bf16", "q8", NULL};
+static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
+static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
+static const char *const state_words[] = {"f32", "bf16", NULL};
+
+#define ARG(field) offsetof(bench_args, field)
+#define ENG(field) offsetof(bench_args, o.field)
+static const mhla_opt rows[] = {
+    {.name = "batch",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = parse_batch,
+     .metavar = "1,16",
+     .help = "batch sizes of the decode rounds"},
+    {.name = "steps",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(steps),
+     .lo = 1,
+     .hi = 1000000,
+     .metavar = "64",
+     .help = "decode steps a round at each position"},
+    {.name = "rounds",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(rounds),
+     .lo = 1,
+     .hi = 1000,
+     .metavar = "3",
+     .help = "rounds of each position, the best kept"},
+    {.name = "threads",
+     .kind = MHLA_OPT_INT,
+     .off = ENG(n_threads),
+     .lo = 0,
+     .hi = 4096,
+     .metavar = "N",
+     .help = "engine threads (0: the CPUs this process may use)"},
+    {.name = "weights",
+     .kind = MHLA_OPT_ENUM,
+     .off = ARG(weights),
+     .words = weight_words,
+     .help = "how the weights are held"},
+    {.name = "device",
+     .kind = MHLA_OPT_ENUM,
+     .off = ENG(device),
+     .words = device_words,
+     .help = "where the engine runs"},
+    {.name = "gpu-weights",
+     .kind = MHLA_OPT_ENUM,
+     .off = ENG(gpu_weights),
+     .words = gpu_weight_words,
+     .help = "how the GPU holds the weights"},
+    {.name = "state",
+     .kind = MHLA_OPT_ENUM,
+     .off = ENG(state_dtype),
+     .words = state_words,
+     .help = "the state's pages"},
+    {.name = "state-memory",
+     .kind = MHLA_OPT_LONG,
+     .off = ARG(state_mb),
+     .lo = 0,
+     .hi = 1L << 30,
+     .metavar = "MB",
+     .help = "a page pool of that size (0: none)"},
+    {.name = "no-graphs",
+     .kind = MHLA_OPT_INT,
+     .off = ENG(gpu_no_graphs),
+     .lo = 0,
+     .hi = 1,
+     .metavar = "1",
+     .help = "1: never replay decode steps as CUDA graphs"},
+    {.name = "cpu-isa",
+     .kind = MHLA_OPT_STRING,
+     .off = ENG(cpu_isa),
+     .metavar = "auto|avx512|avx2|neon|portable",
+     .help = "CPU kernel path"},
+    {.name = "prefill",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = parse_prefill,
+     .metavar = "512,2000",
+     .help = "prompt lengths whose prefill is timed"},
+    {.name = "thread-adapt",
+     .kind = MHLA_OPT_STRING,
+     .off = ENG(thread_adapt),
+     .metavar = "on|off",
+     .help = "fewer threads while they do not pay"},
+};
+#undef ARG
+#undef ENG
+
+static const mhla_opts spec = {
+    .usage = "usage: bench_decode MODEL_DIR [options]\n",
+    .rows = rows,
+    .n_rows = sizeof rows / sizeof rows[0],
+    .help_col = 44,
+};
+
+/* The flags after MODEL_DIR into *a; 0, or the exit status 2 with the
+ * message (or the usage) printed. */
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    char err[256];
+    *a = (bench_args){.batches = {1, 16},
+                      .prefills = {512, 2000},
+                      .n_batches = 2,
+                      .n_prefills = 2,
+                      .steps = 64,
+                      .rounds = 3};
+    if (argc < 2 || argv[1][0] == '-') {
+        mhla_opts_help(&spec, stderr);
+        return 2;
+    }
+    /* argv[1] (the model) stands where parsing expects the program's name */
+    int rc = mhla_opts_parse(&spec, a, argc - 1, argv + 1, NULL, err, sizeof err);
+    if (rc == 1)
+        mhla_opts_help(&spec, stderr);
+    else if (rc)
+        fprintf(stderr, "bench_decode: %s\n", err);
+    a->o.state_bytes = (size_t)a->state_mb << 20;
+    return rc ? 2 : 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] "
-                        "[--threads N] [--weights f32|bf16|q8] [--device cpu|cuda|auto] "
-                        "[--gpu-weights bf16|f16|f32] [--state f32|bf16] [--state-memory MB] "
-                        "[--no-graphs 1] [--cpu-isa auto|avx512|avx2|neon|portable] "
-                        "[--prefill 512,2000] [--thread-adapt on|off]\n");
+    bench_args a;
+    if (parse_args(argc, argv, &a))
         return 2;
-    }
-    int batches[MAX_LIST] = {1, 16}, prefills[MAX_LIST] = {512, 2000};
-    int n_batches = 2, n_prefills = 2;
-    int steps = 64, threads = 0, rounds = 3;
-    mhla_model_options mo = {MHLA_WEIGHTS_F32};
-    mhla_engine_options o = {0};
+    int *batches = a.batches, *prefills = a.prefills, n_batches = a.n_batches;
+    int n_prefills = a.n_prefills, steps = a.steps, rounds = a.rounds;
+    mhla_model_options mo = {(mhla_weight_dtype)a.weights};
+    mhla_engine_options o = a.o;
     mhla_error err;
-    for (int i = 2; i < argc; i += 2) {
-        long v = 0;
-        if (i + 1 >= argc) {
-            fprintf(stderr, "bench_decode: option '%s' needs a value\n", argv[i]);
-            return 2;
-        }
-        if (strcmp(argv[i], "--batch") == 0) {
-            if ((n_batches = parse_list("--batch", argv[i + 1], 1, 1024, batches)) < 0)
-                return 2;
-        } else if (strcmp(argv[i], "--steps") == 0) {
-            if (parse_int("--steps", argv[i + 1], 1, 1000000, &v))
-                return 2;
-            steps = (int)v;
-        } else if (strcmp(argv[i], "--threads") == 0) {
-            if (parse_int("--threads", argv[i + 1], 0, 4096, &v))
-                return 2;
-            threads = (int)v;
-        } else if (strcmp(argv[i], "--rounds") == 0) {
-            if (parse_int("--rounds", argv[i + 1], 1, 1000, &v))
-                return 2;
-            rounds = (int)v;
-        } else if (strcmp(argv[i], "--weights") == 0)
-            check(mhla_weight_dtype_parse(argv[i + 1], &mo.weights, &err), &err);
-        else if (strcmp(argv[i], "--device") == 0)
-            check(mhla_device_parse(argv[i + 1], &o.device, &err), &err);
-        else if (strcmp(argv[i], "--gpu-weights") == 0)
-            check(mhla_gpu_weights_parse(argv[i + 1], &o.gpu_weights, &err), &err);
-        else if (strcmp(argv[i], "--state") == 0) {
-            if (strcmp(argv[i + 1], "f32") && strcmp(argv[i + 1], "bf16")) {
-                fprintf(stderr, "bench_decode: --state takes f32 or bf16, not '%s'\n", argv[i + 1]);
-                return 2;
-            }
-            o.state_dtype = strcmp(argv[i + 1], "bf16") == 0 ? MHLA_STATE_BF16 : MHLA_STATE_F32;
-        } else if (strcmp(argv[i], "--state-memory") == 0) {
-            if (parse_int("--state-memory", argv[i + 1], 0, 1L << 30, &v))
-                return 2;
-            o.state_bytes = (size_t)v << 20;
-        } else if (strcmp(argv[i], "--no-graphs") == 0) {
-            if (parse_int("--no-graphs", argv[i + 1], 0, 1, &v))
-                return 2;
-            o.gpu_no_graphs = (int)v;
-        } else if (strcmp(argv[i], "--cpu-isa") == 0)
-            o.cpu_isa = argv[i + 1];
-        else if (strcmp(argv[i], "--prefill") == 0) {
-            if ((n_prefills = parse_list("--prefill", argv[i + 1], 1, 1L << 24, prefills)) < 0)
-                return 2;
-        } else if (strcmp(argv[i], "--thread-adapt") == 0)
-            o.thread_adapt = argv[i + 1];
-        else {
-            fprintf(stderr, "bench_decode: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
-    }
-    o.n_threads = threads;
     mhla_model *m;
     check(mhla_model_load_with(argv[1], &mo, &m, &err), &err);
     const mhla_config *c = mhla_model_config(m);
@@ -413,7 +470,7 @@ int main(int argc, char **argv)
     const char *core = "";
     int nt = 1;
     if (mhla_engine_device(e) == MHLA_DEVICE_CPU) {
-        nt = threads > 0 ? threads : 0;
+        nt = o.n_threads > 0 ? o.n_threads : 0;
         if (nt == 0 && sscanf(mhla_engine_device_name(e), "cpu (%d", &nt) != 1)
             nt = 1;
         gflops = sgemm_gflops(512, c->intermediate_size, c->hidden_size, nt, &core);

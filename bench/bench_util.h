@@ -1,22 +1,18 @@
 /*
- * bench_util.h — the small pieces the engine benchmarks share: a monotonic
- * clock, the comparison qsort needs to take medians, and the parsing of
- * their integer options.
+ * bench_util.h — the small pieces the engine benchmarks share: the
+ * comparison qsort needs to take medians, and the parsing of their list
+ * options (the clock is base's mhla_now, the flags rows of base's option
+ * table, mhla_opts).
  */
 #ifndef MHLA_BENCH_UTIL_H
 #define MHLA_BENCH_UTIL_H
 
-#include <errno.h>
-#include <stdlib.h>
-#include <time.h>
+#include "base.h"
 
-/* Seconds on the monotonic clock. */
-static inline double bench_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* qsort's comparison for doubles, ascending. */
 static inline int bench_cmp_double(const void *a, const void *b)
@@ -25,35 +21,34 @@ static inline int bench_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* s as an integer in [lo, hi] into *out: 0, or -1 when it is not one. */
-static inline int bench_parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* A comma list of integers in [lo, hi] ("1,16") into out (at most max of
- * them): their count, or -1 for an empty item, one out of range, text that
- * is not an integer, or more than max. */
-static inline int bench_parse_list(const char *s, long lo, long hi, int *out, int max)
+ * them), the count in *n: 0, or -1 with the message naming the flag: the
+ * list's shape (an empty item, more than max), or the value. */
+static inline int bench_opt_list(const char *flag, const char *s, long lo, long hi, int *out,
+                                 int max, int *n, char *err, size_t errlen)
 {
-    int n = 0;
+    int count = 0;
     for (const char *p = s;;) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < lo || v > hi || (*end && *end != ',') || n == max)
+        if (*p == ',' || !*p || count == max) {
+            snprintf(err, errlen, "--%s takes a list like 1,16 (up to %d items), not '%s'", flag,
+                     max, s);
             return -1;
-        out[n++] = (int)v;
+        }
+        if (end == p || (*end && *end != ',') || errno || v < lo || v > hi) {
+            snprintf(err, errlen, "--%s takes an integer from %ld to %ld in each item, not '%s'",
+                     flag, lo, hi, s);
+            return -1;
+        }
+        out[count++] = (int)v;
         if (!*end)
-            return n;
+            break;
         p = end + 1;
     }
+    *n = count;
+    return 0;
 }
 
 #endif

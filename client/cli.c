@@ -1,37 +1,114 @@
 /*
  * cli.c — mhla-cli: send one completion with stream=true and write the text
  * to stdout as each chunk arrives (flushed per chunk, so a terminal shows it
- * token by token). The prompt is the arguments joined by spaces, or stdin.
+ * token by token). The prompt is the arguments joined by spaces, or stdin;
+ * the flags before it are rows of base's option table (mhla_opts).
  */
 #include "client_internal.h"
 
-#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void help(FILE *f)
-{
-    fprintf(f, "usage: mhla-cli [options] [PROMPT...]\n"
-               "\n"
-               "Streams one completion to stdout. Without PROMPT, the prompt is read from stdin.\n"
-               "\n"
-               "  --url URL           server base URL (default http://127.0.0.1:8080)\n"
-               "  --model NAME        \"model\" field to send (default: none)\n"
-               "  --api-key KEY       Authorization: Bearer KEY (default: $MHLA_API_KEY)\n"
-               "  --max-tokens N      tokens to generate (default 128)\n"
-               "  --temperature T     sampling temperature (default: the server's)\n"
-               "  --seed N            sampling seed (default: none)\n"
-               "  --ignore-eos        keep going past the end-of-sequence token\n"
-               "  --stats             token count, time to first token and tokens/s on stderr\n"
-               "  --timeout S         request timeout in seconds (default 600)\n"
-               "  --help              this text\n");
-}
+/* Everything mhla-cli's flags set. */
+typedef struct {
+    cl_conn conn;
+    cl_req_params params;
+    long seed; /* --seed, for params.seed; -1: none */
+    int stats;
+} cli_args;
 
-static int usage(const char *msg)
+#define CONN(field) offsetof(cli_args, conn.field)
+#define PARAM(field) offsetof(cli_args, params.field)
+static const mhla_opt rows[] = {
+    {.name = "url",
+     .kind = MHLA_OPT_STRING,
+     .off = CONN(url),
+     .metavar = "URL",
+     .help = "server base URL (default http://127.0.0.1:8080)"},
+    {.name = "model",
+     .kind = MHLA_OPT_STRING,
+     .off = CONN(model),
+     .metavar = "NAME",
+     .help = "\"model\" field to send (default: none)"},
+    {.name = "api-key",
+     .kind = MHLA_OPT_STRING,
+     .off = CONN(api_key),
+     .metavar = "KEY",
+     .help = "Authorization: Bearer KEY (default: $MHLA_API_KEY)"},
+    {.name = "max-tokens",
+     .kind = MHLA_OPT_LONG,
+     .off = PARAM(max_tokens),
+     .lo = 1,
+     .hi = 1e7,
+     .metavar = "N",
+     .help = "tokens to generate (default 128)"},
+    {.name = "temperature",
+     .kind = MHLA_OPT_DOUBLE,
+     .off = PARAM(temperature),
+     .lo = 0,
+     .hi = 100,
+     .metavar = "T",
+     .help = "sampling temperature (default: the server's)"},
+    {.name = "seed",
+     .kind = MHLA_OPT_LONG,
+     .off = offsetof(cli_args, seed),
+     .lo = 0,
+     .hi = 9007199254740992.0,
+     .metavar = "N",
+     .help = "sampling seed (default: none)"},
+    {.name = "ignore-eos",
+     .kind = MHLA_OPT_FLAG,
+     .off = PARAM(ignore_eos),
+     .help = "keep going past the end-of-sequence token"},
+    {.name = "stats",
+     .kind = MHLA_OPT_FLAG,
+     .off = offsetof(cli_args, stats),
+     .help = "token count, time to first token and tokens/s on stderr"},
+    {.name = "timeout",
+     .kind = MHLA_OPT_DOUBLE,
+     .off = CONN(timeout_s),
+     .lo = 0,
+     .hi = 1e6,
+     .metavar = "S",
+     .help = "request timeout in seconds (default 600)"},
+};
+#undef CONN
+#undef PARAM
+
+static const mhla_opts spec = {
+    .usage = "usage: mhla-cli [options] [PROMPT...]\n"
+             "\n"
+             "Streams one completion to stdout. Without PROMPT, the prompt is read from stdin.\n"
+             "\n",
+    .rows = rows,
+    .n_rows = sizeof rows / sizeof rows[0],
+    .help_col = 22,
+};
+
+/* Fills *a from the flags; *first is the first word of the prompt. Returns
+ * -1 to go on, else the exit status (0 after --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, cli_args *a, int *first)
 {
-    fprintf(stderr, "mhla-cli: error: %s\n", msg);
-    return 2;
+    char err[CL_ERR_LEN];
+    memset(a, 0, sizeof *a);
+    a->conn.url = "http://127.0.0.1:8080";
+    a->conn.timeout_s = 600;
+    a->conn.api_key = getenv("MHLA_API_KEY");
+    a->params = (cl_req_params){.max_tokens = 128, .temperature = -1, .usage = 1};
+    a->seed = -1;
+    int rc = mhla_opts_parse(&spec, a, argc, argv, first, err, sizeof err);
+    if (rc == 1) {
+        mhla_opts_help(&spec, stdout);
+        return 0;
+    }
+    if (rc) {
+        fprintf(stderr, "mhla-cli: error: %s\n", err);
+        return 2;
+    }
+    a->params.seed = a->seed;
+    return -1;
 }
 
 static void write_text(void *ctx, const char *text, size_t len)
@@ -40,20 +117,6 @@ static void write_text(void *ctx, const char *text, size_t len)
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     *ends_nl = text[len - 1] == '\n';
-}
-
-static int number(const char *flag, const char *v, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
-        char msg[CL_ERR_LEN];
-        snprintf(msg, sizeof msg, "%s: '%.64s' is not a number in [%g, %g]", flag, v, lo, hi);
-        return usage(msg);
-    }
-    *out = x;
-    return 0;
 }
 
 static int read_stdin(mhla_buf *s)
@@ -66,75 +129,67 @@ static int read_stdin(mhla_buf *s)
     return ferror(stdin) ? -1 : mhla_buf_put(s, "", 0);
 }
 
+/* The prompt: the words from argv[first] on joined by spaces, or stdin. */
+static int read_prompt(int argc, char **argv, int first, mhla_buf *prompt)
+{
+    if (first >= argc)
+        return read_stdin(prompt);
+    int bad = 0;
+    for (int k = first; k < argc && !bad; k++)
+        bad = (k > first && mhla_buf_put(prompt, " ", 1)) ||
+              mhla_buf_put(prompt, argv[k], strlen(argv[k]));
+    return bad;
+}
+
+static void print_stats(const cl_req *r, double end)
+{
+    long n = cl_req_output_tokens(r);
+    fprintf(stderr, "[%ld tokens, time to first token %.1f ms, %.1f tokens/s]\n", n,
+            r->got_first ? (r->t_first - r->t_send) * 1000.0 : NAN,
+            end > r->t_send ? n / (end - r->t_send) : 0.0);
+}
+
+/* Sends the completion and writes its text as it streams; 0 when it completed. */
+static int stream_completion(cli_args *a, const char *prompt, char *err)
+{
+    cl_req r;
+    memset(&r, 0, sizeof r);
+    char kind[32];
+    int ends_nl = 1, status = 1;
+    char *pj = cl_json_string(prompt); /* the prompt as a JSON string value */
+    a->params.prompt_json = pj;
+    if (!pj) {
+        snprintf(err, CL_ERR_LEN, "out of memory");
+    } else if (cl_req_setup(&r, &a->conn, &a->params, err) == 0) {
+        r.on_text = write_text;
+        r.text_ctx = &ends_nl;
+        r.t_send = mhla_now();
+        CURLcode res = curl_easy_perform(r.easy);
+        double end = mhla_now();
+        if (!ends_nl)
+            fputc('\n', stdout);
+        fflush(stdout);
+        if (cl_req_outcome(&r, res, kind, sizeof kind, err) == 0) {
+            status = 0;
+            if (a->stats)
+                print_stats(&r, end);
+        }
+    }
+    cl_req_free(&r);
+    free(pj);
+    return status;
+}
+
 int cl_cli_main(int argc, char **argv)
 {
-    cl_conn c = {.url = "http://127.0.0.1:8080",
-                 .api_key = getenv("MHLA_API_KEY"),
-                 .timeout_s = 600};
-    cl_req_params p = {.max_tokens = 128, .temperature = -1, .seed = -1, .usage = 1};
-    int stats = 0, rc;
+    cli_args a;
+    int first = argc;
+    int rc = parse_args(argc, argv, &a, &first);
+    if (rc >= 0)
+        return rc;
     mhla_buf prompt = {0};
-    double x;
-    int i = 1;
-    for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(f, "--help") == 0) {
-            help(stdout);
-            return 0;
-        }
-        if (strcmp(f, "--stats") == 0) {
-            stats = 1;
-            continue;
-        }
-        if (strcmp(f, "--ignore-eos") == 0) {
-            p.ignore_eos = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            char msg[CL_ERR_LEN];
-            snprintf(msg, sizeof msg, "%.64s needs a value (or is unknown; see --help)", f);
-            return usage(msg);
-        }
-        const char *v = argv[++i];
-        if (strcmp(f, "--url") == 0)
-            c.url = v;
-        else if (strcmp(f, "--model") == 0)
-            c.model = v;
-        else if (strcmp(f, "--api-key") == 0)
-            c.api_key = v;
-        else if (strcmp(f, "--max-tokens") == 0) {
-            if ((rc = number(f, v, 1, 1e7, &x)))
-                return rc;
-            p.max_tokens = (long)x;
-        } else if (strcmp(f, "--temperature") == 0) {
-            if ((rc = number(f, v, 0, 100, &p.temperature)))
-                return rc;
-        } else if (strcmp(f, "--seed") == 0) {
-            if ((rc = number(f, v, 0, 9007199254740992.0, &x)))
-                return rc;
-            p.seed = (long long)x;
-        } else if (strcmp(f, "--timeout") == 0) {
-            if ((rc = number(f, v, 0, 1e6, &c.timeout_s)))
-                return rc;
-        } else {
-            char msg[CL_ERR_LEN];
-            snprintf(msg, sizeof msg, "unknown option '%.64s' (see --help)", f);
-            return usage(msg);
-        }
-    }
-    int bad = 0;
-    if (i < argc) {
-        for (int k = i; k < argc && !bad; k++)
-            bad = (k > i && mhla_buf_put(&prompt, " ", 1)) ||
-                  mhla_buf_put(&prompt, argv[k], strlen(argv[k]));
-    } else {
-        bad = read_stdin(&prompt);
-    }
-    if (bad) {
+    char err[CL_ERR_LEN];
+    if (read_prompt(argc, argv, first, &prompt)) {
         mhla_buf_free(&prompt);
         fprintf(stderr, "mhla-cli: error: cannot read the prompt\n");
         return 1;
@@ -144,38 +199,9 @@ int cl_cli_main(int argc, char **argv)
         fprintf(stderr, "mhla-cli: error: curl_global_init failed\n");
         return 1;
     }
-    /* the prompt as a JSON string value */
-    char *pj = NULL;
-    cl_req r;
-    memset(&r, 0, sizeof r);
-    char err[CL_ERR_LEN], kind[32];
-    int ends_nl = 1, status = 1;
-    pj = cl_json_string(prompt.p);
-    p.prompt_json = pj;
-    if (!pj) {
-        snprintf(err, sizeof err, "out of memory");
-    } else if (cl_req_setup(&r, &c, &p, err) == 0) {
-        r.on_text = write_text;
-        r.text_ctx = &ends_nl;
-        r.t_send = cl_now();
-        CURLcode res = curl_easy_perform(r.easy);
-        double end = cl_now();
-        if (!ends_nl)
-            fputc('\n', stdout);
-        fflush(stdout);
-        if (cl_req_outcome(&r, res, kind, sizeof kind, err) == 0) {
-            status = 0;
-            long n = cl_req_output_tokens(&r);
-            if (stats)
-                fprintf(stderr, "[%ld tokens, time to first token %.1f ms, %.1f tokens/s]\n", n,
-                        r.got_first ? (r.t_first - r.t_send) * 1000.0 : NAN,
-                        end > r.t_send ? n / (end - r.t_send) : 0.0);
-        }
-    }
+    int status = stream_completion(&a, prompt.p, err);
     if (status)
         fprintf(stderr, "mhla-cli: error: %s\n", err);
-    cl_req_free(&r);
-    free(pj);
     mhla_buf_free(&prompt);
     curl_global_cleanup();
     return status;

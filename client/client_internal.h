@@ -22,10 +22,8 @@ typedef struct {
 int cl_vec_push(cl_vec *v, double x);
 void cl_vec_free(cl_vec *v);
 
-double cl_now(void); /* monotonic seconds */
-
-/* The bench's generator is base's mhla_rng (runs repeat from a seed on any
- * libc); growable strings are base's mhla_buf. */
+/* The clock is base's mhla_now (monotonic seconds); the bench's generator is base's mhla_rng (runs
+ * repeat from a seed on any libc); growable strings are base's mhla_buf. */
 
 /* s as a JSON string literal (malloc'd), or NULL when out of memory. */
 char *cl_json_string(const char *s);
@@ -52,7 +50,7 @@ typedef struct cl_req {
     char *body;
     cl_sse sse;
     char curl_err[CURL_ERROR_SIZE];
-    /* timing, in cl_now() seconds */
+    /* timing, in mhla_now() seconds */
     double t_send, t_first, t_last, t_end;
     int got_first, got_done, error_event, bad_event;
     long status;
@@ -149,6 +147,9 @@ typedef struct {
     const char *json_path, *svg_path, *samples_path;
     int progress_mode; /* -1 auto (a terminal), 0 off, 1 on */
     double levels_buf[64];
+    int have_concurrency; /* --concurrency was given (--rate sets run.open_loop) */
+    long rng_seed;        /* --seed, for run.rng_seed */
+    long sampling_seed;   /* --sampling-seed, for run.seed; -1: none */
 } cl_bench_args;
 
 /* 0: run with *a; 1: --help was printed; -1: usage error in err. */
@@ -183,7 +184,7 @@ typedef struct {
     double goodput_req_per_s;
     cl_sample *samples; /* every measured request, in completion order (owned; free()) */
     size_t n_samples;
-    double t0; /* cl_now() at the level's start: samples' times are absolute */
+    double t0; /* mhla_now() at the level's start: samples' times are absolute */
 } cl_level_result;
 
 int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level,

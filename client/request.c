@@ -24,7 +24,7 @@ static void set_error(cl_req *r, const char *msg)
 static int on_event(void *ctx, const char *data, size_t len)
 {
     cl_req *r = ctx;
-    double now = cl_now();
+    double now = mhla_now();
     (void)len;
     if (strcmp(data, "[DONE]") == 0) {
         r->got_done = 1;

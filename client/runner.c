@@ -65,12 +65,25 @@ typedef struct {
     sample_list samples;
     cl_vec itl_ms;
     double measure_start;
+    /* the level's transfers */
+    const cl_prompts *prompts;
+    double level;
+    long cap;      /* request slots: requests in flight at most */
+    cl_req *slots; /* cap of them */
+    char *busy;    /* slot i is in flight */
+    CURLM *multi;
+    mhla_rng rng; /* open-loop arrivals */
+    cl_req_params params;
+    double t0, warm_end, next_arrival;
+    long total, issued, in_flight; /* total: requests to send (LONG_MAX: until the duration) */
+    int stop, waiting_late;
+    size_t next_prompt;
 } run_state;
 
 /* A transfer ended: record it (when measured). */
 static int finish(run_state *st, cl_req *r, CURLcode result, char *err)
 {
-    double now = cl_now();
+    double now = mhla_now();
     if (!r->measured)
         return 0;
     char kind[32], msg[CL_ERR_LEN];
@@ -102,7 +115,7 @@ static int finish(run_state *st, cl_req *r, CURLcode result, char *err)
 
 static void progress(const run_state *st, double level, double t0, long in_flight, int final)
 {
-    double now = cl_now();
+    double now = mhla_now();
     long out = 0;
     for (size_t i = 0; i < st->samples.n; i++)
         out += st->samples.s[i].ok ? st->samples.s[i].out_tokens : 0;
@@ -168,149 +181,194 @@ out:
     return rc;
 }
 
+/* Sends the next prompt in a free slot at time now. */
+static int send_one(run_state *st, double now, char *err)
+{
+    const cl_bench_opts *o = st->o;
+    long si = 0;
+    while (st->busy[si])
+        si++;
+    cl_req *r = &st->slots[si];
+    const cl_prompt *p = &st->prompts->p[st->next_prompt++ % st->prompts->n];
+    st->params.prompt_json = p->prompt_json;
+    st->params.max_tokens = p->max_tokens;
+    if (cl_req_setup(r, &o->conn, &st->params, err))
+        return -1;
+    r->expected_in = p->input_tokens;
+    r->measured = now >= st->warm_end && st->issued >= o->warmup_requests;
+    if (r->measured && st->measure_start < 0)
+        st->measure_start = now;
+    r->t_send = mhla_now();
+    CURLMcode mc = curl_multi_add_handle(st->multi, r->easy);
+    if (mc != CURLM_OK) {
+        snprintf(err, CL_ERR_LEN, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
+        cl_req_reset(r);
+        return -1;
+    }
+    st->busy[si] = 1;
+    st->in_flight++;
+    st->issued++;
+    if (o->open_loop)
+        st->next_arrival +=
+            o->poisson ? -log(1.0 - mhla_rng_uniform(&st->rng)) / st->level : 1.0 / st->level;
+    return 0;
+}
+
+/* Sends what is due now: the closed loop fills its slots, the open loop sends
+ * the arrivals whose time has come (one counted late when no slot is free);
+ * sets stop once the level has sent all it will. */
+static int send_due(run_state *st, double now, char *err)
+{
+    const cl_bench_opts *o = st->o;
+    while (!st->stop) {
+        if (st->issued >= st->total || (o->duration_s > 0 && st->measure_start >= 0 &&
+                                        now >= st->measure_start + o->duration_s)) {
+            st->stop = 1;
+            break;
+        }
+        if (o->open_loop && now < st->next_arrival)
+            break;
+        if (st->in_flight >= st->cap) {
+            if (o->open_loop && !st->waiting_late) {
+                st->waiting_late = 1;
+                st->res->late_arrivals++;
+            }
+            break;
+        }
+        st->waiting_late = 0;
+        if (send_one(st, now, err))
+            return -1;
+    }
+    return 0;
+}
+
+/* Moves the transfers forward and records the ones that ended. */
+static int collect_done(run_state *st, char *err)
+{
+    int running = 0, queued;
+    CURLMcode mc = curl_multi_perform(st->multi, &running);
+    if (mc != CURLM_OK) {
+        snprintf(err, CL_ERR_LEN, "curl_multi_perform: %s", curl_multi_strerror(mc));
+        return -1;
+    }
+    CURLMsg *msg;
+    while ((msg = curl_multi_info_read(st->multi, &queued))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *e = msg->easy_handle;
+        CURLcode result = msg->data.result;
+        cl_req *r = NULL;
+        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
+        curl_multi_remove_handle(st->multi, e);
+        int frc = finish(st, r, result, err);
+        cl_req_reset(r);
+        st->busy[r - st->slots] = 0;
+        st->in_flight--;
+        if (frc)
+            return -1;
+    }
+    return 0;
+}
+
+/* Waits for network activity, at most until the next request is due. */
+static int wait_for_work(run_state *st, char *err)
+{
+    const cl_bench_opts *o = st->o;
+    int timeout_ms = 100, free_slot = !st->stop && st->in_flight < st->cap;
+    if (free_slot && o->open_loop) {
+        double wait = (st->next_arrival - mhla_now()) * 1000.0;
+        timeout_ms = wait <= 0 ? 0 : wait < 100 ? (int)ceil(wait) : 100;
+    }
+    if (free_slot && !o->open_loop)
+        timeout_ms = 0;
+    CURLMcode mc;
+    if (timeout_ms > 0 &&
+        (mc = curl_multi_poll(st->multi, NULL, 0, timeout_ms, NULL)) != CURLM_OK) {
+        snprintf(err, CL_ERR_LEN, "curl_multi_poll: %s", curl_multi_strerror(mc));
+        return -1;
+    }
+    return 0;
+}
+
+/* The slots, the multi handle and the schedule of one level. */
+static int level_setup(run_state *st, const cl_bench_opts *o, double level, char *err)
+{
+    if (!(level > 0) || (!o->open_loop && level != floor(level))) {
+        snprintf(err, CL_ERR_LEN,
+                 "level %g: a concurrency must be a whole number >= 1 and a rate > 0", level);
+        return -1;
+    }
+    st->cap = o->open_loop ? o->max_concurrency : (long)level;
+    st->slots = calloc((size_t)st->cap, sizeof *st->slots);
+    st->busy = calloc((size_t)st->cap, 1);
+    st->multi = curl_multi_init();
+    if (!st->slots || !st->busy || !st->multi) {
+        snprintf(err, CL_ERR_LEN, "out of memory setting up %ld request slots", st->cap);
+        return -1;
+    }
+    curl_multi_setopt(st->multi, CURLMOPT_MAXCONNECTS, st->cap);
+    mhla_rng_seed(&st->rng, o->rng_seed ^ (uint64_t)(level * 1000.0));
+    st->params = (cl_req_params){.temperature = o->temperature,
+                                 .seed = o->seed,
+                                 .ignore_eos = o->ignore_eos,
+                                 .token_ids = o->token_ids,
+                                 .usage = o->usage};
+    st->t0 = st->next_arrival = mhla_now();
+    st->warm_end = st->t0 + o->warmup_s;
+    st->total = o->duration_s > 0 ? LONG_MAX : o->warmup_requests + o->requests;
+    return 0;
+}
+
+static void level_free(run_state *st)
+{
+    for (long i = 0; st->slots && i < st->cap; i++) {
+        if (st->busy[i])
+            curl_multi_remove_handle(st->multi, st->slots[i].easy);
+        cl_req_free(&st->slots[i]);
+    }
+    if (st->multi)
+        curl_multi_cleanup(st->multi);
+    free(st->slots);
+    free(st->busy);
+    free(st->samples.s);
+    cl_vec_free(&st->itl_ms);
+}
+
 int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level,
                  cl_level_result *res, char *err)
 {
     memset(res, 0, sizeof *res);
     res->level = level;
-    if (!(level > 0) || (!o->open_loop && level != floor(level))) {
-        snprintf(err, CL_ERR_LEN,
-                 "level %g: a concurrency must be a whole number >= 1 and a "
-                 "rate > 0",
-                 level);
-        return -1;
-    }
-    long cap = o->open_loop ? o->max_concurrency : (long)level;
-    cl_req *slots = calloc((size_t)cap, sizeof *slots);
-    char *busy = calloc((size_t)cap, 1);
-    CURLM *m = curl_multi_init();
-    run_state st = {.o = o, .res = res, .measure_start = -1};
+    run_state st = {.o = o, .res = res, .measure_start = -1, .prompts = prompts, .level = level};
     int rc = -1;
-    if (!slots || !busy || !m) {
-        snprintf(err, CL_ERR_LEN, "out of memory setting up %ld request slots", cap);
+    if (level_setup(&st, o, level, err))
         goto out;
-    }
-    curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, cap);
-
-    mhla_rng rng;
-    mhla_rng_seed(&rng, o->rng_seed ^ (uint64_t)(level * 1000.0));
-    cl_req_params params = {.temperature = o->temperature,
-                            .seed = o->seed,
-                            .ignore_eos = o->ignore_eos,
-                            .token_ids = o->token_ids,
-                            .usage = o->usage};
-    double t0 = cl_now(), warm_end = t0 + o->warmup_s, next_arrival = t0, last_progress = t0;
-    long total = o->duration_s > 0 ? LONG_MAX : o->warmup_requests + o->requests;
-    long issued = 0, in_flight = 0;
-    int stop = 0, waiting_late = 0;
-    size_t next_prompt = 0;
+    double last_progress = st.t0;
     for (;;) {
-        double now = cl_now();
-        while (!stop) {
-            if (issued >= total || (o->duration_s > 0 && st.measure_start >= 0 &&
-                                    now >= st.measure_start + o->duration_s)) {
-                stop = 1;
-                break;
-            }
-            if (o->open_loop && now < next_arrival)
-                break;
-            if (in_flight >= cap) {
-                if (o->open_loop && !waiting_late) {
-                    waiting_late = 1;
-                    res->late_arrivals++;
-                }
-                break;
-            }
-            waiting_late = 0;
-            long si = 0;
-            while (busy[si])
-                si++;
-            cl_req *r = &slots[si];
-            const cl_prompt *p = &prompts->p[next_prompt++ % prompts->n];
-            params.prompt_json = p->prompt_json;
-            params.max_tokens = p->max_tokens;
-            if (cl_req_setup(r, &o->conn, &params, err))
-                goto out;
-            r->expected_in = p->input_tokens;
-            r->measured = now >= warm_end && issued >= o->warmup_requests;
-            if (r->measured && st.measure_start < 0)
-                st.measure_start = now;
-            r->t_send = cl_now();
-            CURLMcode mc = curl_multi_add_handle(m, r->easy);
-            if (mc != CURLM_OK) {
-                snprintf(err, CL_ERR_LEN, "curl_multi_add_handle: %s", curl_multi_strerror(mc));
-                cl_req_reset(r);
-                goto out;
-            }
-            busy[si] = 1;
-            in_flight++;
-            issued++;
-            if (o->open_loop)
-                next_arrival +=
-                    o->poisson ? -log(1.0 - mhla_rng_uniform(&rng)) / level : 1.0 / level;
-        }
-        if (stop && in_flight == 0)
-            break;
-        int running = 0;
-        CURLMcode mc = curl_multi_perform(m, &running);
-        if (mc != CURLM_OK) {
-            snprintf(err, CL_ERR_LEN, "curl_multi_perform: %s", curl_multi_strerror(mc));
+        if (send_due(&st, mhla_now(), err))
             goto out;
-        }
-        CURLMsg *msg;
-        int queued;
-        while ((msg = curl_multi_info_read(m, &queued))) {
-            if (msg->msg != CURLMSG_DONE)
-                continue;
-            CURL *e = msg->easy_handle;
-            CURLcode result = msg->data.result;
-            cl_req *r = NULL;
-            curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
-            curl_multi_remove_handle(m, e);
-            int frc = finish(&st, r, result, err);
-            cl_req_reset(r);
-            busy[r - slots] = 0;
-            in_flight--;
-            if (frc)
-                goto out;
-        }
-        now = cl_now();
+        if (st.stop && st.in_flight == 0)
+            break;
+        if (collect_done(&st, err))
+            goto out;
+        double now = mhla_now();
         if (o->progress && now - last_progress >= 0.5) {
             last_progress = now;
-            progress(&st, level, t0, in_flight, 0);
+            progress(&st, level, st.t0, st.in_flight, 0);
         }
-        int timeout_ms = 100;
-        if (!stop && o->open_loop && in_flight < cap) {
-            double wait = (next_arrival - cl_now()) * 1000.0;
-            timeout_ms = wait <= 0 ? 0 : wait < 100 ? (int)ceil(wait) : 100;
-        }
-        if (!stop && !o->open_loop && in_flight < cap)
-            timeout_ms = 0;
-        if (timeout_ms > 0 && (mc = curl_multi_poll(m, NULL, 0, timeout_ms, NULL)) != CURLM_OK) {
-            snprintf(err, CL_ERR_LEN, "curl_multi_poll: %s", curl_multi_strerror(mc));
+        if (wait_for_work(&st, err))
             goto out;
-        }
     }
     if (o->progress)
-        progress(&st, level, t0, 0, 1);
+        progress(&st, level, st.t0, 0, 1);
     rc = summarize(&st, err);
     if (rc == 0) { /* the samples go to the caller */
         res->samples = st.samples.s;
         res->n_samples = st.samples.n;
-        res->t0 = t0;
+        res->t0 = st.t0;
         st.samples.s = NULL;
     }
 out:
-    for (long i = 0; slots && i < cap; i++) {
-        if (busy[i])
-            curl_multi_remove_handle(m, slots[i].easy);
-        cl_req_free(&slots[i]);
-    }
-    if (m)
-        curl_multi_cleanup(m);
-    free(slots);
-    free(busy);
-    free(st.samples.s);
-    cl_vec_free(&st.itl_ms);
+    level_free(&st);
     return rc;
 }

@@ -13,8 +13,11 @@ int main(int argc, char **argv)
     int rc = mhla_server_parse_args(argc, argv, &o, err, sizeof err);
     if (rc == 1)
         return 0;
-    if (rc == 0)
-        rc = mhla_server_run(&o, err, sizeof err);
+    if (rc < 0) { /* a usage error */
+        fprintf(stderr, "mhla-server: error: %s\n", err);
+        return 2;
+    }
+    rc = mhla_server_run(&o, err, sizeof err);
     if (rc) {
         fprintf(stderr, "mhla-server: error: %s\n", err);
         return 1;

@@ -1,25 +1,76 @@
-/* mhla-tokenize: encode stdin to ids, decode ids to text, or train a byte-level BPE. */
+/* mhla-tokenize: encode stdin to ids, decode ids to text, or train a byte-level BPE.
+ * The flags are rows of base's option table (mhla_opts). */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "tokenizer.h"
 
 #define MAX_STDIN_BYTES ((size_t)1 << 31)
 
-static void usage(FILE *f)
-{
-    fprintf(
-        f, "usage: mhla-tokenize encode --tokenizer FILE [--config FILE] [--no-special]\n"
-           "       mhla-tokenize decode --tokenizer FILE [--config FILE] [--skip-special]\n"
-           "       mhla-tokenize train --vocab-size N --out tokenizer.json FILES...\n"
-           "encode reads all of stdin as UTF-8 and prints the ids on one line; decode reads\n"
-           "whitespace-separated ids from stdin and writes the text. A tokenizer_config.json next\n"
-           "to the tokenizer file is used unless --config names another (or --config none).\n");
-}
+/* Every command's flags; main refuses those of another command. */
+typedef struct {
+    const char *tokenizer, *config, *out;
+    int no_special, skip_special;
+    long vocab_size;
+} tok_args;
+
+#define ARG(field) offsetof(tok_args, field)
+static const mhla_opt rows[] = {
+    {.kind = MHLA_OPT_TEXT, .help = "encode and decode:"},
+    {.name = "tokenizer",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(tokenizer),
+     .metavar = "FILE",
+     .help = "tokenizer.json (required)"},
+    {.name = "config",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(config),
+     .metavar = "FILE",
+     .help = "tokenizer_config.json (default: the one next to the\n"
+             "tokenizer file, when present; none: no config)"},
+    {.name = "no-special",
+     .kind = MHLA_OPT_FLAG,
+     .off = ARG(no_special),
+     .help = "encode: add no special tokens (BOS)"},
+    {.name = "skip-special",
+     .kind = MHLA_OPT_FLAG,
+     .off = ARG(skip_special),
+     .help = "decode: leave special tokens out of the text"},
+    {.kind = MHLA_OPT_TEXT, .help = "train:"},
+    {.name = "vocab-size",
+     .kind = MHLA_OPT_LONG,
+     .off = ARG(vocab_size),
+     .lo = 1,
+     .hi = 2147483647.0,
+     .metavar = "N",
+     .help = "tokens in the trained vocabulary (required)"},
+    {.name = "out",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(out),
+     .metavar = "FILE",
+     .help = "where the trained tokenizer.json goes (required)"},
+};
+#undef ARG
+
+static const mhla_opts spec = {
+    .usage = "usage: mhla-tokenize encode --tokenizer FILE [--config FILE] [--no-special]\n"
+             "       mhla-tokenize decode --tokenizer FILE [--config FILE] [--skip-special]\n"
+             "       mhla-tokenize train --vocab-size N --out tokenizer.json FILES...\n"
+             "encode reads all of stdin as UTF-8 and prints the ids on one line; decode reads\n"
+             "whitespace-separated ids from stdin and writes the text. A tokenizer_config.json "
+             "next\n"
+             "to the tokenizer file is used unless --config names another (or --config none).\n"
+             "\n",
+    .rows = rows,
+    .n_rows = sizeof rows / sizeof rows[0],
+    .help_col = 22,
+};
 
 static char *read_stdin(size_t *len)
 {
@@ -119,138 +170,125 @@ static int cmd_encode(const char *path, const char *config, int add_special)
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
-static int cmd_decode(const char *path, const char *config, int skip_special)
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* The whitespace-separated ids in in[0..len) (NUL-terminated); 0, or -1 with
+ * the message printed. */
+static int parse_ids(const char *in, size_t len, int32_t **ids, int *n)
 {
-    mhla_tokenizer *tok;
-    if (load(path, config, &tok))
-        return 1;
-    size_t len;
-    char *in = read_stdin(&len), err[512];
-    if (!in) {
-        fprintf(stderr, "mhla-tokenize: cannot read stdin: %s\n", strerror(errno));
-        mhla_tok_free(tok);
-        return 1;
-    }
-    size_t n = 0, cap = 1024;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    char *p = in;
-    int rc = 1;
-    if (!ids)
-        goto done;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+    const char *p = in;
+    int cap = 0;
+    for (*n = 0;;) {
+        while (is_space(*p))
             p++;
         if (!*p)
             break;
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX ||
-            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end && !is_space(*end))) {
             fprintf(stderr, "mhla-tokenize: decode: \"%.20s\" is not a token id\n", p);
-            goto done;
+            return -1;
         }
-        if (n == cap) {
-            int32_t *q = realloc(ids, 2 * cap * sizeof *q);
-            if (!q)
-                goto done;
-            ids = q;
-            cap *= 2;
+        if (mhla_grow(ids, sizeof **ids, &cap, *n + 1)) {
+            fprintf(stderr, "mhla-tokenize: decode: out of memory\n");
+            return -1;
         }
-        ids[n++] = (int32_t)v;
+        (*ids)[(*n)++] = (int32_t)v;
         p = end;
     }
     if ((size_t)(p - in) != len) {
         fprintf(stderr, "mhla-tokenize: decode: NUL byte in input\n");
-        goto done;
+        return -1;
     }
-    char *text;
-    size_t tl;
-    if (mhla_tok_decode(tok, ids, n, skip_special, &text, &tl, err, sizeof err)) {
-        fprintf(stderr, "mhla-tokenize: %s\n", err);
-        goto done;
+    return 0;
+}
+
+static int cmd_decode(const char *path, const char *config, int skip_special)
+{
+    mhla_tokenizer *tok;
+    if (load(path, config, &tok))
+        return 1;
+    size_t len, tl;
+    char *in = read_stdin(&len), *text, err[512];
+    if (!in) {
+        fprintf(stderr, "mhla-tokenize: cannot read stdin: %s\n", strerror(errno));
+        mhla_tok_free(tok);
+        return 1;
     }
-    rc = write_all(text, tl) || fflush(stdout) ? 1 : 0;
-    free(text);
-done:
+    int32_t *ids = NULL;
+    int n = 0, rc = 1;
+    if (parse_ids(in, len, &ids, &n) == 0) {
+        if (mhla_tok_decode(tok, ids, (size_t)n, skip_special, &text, &tl, err, sizeof err)) {
+            fprintf(stderr, "mhla-tokenize: %s\n", err);
+        } else {
+            rc = write_all(text, tl) || fflush(stdout) ? 1 : 0;
+            free(text);
+        }
+    }
     free(ids);
     free(in);
     mhla_tok_free(tok);
     return rc;
 }
 
-static int cmd_train(int argc, char **argv)
+static int cmd_train(const tok_args *a, int n_files, char **files)
 {
-    long vocab = 0;
-    const char *out = NULL;
-    int i = 0;
-    for (; i < argc; i++) {
-        if (!strcmp(argv[i], "--vocab-size") && i + 1 < argc) {
-            char *end;
-            vocab = strtol(argv[++i], &end, 10);
-            if (*end || vocab <= 0) {
-                fprintf(stderr, "mhla-tokenize: --vocab-size needs a positive integer\n");
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            fprintf(stderr, "mhla-tokenize: train: unknown option %s\n", argv[i]);
-            return 2;
-        } else
-            break;
-    }
-    if (!vocab || !out || i >= argc) {
-        usage(stderr);
-        return 2;
-    }
     char err[512];
-    if (mhla_tok_train_bpe((const char *const *)(argv + i), (size_t)(argc - i), (size_t)vocab, out,
-                           err, sizeof err)) {
+    if (mhla_tok_train_bpe((const char *const *)files, (size_t)n_files, (size_t)a->vocab_size,
+                           a->out, err, sizeof err)) {
         fprintf(stderr, "mhla-tokenize: train: %s\n", err);
         return 1;
     }
     return 0;
 }
 
+/* What a command needs and takes of the flags; NULL when they fit. */
+static const char *misfit(int train, const tok_args *a, int n_files)
+{
+    if (train && (a->tokenizer || a->config || a->no_special || a->skip_special))
+        return "train takes --vocab-size, --out and the input files only";
+    if (train && (!a->vocab_size || !a->out || n_files < 1))
+        return "train needs --vocab-size N, --out FILE and at least one input file";
+    if (!train && (a->vocab_size || a->out))
+        return "--vocab-size and --out are train's flags";
+    if (!train && !a->tokenizer)
+        return "encode and decode need --tokenizer FILE";
+    return NULL;
+}
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "mhla-tokenize: error: %s (see --help)\n", msg);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        mhla_opts_help(&spec, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1], *why;
+    int train = !strcmp(cmd, "train"), first = 1, rc;
+    if (!train && strcmp(cmd, "encode") && strcmp(cmd, "decode")) {
+        fprintf(stderr, "mhla-tokenize: error: unknown command '%.64s' (see --help)\n", cmd);
         return 2;
     }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        usage(stdout);
+    tok_args a = {0};
+    char err[256];
+    rc = mhla_opts_parse(&spec, &a, argc - 1, argv + 1, train ? &first : NULL, err, sizeof err);
+    if (rc == 1) {
+        mhla_opts_help(&spec, stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "train"))
-        return cmd_train(argc - 2, argv + 2);
-    const char *path = NULL, *config = NULL;
-    int no_special = 0, skip_special = 0;
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
-            path = argv[++i];
-        else if (!strcmp(argv[i], "--config") && i + 1 < argc)
-            config = argv[++i];
-        else if (!strcmp(argv[i], "--no-special"))
-            no_special = 1;
-        else if (!strcmp(argv[i], "--skip-special"))
-            skip_special = 1;
-        else {
-            fprintf(stderr, "mhla-tokenize: unknown argument %s\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!path) {
-        usage(stderr);
-        return 2;
-    }
-    if (!strcmp(argv[1], "encode"))
-        return cmd_encode(path, config, !no_special);
-    if (!strcmp(argv[1], "decode"))
-        return cmd_decode(path, config, skip_special);
-    fprintf(stderr, "mhla-tokenize: unknown command %s\n", argv[1]);
-    usage(stderr);
-    return 2;
+    if (rc)
+        return usage_error(err);
+    if ((why = misfit(train, &a, argc - 1 - first)))
+        return usage_error(why);
+    if (train)
+        return cmd_train(&a, argc - 1 - first, argv + 1 + first);
+    if (!strcmp(cmd, "encode"))
+        return cmd_encode(a.tokenizer, a.config, !a.no_special);
+    return cmd_decode(a.tokenizer, a.config, a.skip_special);
 }

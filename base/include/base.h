@@ -1,6 +1,7 @@
 /*
  * base.h — helpers every module shares, kept once: the sampling generator,
- * f32 <-> bf16 conversion, UTF-8 decoding and a growable byte buffer. The
+ * f32 <-> bf16 conversion, UTF-8 decoding, a growable byte buffer, system
+ * helpers and the command-line option table every program parses with. The
  * bottom module: it includes no other module's header, and any module may
  * include it.
  */
@@ -9,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #ifdef __cplusplus
@@ -93,6 +95,60 @@ int mhla_read_file(const char *path, size_t max_bytes, char **out, size_t *len, 
  * *cap elements now) hold at least need elements, doubling; on failure the
  * old array and *cap stay as they were and it returns -1. */
 int mhla_grow(void *array, size_t elem_size, int *cap, int need);
+
+/* ---- command-line options (opts.c) -------------------------------------------- */
+
+/* A program's flags are one table of rows; mhla_opts_parse reads argv with
+ * glibc's getopt_long (--flag VALUE or --flag=VALUE, whole flag names only,
+ * options before the other arguments) and mhla_opts_help writes --help from
+ * the same rows. Values land in the struct passed as base, at each row's
+ * offset (offsetof). */
+typedef enum {
+    MHLA_OPT_TEXT,     /* no flag: help is a line of --help (a section title) */
+    MHLA_OPT_FLAG,     /* no value: the int field becomes 1 */
+    MHLA_OPT_FLAG_OFF, /* no value: the int field becomes 0 (--no-...) */
+    MHLA_OPT_INT,      /* int field: an integer in [lo, hi] */
+    MHLA_OPT_LONG,     /* long field: an integer in [lo, hi] */
+    MHLA_OPT_SIZE,     /* size_t field: an integer in [lo, hi] */
+    MHLA_OPT_DOUBLE,   /* double field: a number in [lo, hi] */
+    MHLA_OPT_STRING,   /* const char * field: the argument itself (not copied) */
+    MHLA_OPT_ENUM,     /* int field: the index of the value in words */
+    MHLA_OPT_CUSTOM,   /* parse(flag, value, base, err, errlen) stores it */
+} mhla_opt_kind;
+
+/* A CUSTOM row's parser: flag is the row's name (without "--"); returns 0, or
+ * -1 with a message in err naming the flag and the value. */
+typedef int (*mhla_opt_parse_fn)(const char *flag, const char *value, void *base, char *err,
+                                 size_t errlen);
+
+typedef struct {
+    const char *name; /* the long flag without its "--" (NULL for TEXT) */
+    mhla_opt_kind kind;
+    size_t off;               /* the field's offset in the struct at base */
+    double lo, hi;            /* INT, LONG, SIZE, DOUBLE: the range, both ends allowed */
+    const char *const *words; /* ENUM: the accepted words, NULL-terminated */
+    mhla_opt_parse_fn parse;  /* CUSTOM */
+    const char *metavar;      /* --help's name of the value ("N", "DIR"); ENUM: a|b|c */
+    const char *help;         /* --help's text; '\n' starts an indented further line */
+} mhla_opt;
+
+typedef struct {
+    const char *usage; /* --help's text before the rows */
+    const mhla_opt *rows;
+    size_t n_rows;
+    const char *footer; /* --help's text after the rows (and --help's own), or NULL */
+    int help_col;       /* the column help texts start at; 0: 26 */
+} mhla_opts;
+
+/* Parses argv[1..argc) into the struct at base. Returns 0; 1 when --help or
+ * -h was given (the caller prints mhla_opts_help and exits 0); -1 with a
+ * message in err naming the flag and the value (the caller exits 2). With
+ * first_arg, *first_arg is the index of the first argument that is not an
+ * option (after "--" when given); without it such an argument is an error. */
+int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, int *first_arg,
+                    char *err, size_t errlen);
+/* --help: spec's usage, a line per row, "--help  this text", the footer. */
+void mhla_opts_help(const mhla_opts *spec, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -10,21 +10,17 @@
  *
  * usage: bench_prefix_cache MODEL_DIR [--prefix 1500] [--suffix 16] [--reps 3]
  *                           [--threads N] [--max-seqs 8] [--bf16]
+ * (the flags are rows of base's option table, mhla_opts)
  */
+#include "base.h"
 #include "engine.h"
+
+#include <stddef.h>
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const mhla_error *e)
 {
@@ -47,7 +43,7 @@ static double request(mhla_engine *e, const int32_t *tok, int n, float *logits, 
 {
     mhla_error err;
     mhla_seq *s;
-    double t0 = now();
+    double t0 = mhla_now();
     if (mhla_engine_seq_create(e, &s, &err))
         die("seq", &err);
     int pos = mhla_seq_match_prefix(s, tok, n, &err);
@@ -56,7 +52,7 @@ static double request(mhla_engine *e, const int32_t *tok, int n, float *logits, 
     mhla_batch_item it = {s, tok + pos, n - pos, n - pos - 1, logits, NULL, 0, NULL};
     if (mhla_engine_forward(e, &it, 1, &err))
         die("forward", &err);
-    double t = now() - t0;
+    double t = mhla_now() - t0;
     *matched = pos;
     if (keep)
         *keep = s;
@@ -157,40 +153,80 @@ static void run(const mhla_model *m, mhla_state_dtype dt, int P, int S, int reps
     mhla_engine_free(e);
 }
 
+/* Everything bench_prefix_cache's flags set. */
+typedef struct {
+    int prefix, suffix, reps, threads, max_seqs, bf16;
+} cache_args;
+
+#define ARG(field) offsetof(cache_args, field)
+static const mhla_opt rows[] = {
+    {.name = "prefix",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(prefix),
+     .lo = 1,
+     .hi = 1 << 24,
+     .metavar = "1500",
+     .help = "tokens of the shared prefix"},
+    {.name = "suffix",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(suffix),
+     .lo = 1,
+     .hi = 1 << 24,
+     .metavar = "16",
+     .help = "tokens after it"},
+    {.name = "reps",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(reps),
+     .lo = 1,
+     .hi = 1000,
+     .metavar = "3",
+     .help = "repetitions, the best kept"},
+    {.name = "threads",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(threads),
+     .lo = 0,
+     .hi = 4096,
+     .metavar = "N",
+     .help = "engine threads (0: the CPUs this process may use)"},
+    {.name = "max-seqs",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(max_seqs),
+     .lo = 1,
+     .hi = 4096,
+     .metavar = "8",
+     .help = "most sequences sharing the prefix"},
+    {.name = "bf16",
+     .kind = MHLA_OPT_FLAG,
+     .off = ARG(bf16),
+     .help = "bf16 pages too, against f32 pages"},
+};
+#undef ARG
+
+static const mhla_opts spec = {
+    .usage = "usage: bench_prefix_cache MODEL_DIR [options]\n",
+    .rows = rows,
+    .n_rows = sizeof rows / sizeof rows[0],
+    .help_col = 20,
+};
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr,
-                "usage: %s MODEL_DIR [--prefix 1500] [--suffix 16] [--reps 3] "
-                "[--threads N] [--max-seqs 8] [--bf16]\n",
-                argv[0]);
+    cache_args a = {.prefix = 1500, .suffix = 16, .reps = 3, .max_seqs = 8};
+    char msg[256];
+    if (argc < 2 || argv[1][0] == '-') {
+        mhla_opts_help(&spec, stderr);
         return 2;
     }
-    int P = 1500, S = 16, reps = 3, threads = 0, max_seqs = 8, bf16 = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : "0";
-        if (!strcmp(a, "--bf16")) {
-            bf16 = 1;
-            continue;
-        }
-        int x = atoi(v);
-        i++;
-        if (!strcmp(a, "--prefix"))
-            P = x;
-        else if (!strcmp(a, "--suffix"))
-            S = x;
-        else if (!strcmp(a, "--reps"))
-            reps = x;
-        else if (!strcmp(a, "--threads"))
-            threads = x;
-        else if (!strcmp(a, "--max-seqs"))
-            max_seqs = x;
-        else {
-            fprintf(stderr, "bench_prefix_cache: unknown option %s\n", a);
-            return 2;
-        }
+    int rc = mhla_opts_parse(&spec, &a, argc - 1, argv + 1, NULL, msg, sizeof msg);
+    if (rc) {
+        if (rc < 0)
+            fprintf(stderr, "bench_prefix_cache: %s\n", msg);
+        else
+            mhla_opts_help(&spec, stderr);
+        return 2;
     }
+    int P = a.prefix, S = a.suffix, reps = a.reps, threads = a.threads, max_seqs = a.max_seqs;
+    int bf16 = a.bf16;
     mhla_error err;
     mhla_model *m;
     if (mhla_model_load(argv[1], &m, &err))

@@ -4,16 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base.h"
 #include "tokenizer.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -45,7 +38,7 @@ int main(int argc, char **argv)
     double best = 1e30;
     size_t total_ids = 0;
     for (int r = 0; r < repeats; r++) {
-        double t0 = now();
+        double t0 = mhla_now();
         total_ids = 0;
         for (long off = 0; off < n;) {
             long end = off + 65536 < n ? off + 65536 : n;
@@ -62,7 +55,7 @@ int main(int argc, char **argv)
             free(ids);
             off = end;
         }
-        double dt = now() - t0;
+        double dt = mhla_now() - t0;
         if (dt < best)
             best = dt;
     }

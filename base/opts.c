@@ -1,0 +1,258 @@
+/*
+ * opts.c — every program's command-line flags from one table: parsing on
+ * glibc's getopt_long (--flag VALUE and --flag=VALUE), the value checked
+ * against its row (integer or number in a range, size, string, one of a list
+ * of words, a switch, or the program's own function), and --help written
+ * from the same rows. A bad command line is an error message naming the flag
+ * and the value, never an exit or an abort here.
+ */
+#include "base.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OPTS_MAX_ROWS 128
+#define OPT_VAL_BASE 256 /* getopt_long's val of row k: OPT_VAL_BASE + k */
+
+static int opt_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int takes_value(mhla_opt_kind kind)
+{
+    return kind != MHLA_OPT_TEXT && kind != MHLA_OPT_FLAG && kind != MHLA_OPT_FLAG_OFF;
+}
+
+/* An integer: decimal digits, or a whole number in other notation (1e3, 5.0). */
+static int parse_integer(const char *v, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end != v && !*end) {
+        *out = x;
+        return errno ? 1 : 0; /* 1: out of any range */
+    }
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(d) || d != floor(d))
+        return -1;
+    if (fabs(d) > 9.2e18)
+        return 1;
+    *out = (long long)d;
+    return 0;
+}
+
+static int set_integer(const mhla_opt *row, const char *v, char *field, char *err, size_t errlen)
+{
+    long long x = 0;
+    int rc = parse_integer(v, &x);
+    if (rc || (double)x < row->lo || (double)x > row->hi)
+        return opt_fail(err, errlen, "--%s takes an integer from %.0f to %.0f, not '%.64s'",
+                        row->name, row->lo, row->hi, v);
+    if (row->kind == MHLA_OPT_INT)
+        *(int *)field = (int)x;
+    else if (row->kind == MHLA_OPT_LONG)
+        *(long *)field = (long)x;
+    else
+        *(size_t *)field = (size_t)x;
+    return 0;
+}
+
+static int set_double(const mhla_opt *row, const char *v, char *field, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !(x >= row->lo && x <= row->hi))
+        return opt_fail(err, errlen, "--%s takes a number from %g to %g, not '%.64s'", row->name,
+                        row->lo, row->hi, v);
+    *(double *)field = x;
+    return 0;
+}
+
+/* "a, b or c" from a NULL-terminated list of words. */
+static void join_words(const char *const *words, char *out, size_t outlen)
+{
+    size_t n = 0, used = 0;
+    while (words[n])
+        n++;
+    out[0] = '\0';
+    for (size_t k = 0; k < n && used < outlen; k++) {
+        const char *sep = k == 0 ? "" : k + 1 == n ? " or " : ", ";
+        int w = snprintf(out + used, outlen - used, "%s%s", sep, words[k]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+}
+
+static int set_enum(const mhla_opt *row, const char *v, char *field, char *err, size_t errlen)
+{
+    for (int k = 0; row->words && row->words[k]; k++) {
+        if (strcmp(row->words[k], v) == 0) {
+            *(int *)field = k;
+            return 0;
+        }
+    }
+    char list[256] = "";
+    if (row->words)
+        join_words(row->words, list, sizeof list);
+    return opt_fail(err, errlen, "--%s takes %s, not '%.64s'", row->name, list, v);
+}
+
+/* Stores value v (NULL for a switch) of row into the struct at base. */
+static int set_value(const mhla_opt *row, const char *v, void *base, char *err, size_t errlen)
+{
+    char *field = (char *)base + row->off;
+    switch (row->kind) {
+    case MHLA_OPT_FLAG:
+    case MHLA_OPT_FLAG_OFF: *(int *)field = row->kind == MHLA_OPT_FLAG; return 0;
+    case MHLA_OPT_INT:
+    case MHLA_OPT_LONG:
+    case MHLA_OPT_SIZE: return set_integer(row, v, field, err, errlen);
+    case MHLA_OPT_DOUBLE: return set_double(row, v, field, err, errlen);
+    case MHLA_OPT_STRING: *(const char **)field = v; return 0;
+    case MHLA_OPT_ENUM: return set_enum(row, v, field, err, errlen);
+    case MHLA_OPT_CUSTOM:
+        if (!row->parse)
+            return opt_fail(err, errlen, "--%s has no parser", row->name);
+        return row->parse(row->name, v, base, err, errlen);
+    case MHLA_OPT_TEXT: break;
+    }
+    return opt_fail(err, errlen, "--%s is not an option", row->name ? row->name : "?");
+}
+
+/* getopt_long's table from the rows (TEXT rows get a name no one can type). */
+static int build_longopts(const mhla_opts *spec, struct option *lo, char *err, size_t errlen)
+{
+    if (spec->n_rows + 2 > OPTS_MAX_ROWS)
+        return opt_fail(err, errlen, "too many option rows (%zu)", spec->n_rows);
+    size_t n = 0;
+    for (size_t k = 0; k < spec->n_rows; k++) {
+        const mhla_opt *r = &spec->rows[k];
+        if (r->kind == MHLA_OPT_TEXT || !r->name)
+            continue;
+        lo[n++] = (struct option){r->name, takes_value(r->kind) ? required_argument : no_argument,
+                                  NULL, OPT_VAL_BASE + (int)k};
+    }
+    lo[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[n] = (struct option){NULL, 0, NULL, 0};
+    return 0;
+}
+
+/* The flag as typed in argv[at], without any "=value". */
+static void typed_flag(char **argv, int at, char *out, size_t outlen)
+{
+    const char *a = argv[at] ? argv[at] : "";
+    size_t n = strcspn(a, "=");
+    snprintf(out, outlen, "%.*s", (int)(n < 64 ? n : 64), a);
+}
+
+/* The message for one of getopt_long's complaints ('?' or ':'). */
+static int getopt_error(const mhla_opts *spec, int c, char **argv, int at, char *err, size_t errlen)
+{
+    char typed[80];
+    typed_flag(argv, at, typed, sizeof typed);
+    if (c == ':' && optopt >= OPT_VAL_BASE)
+        return opt_fail(err, errlen, "option '--%s' needs a value (see --help)",
+                        spec->rows[optopt - OPT_VAL_BASE].name);
+    if (c == '?' && optopt >= OPT_VAL_BASE)
+        return opt_fail(err, errlen, "option '--%s' takes no value (see --help)",
+                        spec->rows[optopt - OPT_VAL_BASE].name);
+    if (c == '?' && optopt == 'h')
+        return opt_fail(err, errlen, "option '--help' takes no value");
+    return opt_fail(err, errlen, "unknown option '%s' (see --help)", typed);
+}
+
+/* getopt_long takes an unambiguous prefix of a long flag; the table's flags
+ * are only accepted whole. */
+static int typed_whole(const char *name, char **argv, int at)
+{
+    const char *a = argv[at];
+    size_t n = strlen(name);
+    return a[0] == '-' && a[1] == '-' && strncmp(a + 2, name, n) == 0 &&
+           (a[2 + n] == '\0' || a[2 + n] == '=');
+}
+
+int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, int *first_arg,
+                    char *err, size_t errlen)
+{
+    struct option lo[OPTS_MAX_ROWS];
+    if (build_longopts(spec, lo, err, errlen))
+        return -1;
+    optind = 0; /* glibc: start afresh, also after an earlier parse */
+    opterr = 0;
+    for (;;) {
+        int at = optind ? optind : 1, c = getopt_long(argc, argv, "+:h", lo, NULL);
+        if (c == -1)
+            break;
+        if (c == 'h')
+            return 1;
+        if (c < OPT_VAL_BASE)
+            return getopt_error(spec, c, argv, at, err, errlen);
+        const mhla_opt *row = &spec->rows[c - OPT_VAL_BASE];
+        if (!typed_whole(row->name, argv, at)) {
+            char typed[80];
+            typed_flag(argv, at, typed, sizeof typed);
+            return opt_fail(err, errlen, "unknown option '%s' (did you mean --%s?)", typed,
+                            row->name);
+        }
+        if (set_value(row, takes_value(row->kind) ? optarg : NULL, base, err, errlen))
+            return -1;
+    }
+    if (first_arg)
+        *first_arg = optind;
+    else if (optind < argc)
+        return opt_fail(err, errlen, "unexpected argument '%.64s' (see --help)", argv[optind]);
+    return 0;
+}
+
+/* One row of --help: "  --name METAVAR" then the help text from spec's
+ * column, its further lines indented to that column. */
+static void help_row(const mhla_opts *spec, const mhla_opt *r, FILE *f)
+{
+    int col = spec->help_col > 0 ? spec->help_col : 26, used;
+    if (r->kind == MHLA_OPT_TEXT) {
+        fprintf(f, "%s\n", r->help ? r->help : "");
+        return;
+    }
+    char words[256] = "";
+    const char *meta = r->metavar;
+    if (!meta && r->kind == MHLA_OPT_ENUM && r->words) {
+        for (size_t k = 0; r->words[k]; k++)
+            snprintf(words + strlen(words), sizeof words - strlen(words), "%s%s", k ? "|" : "",
+                     r->words[k]);
+        meta = words;
+    }
+    if (!meta && takes_value(r->kind))
+        meta = "VALUE";
+    used = fprintf(f, "  --%s%s%s", r->name, meta ? " " : "", meta ? meta : "");
+    const char *h = r->help ? r->help : "";
+    fprintf(f, "%*s", used < col ? col - used : 2, "");
+    for (const char *nl; (nl = strchr(h, '\n')) != NULL; h = nl + 1)
+        fprintf(f, "%.*s\n%*s", (int)(nl - h), h, col, "");
+    fprintf(f, "%s\n", h);
+}
+
+void mhla_opts_help(const mhla_opts *spec, FILE *f)
+{
+    if (spec->usage)
+        fputs(spec->usage, f);
+    for (size_t k = 0; k < spec->n_rows; k++)
+        help_row(spec, &spec->rows[k], f);
+    mhla_opt help = {.name = "help", .kind = MHLA_OPT_FLAG, .help = "this text"};
+    help_row(spec, &help, f);
+    if (spec->footer)
+        fputs(spec->footer, f);
+}
