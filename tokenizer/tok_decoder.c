@@ -6,15 +6,6 @@
 
 #include "tokenizer_internal.h"
 
-int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen,
-                      const char *owner);
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static long jint(const cJSON *o, const char *k, long def)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -22,104 +13,97 @@ static long jint(const cJSON *o, const char *k, long def)
                                                                             : def;
 }
 
+/* d->str = a copy of s, or -1 with err set */
+static int set_str(tok_decoder *d, const char *s, char *err, size_t errlen)
+{
+    d->str = strdup(s);
+    d->str_len = d->str ? strlen(d->str) : 0;
+    if (!d->str)
+        tok_err(err, errlen, "out of memory");
+    return d->str ? 0 : -1;
+}
+
+static int read_metaspace(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx;
+    const char *r = tok_jstr(j, "replacement");
+    return set_str(node, r ? r : "\xE2\x96\x81", err, errlen);
+}
+
+static int read_replace(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx;
+    tok_decoder *d = node;
+    const char *c = tok_jstr(j, "content");
+    if (set_str(d, c ? c : "", err, errlen))
+        return -1;
+    if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &d->re, err,
+                          errlen, "decoder Replace"))
+        return -1;
+    d->has_re = true;
+    return 0;
+}
+
+static int read_strip(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx;
+    tok_decoder *d = node;
+    const char *c = tok_jstr(j, "content");
+    if (set_str(d, c ? c : "", err, errlen))
+        return -1;
+    /* the reference compares single UTF-16 units with content: only a one-character
+     * content can ever match */
+    int32_t cp = -1;
+    if (d->str_len) {
+        size_t k = mhla_utf8_next(d->str, d->str_len, &cp);
+        if (k != d->str_len || cp > 0xFFFF)
+            cp = -1;
+    }
+    d->strip_cp = cp;
+    d->start = jint(j, "start", 0);
+    d->stop = jint(j, "stop", 0);
+    return 0;
+}
+
+static void set_kind(void *node, int kind) { ((tok_decoder *)node)->kind = kind; }
+
+static int reserve_children(void *node, size_t n)
+{
+    tok_decoder *d = node;
+    d->children = calloc(n + 1, sizeof *d->children);
+    return d->children ? 0 : -1;
+}
+
+static int add_child(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx;
+    tok_decoder *d = node;
+    /* counted even when it fails: tok_decoder_free frees what it holds */
+    return tok_decoder_build(j, &d->children[d->n_children++], err, errlen);
+}
+
+static const tok_build_type DEC_TYPES[] = {
+    {"ByteLevel", DEC_BYTELEVEL, NULL},
+    {"Metaspace", DEC_METASPACE, read_metaspace},
+    {"Replace", DEC_REPLACE, read_replace},
+    {"ByteFallback", DEC_BYTEFALLBACK, NULL},
+    {"Fuse", DEC_FUSE, NULL},
+    {"Strip", DEC_STRIP, read_strip},
+    {"Sequence", DEC_SEQUENCE, NULL},
+};
+/* unlike the other Sequences, a decoder Sequence refuses a null child */
+static const tok_build_spec DEC_SPEC = {
+    "decoder", "decoders",       false,    DEC_TYPES, sizeof DEC_TYPES / sizeof DEC_TYPES[0],
+    set_kind,  reserve_children, add_child};
+
 int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errlen)
 {
-    *out = NULL;
-    if (!cJSON_IsObject(j)) {
-        tok_err(err, errlen, "decoder must be an object or null");
-        return -1;
-    }
-    const char *type = jstr(j, "type");
-    if (!type) {
-        tok_err(err, errlen, "decoder without a \"type\"");
-        return -1;
-    }
-    tok_decoder *d = calloc(1, sizeof *d);
-    if (!d) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
         tok_err(err, errlen, "out of memory");
         return -1;
     }
-    *out = d;
-    if (!strcmp(type, "Sequence")) {
-        d->kind = DEC_SEQUENCE;
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "decoders");
-        if (!cJSON_IsArray(arr)) {
-            tok_err(err, errlen, "decoder Sequence without a \"decoders\" array");
-            return -1;
-        }
-        d->children = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof *d->children);
-        if (!d->children) {
-            tok_err(err, errlen, "out of memory");
-            return -1;
-        }
-        const cJSON *c;
-        cJSON_ArrayForEach(c, arr)
-        {
-            int rc = tok_decoder_build(c, &d->children[d->n_children], err, errlen);
-            d->n_children++;
-            if (rc)
-                return -1;
-        }
-        return 0;
-    }
-    if (!strcmp(type, "ByteLevel")) {
-        d->kind = DEC_BYTELEVEL;
-        return 0;
-    }
-    if (!strcmp(type, "ByteFallback")) {
-        d->kind = DEC_BYTEFALLBACK;
-        return 0;
-    }
-    if (!strcmp(type, "Fuse")) {
-        d->kind = DEC_FUSE;
-        return 0;
-    }
-    if (!strcmp(type, "Metaspace")) {
-        d->kind = DEC_METASPACE;
-        const char *r = jstr(j, "replacement");
-        d->str = strdup(r ? r : "\xE2\x96\x81");
-        d->str_len = d->str ? strlen(d->str) : 0;
-        return d->str ? 0 : -1;
-    }
-    if (!strcmp(type, "Replace")) {
-        d->kind = DEC_REPLACE;
-        const char *c = jstr(j, "content");
-        d->str = strdup(c ? c : "");
-        d->str_len = d->str ? strlen(d->str) : 0;
-        if (!d->str)
-            return -1;
-        if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &d->re, err,
-                              errlen, "decoder Replace"))
-            return -1;
-        d->has_re = true;
-        return 0;
-    }
-    if (!strcmp(type, "Strip")) {
-        d->kind = DEC_STRIP;
-        const char *c = jstr(j, "content");
-        d->str = strdup(c ? c : "");
-        if (!d->str)
-            return -1;
-        d->str_len = strlen(d->str);
-        /* the reference compares single UTF-16 units with content: only a one-character
-         * content can ever match */
-        int32_t cp = -1;
-        if (d->str_len) {
-            size_t k = mhla_utf8_next(d->str, d->str_len, &cp);
-            if (k != d->str_len || cp > 0xFFFF)
-                cp = -1;
-        }
-        d->strip_cp = cp;
-        d->start = jint(j, "start", 0);
-        d->stop = jint(j, "stop", 0);
-        return 0;
-    }
-    tok_err(
-        err, errlen,
-        "unsupported decoder type \"%s\" (supported: ByteLevel, Metaspace, Replace, ByteFallback, "
-        "Fuse, Strip, Sequence)",
-        type);
-    return -1;
+    return tok_build(&DEC_SPEC, j, *out, NULL, err, errlen);
 }
 
 void tok_decoder_free(tok_decoder *d)
