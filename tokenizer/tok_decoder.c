@@ -189,139 +189,175 @@ static int byte_token(const char *s, size_t n)
 }
 
 static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_strlist *in,
+                   tok_strlist *out, char *err, size_t errlen);
+
+/* Each child decodes the previous one's list. */
+static int run_sequence(const mhla_tokenizer *tok, const tok_decoder *d, const tok_strlist *in,
+                        tok_strlist *out, char *err, size_t errlen)
+{
+    int rc = 0;
+    tok_strlist a = {0}, b = {0};
+    for (size_t i = 0; i < in->n && rc == 0; i++)
+        rc = tok_strlist_push(&a, tok_strlist_at(in, i), in->len[i]);
+    for (size_t c = 0; c < d->n_children && rc == 0; c++) {
+        tok_strlist_clear(&b);
+        rc = run_one(tok, d->children[c], &a, &b, err, errlen);
+        tok_strlist t = a;
+        a = b;
+        b = t;
+    }
+    for (size_t i = 0; i < a.n && rc == 0; i++)
+        rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
+    tok_strlist_free(&a);
+    tok_strlist_free(&b);
+    return rc;
+}
+
+/* Runs of byte-level tokens become one string each; added tokens pass through whole. */
+static int decode_bytelevel(const mhla_tokenizer *tok, const tok_strlist *in, tok_strlist *out)
+{
+    int rc = 0;
+    mhla_buf bytes = {0};
+    bool pending = false;
+    for (size_t i = 0; i < in->n && rc == 0; i++) {
+        const char *s = tok_strlist_at(in, i);
+        size_t n = in->len[i];
+        if (is_added_content(tok, s, n)) {
+            if (pending)
+                rc = flush_bytes(&bytes, out, false);
+            pending = false;
+            if (rc == 0)
+                rc = tok_strlist_push(out, s, n);
+            continue;
+        }
+        pending = true;
+        size_t k = 0;
+        while (k < n && rc == 0) {
+            int32_t cp;
+            k += mhla_utf8_next(s + k, n - k, &cp);
+            int b = tok_cp_to_byte(cp);
+            rc = mhla_buf_putc(&bytes, (char)(b < 0 ? 0 : b));
+        }
+    }
+    if (rc == 0 && pending)
+        rc = flush_bytes(&bytes, out, false);
+    mhla_buf_free(&bytes);
+    return rc;
+}
+
+/* Runs of <0xAB> tokens become the text their bytes spell; other tokens pass through. */
+static int decode_bytefallback(const tok_strlist *in, tok_strlist *out)
+{
+    int rc = 0;
+    mhla_buf bytes = {0};
+    for (size_t i = 0; i < in->n && rc == 0; i++) {
+        const char *s = tok_strlist_at(in, i);
+        int b = byte_token(s, in->len[i]);
+        if (b >= 0) {
+            rc = mhla_buf_putc(&bytes, (char)b);
+            continue;
+        }
+        if (bytes.len)
+            rc = flush_bytes(&bytes, out, true);
+        if (rc == 0)
+            rc = tok_strlist_push(out, s, in->len[i]);
+    }
+    if (rc == 0 && bytes.len)
+        rc = flush_bytes(&bytes, out, true);
+    mhla_buf_free(&bytes);
+    return rc;
+}
+
+static int decode_fuse(const tok_strlist *in, tok_strlist *out)
+{
+    int rc = 0;
+    mhla_buf all = {0};
+    for (size_t i = 0; i < in->n && rc == 0; i++)
+        rc = mhla_buf_put(&all, tok_strlist_at(in, i), in->len[i]);
+    if (rc == 0)
+        rc = tok_strlist_push(out, all.p ? all.p : "", all.len);
+    mhla_buf_free(&all);
+    return rc;
+}
+
+/* The replacement becomes a space; the first string loses a leading one. */
+static int decode_metaspace(const tok_decoder *d, const tok_strlist *in, tok_strlist *out)
+{
+    int rc = 0;
+    for (size_t i = 0; i < in->n && rc == 0; i++) {
+        const char *s = tok_strlist_at(in, i);
+        size_t n = in->len[i];
+        mhla_buf t = {0};
+        for (size_t k = 0; k < n && rc == 0;) {
+            if (d->str_len && n - k >= d->str_len && memcmp(s + k, d->str, d->str_len) == 0) {
+                rc = mhla_buf_putc(&t, ' ');
+                k += d->str_len;
+            } else {
+                rc = mhla_buf_putc(&t, s[k++]);
+            }
+        }
+        size_t skip = i == 0 && t.len && t.p[0] == ' ' ? 1 : 0;
+        if (rc == 0)
+            rc = tok_strlist_push(out, t.p ? t.p + skip : "", t.len - skip);
+        mhla_buf_free(&t);
+    }
+    return rc;
+}
+
+static int decode_replace(const tok_decoder *d, const tok_strlist *in, tok_strlist *out, char *err,
+                          size_t errlen)
+{
+    int rc = 0;
+    for (size_t i = 0; i < in->n && rc == 0; i++) {
+        mhla_buf t = {0};
+        rc = tok_regex_replace(&d->re, tok_strlist_at(in, i), in->len[i], d->str, d->str_len, &t,
+                               err, errlen);
+        if (rc == 0)
+            rc = tok_strlist_push(out, t.p ? t.p : "", t.len);
+        mhla_buf_free(&t);
+    }
+    return rc;
+}
+
+/* Up to start characters equal to the content off the front, up to stop off the end. */
+static int strip_one(const tok_decoder *d, const char *s, size_t n, tok_strlist *out)
+{
+    size_t a = 0, e = n;
+    for (long k = 0; k < d->start && a < n; k++) {
+        int32_t cp;
+        size_t step = mhla_utf8_next(s + a, n - a, &cp);
+        if (cp != d->strip_cp)
+            break;
+        a += step;
+    }
+    for (long k = 0; k < d->stop && e > a; k++) {
+        size_t p = e - 1;
+        while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80)
+            p--;
+        int32_t cp;
+        mhla_utf8_next(s + p, e - p, &cp);
+        if (cp != d->strip_cp)
+            break;
+        e = p;
+    }
+    return tok_strlist_push(out, s + a, e - a);
+}
+
+static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_strlist *in,
                    tok_strlist *out, char *err, size_t errlen)
 {
     int rc = 0;
     switch (d->kind) {
-    case DEC_SEQUENCE: {
-        tok_strlist a = {0}, b = {0};
+    case DEC_SEQUENCE: return run_sequence(tok, d, in, out, err, errlen);
+    case DEC_BYTELEVEL: return decode_bytelevel(tok, in, out);
+    case DEC_BYTEFALLBACK: return decode_bytefallback(in, out);
+    case DEC_FUSE: return decode_fuse(in, out);
+    case DEC_METASPACE: return decode_metaspace(d, in, out);
+    case DEC_REPLACE: return decode_replace(d, in, out, err, errlen);
+    case DEC_STRIP:
         for (size_t i = 0; i < in->n && rc == 0; i++)
-            rc = tok_strlist_push(&a, tok_strlist_at(in, i), in->len[i]);
-        for (size_t c = 0; c < d->n_children && rc == 0; c++) {
-            tok_strlist_clear(&b);
-            rc = run_one(tok, d->children[c], &a, &b, err, errlen);
-            tok_strlist t = a;
-            a = b;
-            b = t;
-        }
-        for (size_t i = 0; i < a.n && rc == 0; i++)
-            rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
-        tok_strlist_free(&a);
-        tok_strlist_free(&b);
+            rc = strip_one(d, tok_strlist_at(in, i), in->len[i], out);
         return rc;
-    }
-    case DEC_BYTELEVEL: {
-        mhla_buf bytes = {0};
-        bool pending = false;
-        for (size_t i = 0; i < in->n && rc == 0; i++) {
-            const char *s = tok_strlist_at(in, i);
-            size_t n = in->len[i];
-            if (is_added_content(tok, s, n)) {
-                if (pending)
-                    rc = flush_bytes(&bytes, out, false);
-                pending = false;
-                if (rc == 0)
-                    rc = tok_strlist_push(out, s, n);
-                continue;
-            }
-            pending = true;
-            size_t k = 0;
-            while (k < n && rc == 0) {
-                int32_t cp;
-                k += mhla_utf8_next(s + k, n - k, &cp);
-                int b = tok_cp_to_byte(cp);
-                rc = mhla_buf_putc(&bytes, (char)(b < 0 ? 0 : b));
-            }
-        }
-        if (rc == 0 && pending)
-            rc = flush_bytes(&bytes, out, false);
-        mhla_buf_free(&bytes);
-        return rc;
-    }
-    case DEC_BYTEFALLBACK: {
-        mhla_buf bytes = {0};
-        for (size_t i = 0; i < in->n && rc == 0; i++) {
-            const char *s = tok_strlist_at(in, i);
-            int b = byte_token(s, in->len[i]);
-            if (b >= 0) {
-                rc = mhla_buf_putc(&bytes, (char)b);
-                continue;
-            }
-            if (bytes.len)
-                rc = flush_bytes(&bytes, out, true);
-            if (rc == 0)
-                rc = tok_strlist_push(out, s, in->len[i]);
-        }
-        if (rc == 0 && bytes.len)
-            rc = flush_bytes(&bytes, out, true);
-        mhla_buf_free(&bytes);
-        return rc;
-    }
-    case DEC_FUSE: {
-        mhla_buf all = {0};
-        for (size_t i = 0; i < in->n && rc == 0; i++)
-            rc = mhla_buf_put(&all, tok_strlist_at(in, i), in->len[i]);
-        if (rc == 0)
-            rc = tok_strlist_push(out, all.p ? all.p : "", all.len);
-        mhla_buf_free(&all);
-        return rc;
-    }
-    case DEC_METASPACE: {
-        for (size_t i = 0; i < in->n && rc == 0; i++) {
-            const char *s = tok_strlist_at(in, i);
-            size_t n = in->len[i];
-            mhla_buf t = {0};
-            for (size_t k = 0; k < n && rc == 0;) {
-                if (d->str_len && n - k >= d->str_len && memcmp(s + k, d->str, d->str_len) == 0) {
-                    rc = mhla_buf_putc(&t, ' ');
-                    k += d->str_len;
-                } else {
-                    rc = mhla_buf_putc(&t, s[k++]);
-                }
-            }
-            size_t skip = i == 0 && t.len && t.p[0] == ' ' ? 1 : 0;
-            if (rc == 0)
-                rc = tok_strlist_push(out, t.p ? t.p + skip : "", t.len - skip);
-            mhla_buf_free(&t);
-        }
-        return rc;
-    }
-    case DEC_REPLACE: {
-        for (size_t i = 0; i < in->n && rc == 0; i++) {
-            mhla_buf t = {0};
-            rc = tok_regex_replace(&d->re, tok_strlist_at(in, i), in->len[i], d->str, d->str_len,
-                                   &t, err, errlen);
-            if (rc == 0)
-                rc = tok_strlist_push(out, t.p ? t.p : "", t.len);
-            mhla_buf_free(&t);
-        }
-        return rc;
-    }
-    case DEC_STRIP: {
-        for (size_t i = 0; i < in->n && rc == 0; i++) {
-            const char *s = tok_strlist_at(in, i);
-            size_t n = in->len[i], a = 0, e = n;
-            for (long k = 0; k < d->start && a < n; k++) {
-                int32_t cp;
-                size_t step = mhla_utf8_next(s + a, n - a, &cp);
-                if (cp != d->strip_cp)
-                    break;
-                a += step;
-            }
-            for (long k = 0; k < d->stop && e > a; k++) {
-                size_t p = e - 1;
-                while (p > a && ((unsigned char)s[p] & 0xC0) == 0x80)
-                    p--;
-                int32_t cp;
-                mhla_utf8_next(s + p, e - p, &cp);
-                if (cp != d->strip_cp)
-                    break;
-                e = p;
-            }
-            rc = tok_strlist_push(out, s + a, e - a);
-        }
-        return rc;
-    }
     }
     return -1;
 }

@@ -194,32 +194,56 @@ static int lowercase(const char *s, size_t n, mhla_buf *out)
 }
 
 static int apply_one(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out, char *err,
+                     size_t errlen);
+
+/* Each child normalizes the previous one's output. */
+static int apply_sequence(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out,
+                          char *err, size_t errlen)
+{
+    mhla_buf a = {0}, b = {0};
+    if (mhla_buf_put(&a, s, n)) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < nz->n_children; i++) {
+        b.len = 0;
+        if (mhla_buf_reserve(&b, 0) || apply_one(nz->children[i], a.p, a.len, &b, err, errlen)) {
+            mhla_buf_free(&a);
+            mhla_buf_free(&b);
+            return -1;
+        }
+        mhla_buf t = a;
+        a = b;
+        b = t;
+    }
+    int rc = mhla_buf_put(out, a.p, a.len);
+    mhla_buf_free(&a);
+    mhla_buf_free(&b);
+    return rc;
+}
+
+/* Drops the combining marks (Mn, Mc, Me), as the reference's StripAccents does. */
+static int strip_accents(const char *s, size_t n, mhla_buf *out)
+{
+    size_t i = 0;
+    while (i < n) {
+        int32_t cp;
+        size_t k = mhla_utf8_next(s + i, n - i, &cp);
+        utf8proc_category_t c = utf8proc_category(cp);
+        bool mark =
+            c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
+        if (!mark && mhla_buf_put(out, s + i, k))
+            return -1;
+        i += k;
+    }
+    return 0;
+}
+
+static int apply_one(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out, char *err,
                      size_t errlen)
 {
     switch (nz->kind) {
-    case NORM_SEQUENCE: {
-        mhla_buf a = {0}, b = {0};
-        if (mhla_buf_put(&a, s, n)) {
-            tok_err(err, errlen, "out of memory");
-            return -1;
-        }
-        for (size_t i = 0; i < nz->n_children; i++) {
-            b.len = 0;
-            if (mhla_buf_reserve(&b, 0) ||
-                apply_one(nz->children[i], a.p, a.len, &b, err, errlen)) {
-                mhla_buf_free(&a);
-                mhla_buf_free(&b);
-                return -1;
-            }
-            mhla_buf t = a;
-            a = b;
-            b = t;
-        }
-        int rc = mhla_buf_put(out, a.p, a.len);
-        mhla_buf_free(&a);
-        mhla_buf_free(&b);
-        return rc;
-    }
+    case NORM_SEQUENCE: return apply_sequence(nz, s, n, out, err, errlen);
     case NORM_PREPEND:
         return mhla_buf_put(out, nz->str, nz->str_len) || mhla_buf_put(out, s, n) ? -1 : 0;
     case NORM_REPLACE:
@@ -240,20 +264,7 @@ static int apply_one(const tok_normalizer *nz, const char *s, size_t n, mhla_buf
         tok_js_trim(s, n, nz->strip_left, nz->strip_right, &a, &b);
         return mhla_buf_put(out, s + a, b - a);
     }
-    case NORM_STRIP_ACCENTS: {
-        size_t i = 0;
-        while (i < n) {
-            int32_t cp;
-            size_t k = mhla_utf8_next(s + i, n - i, &cp);
-            utf8proc_category_t c = utf8proc_category(cp);
-            bool mark =
-                c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
-            if (!mark && mhla_buf_put(out, s + i, k))
-                return -1;
-            i += k;
-        }
-        return 0;
-    }
+    case NORM_STRIP_ACCENTS: return strip_accents(s, n, out);
     }
     return -1;
 }

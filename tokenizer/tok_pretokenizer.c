@@ -232,84 +232,104 @@ static int cls_space_only(int32_t cp) { return tok_js_space(cp) ? CLS_SPACE : CL
 static int cls_punct(int32_t cp) { return is_js_punct(cp) ? CLS_OTHER : CLS_WORD; }
 static int cls_digit(int32_t cp) { return cp >= '0' && cp <= '9' ? CLS_WORD : CLS_OTHER; }
 
+/* Each child splits the previous one's pieces. */
+static int apply_sequence(const tok_pretok *pt, const char *s, size_t n, size_t section_index,
+                          tok_strlist *out, char *err, size_t errlen)
+{
+    tok_strlist a = {0}, b = {0};
+    int rc = tok_strlist_push(&a, s, n);
+    for (size_t i = 0; i < pt->n_children && rc == 0; i++) {
+        tok_strlist_clear(&b);
+        rc = tok_pretok_apply(pt->children[i], &a, section_index, &b, err, errlen);
+        tok_strlist t = a;
+        a = b;
+        b = t;
+    }
+    for (size_t i = 0; i < a.n && rc == 0; i++)
+        rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
+    tok_strlist_free(&a);
+    tok_strlist_free(&b);
+    return rc;
+}
+
+/* GPT-2's pieces (or the whole text without the regex), each mapped to byte characters. */
+static int apply_bytelevel(const tok_pretok *pt, const char *s, size_t n, tok_strlist *out,
+                           char *err, size_t errlen)
+{
+    mhla_buf pre = {0};
+    if (pt->add_prefix_space && !(n > 0 && s[0] == ' ')) {
+        if (mhla_buf_putc(&pre, ' ') || mhla_buf_put(&pre, s, n)) {
+            mhla_buf_free(&pre);
+            return -1;
+        }
+        s = pre.p;
+        n = pre.len;
+    }
+    int rc = 0;
+    if (!pt->use_regex) {
+        rc = push_bytelevel(out, s, n);
+    } else {
+        tok_strlist pieces = {0};
+        match_ctx c = {s, &pieces, 0, false};
+        rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
+        for (size_t i = 0; i < pieces.n && rc == 0; i++)
+            rc = push_bytelevel(out, tok_strlist_at(&pieces, i), pieces.len[i]);
+        tok_strlist_free(&pieces);
+    }
+    mhla_buf_free(&pre);
+    return rc;
+}
+
+static int apply_split(const tok_pretok *pt, const char *s, size_t n, tok_strlist *out, char *err,
+                       size_t errlen)
+{
+    if (pt->invert) { /* the matches are the pieces */
+        match_ctx c = {s, out, 0, false};
+        return tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
+    }
+    if (pt->behavior == SPLIT_REMOVED)
+        return tok_regex_js_split(&pt->re, s, n, out, err, errlen);
+    /* every other behaviour keeps matches and the text between them as separate pieces */
+    match_ctx c = {s, out, 0, true};
+    int rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
+    if (rc == 0 && c.last < n && tok_strlist_push(out, s + c.last, n - c.last))
+        rc = -1;
+    return rc;
+}
+
+/* Spaces become the replacement, which is also prepended as prepend_scheme says. */
+static int apply_metaspace(const tok_pretok *pt, const char *s, size_t n, size_t section_index,
+                           tok_strlist *out)
+{
+    mhla_buf b = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = s[i] == ' ' ? mhla_buf_put(&b, pt->replacement, pt->replacement_len)
+                         : mhla_buf_putc(&b, s[i]);
+    bool starts =
+        b.len >= pt->replacement_len && memcmp(b.p, pt->replacement, pt->replacement_len) == 0;
+    bool prepend =
+        !starts && (pt->prepend_scheme == 2 || (pt->prepend_scheme == 1 && section_index == 0));
+    mhla_buf r = {0};
+    if (rc == 0 && prepend)
+        rc = mhla_buf_put(&r, pt->replacement, pt->replacement_len);
+    if (rc == 0)
+        rc = mhla_buf_put(&r, b.p ? b.p : "", b.len);
+    if (rc == 0)
+        rc = tok_strlist_push(out, r.p, r.len);
+    mhla_buf_free(&b);
+    mhla_buf_free(&r);
+    return rc;
+}
+
 static int apply_text(const tok_pretok *pt, const char *s, size_t n, size_t section_index,
                       tok_strlist *out, char *err, size_t errlen)
 {
     switch (pt->kind) {
-    case PRE_SEQUENCE: {
-        tok_strlist a = {0}, b = {0};
-        int rc = tok_strlist_push(&a, s, n);
-        for (size_t i = 0; i < pt->n_children && rc == 0; i++) {
-            tok_strlist_clear(&b);
-            rc = tok_pretok_apply(pt->children[i], &a, section_index, &b, err, errlen);
-            tok_strlist t = a;
-            a = b;
-            b = t;
-        }
-        for (size_t i = 0; i < a.n && rc == 0; i++)
-            rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
-        tok_strlist_free(&a);
-        tok_strlist_free(&b);
-        return rc;
-    }
-    case PRE_BYTELEVEL: {
-        mhla_buf pre = {0};
-        if (pt->add_prefix_space && !(n > 0 && s[0] == ' ')) {
-            if (mhla_buf_putc(&pre, ' ') || mhla_buf_put(&pre, s, n)) {
-                mhla_buf_free(&pre);
-                return -1;
-            }
-            s = pre.p;
-            n = pre.len;
-        }
-        int rc = 0;
-        if (!pt->use_regex) {
-            rc = push_bytelevel(out, s, n);
-        } else {
-            tok_strlist pieces = {0};
-            match_ctx c = {s, &pieces, 0, false};
-            rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
-            for (size_t i = 0; i < pieces.n && rc == 0; i++)
-                rc = push_bytelevel(out, tok_strlist_at(&pieces, i), pieces.len[i]);
-            tok_strlist_free(&pieces);
-        }
-        mhla_buf_free(&pre);
-        return rc;
-    }
-    case PRE_SPLIT: {
-        if (pt->invert) {
-            match_ctx c = {s, out, 0, false};
-            return tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
-        }
-        if (pt->behavior == SPLIT_REMOVED)
-            return tok_regex_js_split(&pt->re, s, n, out, err, errlen);
-        match_ctx c = {s, out, 0, true};
-        int rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
-        if (rc == 0 && c.last < n && tok_strlist_push(out, s + c.last, n - c.last))
-            rc = -1;
-        return rc;
-    }
-    case PRE_METASPACE: {
-        mhla_buf b = {0};
-        int rc = 0;
-        for (size_t i = 0; i < n && rc == 0; i++)
-            rc = s[i] == ' ' ? mhla_buf_put(&b, pt->replacement, pt->replacement_len)
-                             : mhla_buf_putc(&b, s[i]);
-        bool starts =
-            b.len >= pt->replacement_len && memcmp(b.p, pt->replacement, pt->replacement_len) == 0;
-        bool prepend =
-            !starts && (pt->prepend_scheme == 2 || (pt->prepend_scheme == 1 && section_index == 0));
-        mhla_buf r = {0};
-        if (rc == 0 && prepend)
-            rc = mhla_buf_put(&r, pt->replacement, pt->replacement_len);
-        if (rc == 0)
-            rc = mhla_buf_put(&r, b.p ? b.p : "", b.len);
-        if (rc == 0)
-            rc = tok_strlist_push(out, r.p, r.len);
-        mhla_buf_free(&b);
-        mhla_buf_free(&r);
-        return rc;
-    }
+    case PRE_SEQUENCE: return apply_sequence(pt, s, n, section_index, out, err, errlen);
+    case PRE_BYTELEVEL: return apply_bytelevel(pt, s, n, out, err, errlen);
+    case PRE_SPLIT: return apply_split(pt, s, n, out, err, errlen);
+    case PRE_METASPACE: return apply_metaspace(pt, s, n, section_index, out);
     case PRE_DIGITS: return runs(s, n, cls_digit, -1, pt->individual_digits ? CLS_WORD : -2, out);
     case PRE_WHITESPACE: return runs(s, n, cls_whitespace, CLS_SPACE, -2, out);
     case PRE_WHITESPACE_SPLIT: return runs(s, n, cls_space_only, CLS_SPACE, -2, out);
