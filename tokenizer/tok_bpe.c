@@ -81,10 +81,12 @@ static int affix(const cJSON *model, const char *key, char **out, size_t *len, c
     if (!s || !*s)
         return 0;
     *out = strdup(s);
-    *len = strlen(s);
-    if (!*out)
+    if (!*out) {
         tok_err(err, errlen, "out of memory");
-    return *out ? 0 : -1;
+        return -1;
+    }
+    *len = strlen(s);
+    return 0;
 }
 
 static int load_options(tok_bpe *bpe, const cJSON *model, char *err, size_t errlen)

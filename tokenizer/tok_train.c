@@ -340,9 +340,8 @@ static bool add_model(cJSON *root, vocab *v)
               cJSON_AddBoolToObject(model, "fuse_unk", 0) &&
               cJSON_AddBoolToObject(model, "byte_fallback", 0) &&
               cJSON_AddBoolToObject(model, "ignore_merges", 0) && add_vocab(model, v);
-    if (!ok)
-        return false;
-    cJSON_AddItemToObject(model, "merges", v->merges);
+    if (!ok || !cJSON_AddItemToObject(model, "merges", v->merges))
+        return false; /* the merges are still v's to free */
     v->merges = NULL;
     return true;
 }
