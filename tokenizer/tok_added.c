@@ -12,19 +12,13 @@ typedef struct {
 
 struct tok_trie {
     trie_node *nodes;
-    size_t n, cap;
+    int n, cap; /* node indices are int32_t */
 };
 
 static int32_t new_node(tok_trie *t, unsigned char byte)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        trie_node *p = realloc(t->nodes, cap * sizeof *p);
-        if (!p)
-            return -1;
-        t->nodes = p;
-        t->cap = cap;
-    }
+    if (t->n == INT32_MAX || mhla_grow(&t->nodes, sizeof *t->nodes, &t->cap, t->n + 1))
+        return -1;
     t->nodes[t->n] = (trie_node){-1, -1, -1, byte};
     return (int32_t)t->n++;
 }

@@ -7,135 +7,94 @@
 
 #include "tokenizer_internal.h"
 
-static const char *jstr(const cJSON *o, const char *k)
+/* a copy of s (length in *len), or NULL with err set */
+static char *dup_str(const char *s, size_t *len, char *err, size_t errlen)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    char *d = strdup(s);
+    if (!d)
+        tok_err(err, errlen, "out of memory");
+    *len = d ? strlen(d) : 0;
+    return d;
 }
 
-static bool jbool(const cJSON *o, const char *k, bool def)
+static int read_prepend(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+    (void)ctx;
+    tok_normalizer *nz = node;
+    const char *p = tok_jstr(j, "prepend");
+    if (!p) {
+        tok_err(err, errlen, "normalizer Prepend without a \"prepend\" string");
+        return -1;
+    }
+    nz->str = dup_str(p, &nz->str_len, err, errlen);
+    return nz->str ? 0 : -1;
 }
 
-/* {"String": "..."} or {"Regex": "..."}; capture mirrors the reference's create_pattern. */
-int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen,
-                      const char *owner)
+static int read_replace(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
 {
-    const char *s = pat ? jstr(pat, "String") : NULL;
-    if (s)
-        return tok_regex_compile_literal(re, s, strlen(s), capture, err, errlen);
-    const char *r = pat ? jstr(pat, "Regex") : NULL;
-    if (r)
-        return tok_regex_compile_onig(re, r, strlen(r), err, errlen);
-    tok_err(err, errlen, "%s: pattern must be {\"String\": ...} or {\"Regex\": ...}", owner);
-    return -1;
+    (void)ctx;
+    tok_normalizer *nz = node;
+    const char *content = tok_jstr(j, "content");
+    nz->str = dup_str(content ? content : "", &nz->str_len, err, errlen);
+    if (!nz->str)
+        return -1;
+    if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &nz->re, err,
+                          errlen, "normalizer Replace"))
+        return -1;
+    nz->has_re = true;
+    return 0;
 }
+
+static int read_strip(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx, (void)err, (void)errlen;
+    tok_normalizer *nz = node;
+    nz->strip_left = tok_jbool(j, "strip_left", false);
+    nz->strip_right = tok_jbool(j, "strip_right", false);
+    return 0;
+}
+
+static void set_kind(void *node, int kind) { ((tok_normalizer *)node)->kind = kind; }
+
+static int reserve_children(void *node, size_t n)
+{
+    tok_normalizer *nz = node;
+    nz->children = calloc(n + 1, sizeof *nz->children);
+    return nz->children ? 0 : -1;
+}
+
+static int add_child(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx;
+    tok_normalizer *nz = node;
+    /* counted even when it fails: tok_normalizer_free frees what it holds */
+    return tok_normalizer_build(j, &nz->children[nz->n_children++], err, errlen);
+}
+
+static const tok_build_type NORM_TYPES[] = {
+    {"Sequence", NORM_SEQUENCE, NULL},
+    {"Prepend", NORM_PREPEND, read_prepend},
+    {"Replace", NORM_REPLACE, read_replace},
+    {"NFC", NORM_NFC, NULL},
+    {"NFKC", NORM_NFKC, NULL},
+    {"NFD", NORM_NFD, NULL},
+    {"NFKD", NORM_NFKD, NULL},
+    {"Lowercase", NORM_LOWERCASE, NULL},
+    {"Strip", NORM_STRIP, read_strip},
+    {"StripAccents", NORM_STRIP_ACCENTS, NULL},
+};
+static const tok_build_spec NORM_SPEC = {
+    "normalizer", "normalizers",    true,     NORM_TYPES, sizeof NORM_TYPES / sizeof NORM_TYPES[0],
+    set_kind,     reserve_children, add_child};
 
 int tok_normalizer_build(const cJSON *j, tok_normalizer **out, char *err, size_t errlen)
 {
-    *out = NULL;
-    if (!cJSON_IsObject(j)) {
-        tok_err(err, errlen, "normalizer must be an object or null");
-        return -1;
-    }
-    const char *type = jstr(j, "type");
-    if (!type) {
-        tok_err(err, errlen, "normalizer without a \"type\"");
-        return -1;
-    }
-    tok_normalizer *nz = calloc(1, sizeof *nz);
-    if (!nz) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
         tok_err(err, errlen, "out of memory");
         return -1;
     }
-    *out = nz;
-    if (!strcmp(type, "Sequence")) {
-        nz->kind = NORM_SEQUENCE;
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "normalizers");
-        if (!cJSON_IsArray(arr)) {
-            tok_err(err, errlen, "normalizer Sequence without a \"normalizers\" array");
-            return -1;
-        }
-        int n = cJSON_GetArraySize(arr);
-        nz->children = calloc((size_t)n + 1, sizeof *nz->children);
-        if (!nz->children) {
-            tok_err(err, errlen, "out of memory");
-            return -1;
-        }
-        const cJSON *c;
-        cJSON_ArrayForEach(c, arr)
-        {
-            if (cJSON_IsNull(c))
-                continue;
-            if (tok_normalizer_build(c, &nz->children[nz->n_children], err, errlen)) {
-                nz->n_children++;
-                return -1;
-            }
-            nz->n_children++;
-        }
-        return 0;
-    }
-    if (!strcmp(type, "Prepend")) {
-        nz->kind = NORM_PREPEND;
-        const char *p = jstr(j, "prepend");
-        if (!p) {
-            tok_err(err, errlen, "normalizer Prepend without a \"prepend\" string");
-            return -1;
-        }
-        nz->str = strdup(p);
-        nz->str_len = strlen(p);
-        return nz->str ? 0 : -1;
-    }
-    if (!strcmp(type, "Replace")) {
-        nz->kind = NORM_REPLACE;
-        const char *content = jstr(j, "content");
-        nz->str = strdup(content ? content : "");
-        nz->str_len = strlen(nz->str ? nz->str : "");
-        if (!nz->str)
-            return -1;
-        if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &nz->re, err,
-                              errlen, "normalizer Replace"))
-            return -1;
-        nz->has_re = true;
-        return 0;
-    }
-    if (!strcmp(type, "NFC")) {
-        nz->kind = NORM_NFC;
-        return 0;
-    }
-    if (!strcmp(type, "NFKC")) {
-        nz->kind = NORM_NFKC;
-        return 0;
-    }
-    if (!strcmp(type, "NFD")) {
-        nz->kind = NORM_NFD;
-        return 0;
-    }
-    if (!strcmp(type, "NFKD")) {
-        nz->kind = NORM_NFKD;
-        return 0;
-    }
-    if (!strcmp(type, "Lowercase")) {
-        nz->kind = NORM_LOWERCASE;
-        return 0;
-    }
-    if (!strcmp(type, "StripAccents")) {
-        nz->kind = NORM_STRIP_ACCENTS;
-        return 0;
-    }
-    if (!strcmp(type, "Strip")) {
-        nz->kind = NORM_STRIP;
-        nz->strip_left = jbool(j, "strip_left", false);
-        nz->strip_right = jbool(j, "strip_right", false);
-        return 0;
-    }
-    tok_err(err, errlen,
-            "unsupported normalizer type \"%s\" (supported: Sequence, Prepend, Replace, NFC, NFKC, "
-            "NFD, NFKD, Lowercase, Strip, StripAccents)",
-            type);
-    return -1;
+    return tok_build(&NORM_SPEC, j, *out, NULL, err, errlen);
 }
 
 void tok_normalizer_free(tok_normalizer *nz)
@@ -235,32 +194,56 @@ static int lowercase(const char *s, size_t n, mhla_buf *out)
 }
 
 static int apply_one(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out, char *err,
+                     size_t errlen);
+
+/* Each child normalizes the previous one's output. */
+static int apply_sequence(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out,
+                          char *err, size_t errlen)
+{
+    mhla_buf a = {0}, b = {0};
+    if (mhla_buf_put(&a, s, n)) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < nz->n_children; i++) {
+        b.len = 0;
+        if (mhla_buf_reserve(&b, 0) || apply_one(nz->children[i], a.p, a.len, &b, err, errlen)) {
+            mhla_buf_free(&a);
+            mhla_buf_free(&b);
+            return -1;
+        }
+        mhla_buf t = a;
+        a = b;
+        b = t;
+    }
+    int rc = mhla_buf_put(out, a.p, a.len);
+    mhla_buf_free(&a);
+    mhla_buf_free(&b);
+    return rc;
+}
+
+/* Drops the combining marks (Mn, Mc, Me), as the reference's StripAccents does. */
+static int strip_accents(const char *s, size_t n, mhla_buf *out)
+{
+    size_t i = 0;
+    while (i < n) {
+        int32_t cp;
+        size_t k = mhla_utf8_next(s + i, n - i, &cp);
+        utf8proc_category_t c = utf8proc_category(cp);
+        bool mark =
+            c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
+        if (!mark && mhla_buf_put(out, s + i, k))
+            return -1;
+        i += k;
+    }
+    return 0;
+}
+
+static int apply_one(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out, char *err,
                      size_t errlen)
 {
     switch (nz->kind) {
-    case NORM_SEQUENCE: {
-        mhla_buf a = {0}, b = {0};
-        if (mhla_buf_put(&a, s, n)) {
-            tok_err(err, errlen, "out of memory");
-            return -1;
-        }
-        for (size_t i = 0; i < nz->n_children; i++) {
-            b.len = 0;
-            if (mhla_buf_reserve(&b, 0) ||
-                apply_one(nz->children[i], a.p, a.len, &b, err, errlen)) {
-                mhla_buf_free(&a);
-                mhla_buf_free(&b);
-                return -1;
-            }
-            mhla_buf t = a;
-            a = b;
-            b = t;
-        }
-        int rc = mhla_buf_put(out, a.p, a.len);
-        mhla_buf_free(&a);
-        mhla_buf_free(&b);
-        return rc;
-    }
+    case NORM_SEQUENCE: return apply_sequence(nz, s, n, out, err, errlen);
     case NORM_PREPEND:
         return mhla_buf_put(out, nz->str, nz->str_len) || mhla_buf_put(out, s, n) ? -1 : 0;
     case NORM_REPLACE:
@@ -281,20 +264,7 @@ static int apply_one(const tok_normalizer *nz, const char *s, size_t n, mhla_buf
         tok_js_trim(s, n, nz->strip_left, nz->strip_right, &a, &b);
         return mhla_buf_put(out, s + a, b - a);
     }
-    case NORM_STRIP_ACCENTS: {
-        size_t i = 0;
-        while (i < n) {
-            int32_t cp;
-            size_t k = mhla_utf8_next(s + i, n - i, &cp);
-            utf8proc_category_t c = utf8proc_category(cp);
-            bool mark =
-                c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
-            if (!mark && mhla_buf_put(out, s + i, k))
-                return -1;
-            i += k;
-        }
-        return 0;
-    }
+    case NORM_STRIP_ACCENTS: return strip_accents(s, n, out);
     }
     return -1;
 }

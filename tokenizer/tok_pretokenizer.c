@@ -7,9 +7,6 @@
 
 #include "tokenizer_internal.h"
 
-int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen,
-                      const char *owner);
-
 /* The reference hard-codes GPT-2's pattern for ByteLevel, with JavaScript's \s
  * (which, unlike Unicode White_Space, includes U+FEFF and excludes U+0085). */
 #define JS_SPACE_BODY                                                                              \
@@ -18,140 +15,116 @@ static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_SPACE_BODY
     "\\p{L}\\p{N}]+|[" JS_SPACE_BODY "]+(?![^" JS_SPACE_BODY "])|[" JS_SPACE_BODY "]+";
 
-static const char *jstr(const cJSON *o, const char *k)
+static int read_bytelevel(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    (void)ctx;
+    tok_pretok *pt = node;
+    pt->add_prefix_space = tok_jbool(j, "add_prefix_space", false);
+    pt->use_regex = tok_jbool(j, "use_regex", true);
+    if (pt->use_regex) {
+        if (tok_regex_compile_raw(&pt->re, GPT2_PATTERN, err, errlen))
+            return -1;
+        pt->has_re = true;
+    }
+    return 0;
 }
 
-static bool jbool(const cJSON *o, const char *k, bool def)
+static int read_split(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
+    (void)ctx;
+    tok_pretok *pt = node;
+    const cJSON *inv = cJSON_GetObjectItemCaseSensitive(j, "invert");
+    pt->invert = cJSON_IsTrue(inv);
+    const char *beh = tok_jstr(j, "behavior");
+    static const char *known[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
+                                  "Contiguous"};
+    bool ok = beh == NULL;
+    for (size_t i = 0; beh && i < 5; i++)
+        ok |= strcmp(beh, known[i]) == 0;
+    if (!ok) {
+        tok_err(err, errlen, "pre_tokenizer Split: unknown behavior \"%s\"", beh);
+        return -1;
+    }
+    pt->behavior = beh && !strcmp(beh, "Removed") ? SPLIT_REMOVED : SPLIT_OTHER;
+    /* the reference wraps a literal in a capture group unless invert is absent or true */
+    bool capture = cJSON_IsBool(inv) ? !cJSON_IsTrue(inv) : false;
+    if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), capture, &pt->re, err,
+                          errlen, "pre_tokenizer Split"))
+        return -1;
+    pt->has_re = true;
+    return 0;
 }
 
-int tok_pretok_build(const cJSON *j, tok_pretok **out, char *err, size_t errlen)
+static int read_metaspace(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
 {
-    *out = NULL;
-    if (!cJSON_IsObject(j)) {
-        tok_err(err, errlen, "pre_tokenizer must be an object or null");
-        return -1;
-    }
-    const char *type = jstr(j, "type");
-    if (!type) {
-        tok_err(err, errlen, "pre_tokenizer without a \"type\"");
-        return -1;
-    }
-    tok_pretok *pt = calloc(1, sizeof *pt);
-    if (!pt) {
+    (void)ctx;
+    tok_pretok *pt = node;
+    const char *rep = tok_jstr(j, "replacement");
+    const char *str_rep = tok_jstr(j, "str_rep");
+    if (!rep)
+        rep = "\xE2\x96\x81";
+    pt->replacement = strdup(str_rep && *str_rep ? str_rep : rep);
+    if (!pt->replacement) {
         tok_err(err, errlen, "out of memory");
         return -1;
     }
-    *out = pt;
-    if (!strcmp(type, "Sequence")) {
-        pt->kind = PRE_SEQUENCE;
-        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "pretokenizers");
-        if (!cJSON_IsArray(arr)) {
-            tok_err(err, errlen, "pre_tokenizer Sequence without a \"pretokenizers\" array");
-            return -1;
-        }
-        pt->children = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof *pt->children);
-        if (!pt->children) {
-            tok_err(err, errlen, "out of memory");
-            return -1;
-        }
-        const cJSON *c;
-        cJSON_ArrayForEach(c, arr)
-        {
-            if (cJSON_IsNull(c))
-                continue;
-            int rc = tok_pretok_build(c, &pt->children[pt->n_children], err, errlen);
-            pt->n_children++;
-            if (rc)
-                return -1;
-        }
-        return 0;
+    pt->replacement_len = strlen(pt->replacement);
+    const char *scheme = tok_jstr(j, "prepend_scheme");
+    if (!scheme || !strcmp(scheme, "always"))
+        pt->prepend_scheme = 2;
+    else if (!strcmp(scheme, "first"))
+        pt->prepend_scheme = 1;
+    else if (!strcmp(scheme, "never"))
+        pt->prepend_scheme = 0;
+    else {
+        tok_err(err, errlen, "pre_tokenizer Metaspace: unknown prepend_scheme \"%s\"", scheme);
+        return -1;
     }
-    if (!strcmp(type, "ByteLevel")) {
-        pt->kind = PRE_BYTELEVEL;
-        pt->add_prefix_space = jbool(j, "add_prefix_space", false);
-        pt->use_regex = jbool(j, "use_regex", true);
-        if (pt->use_regex) {
-            if (tok_regex_compile_raw(&pt->re, GPT2_PATTERN, err, errlen))
-                return -1;
-            pt->has_re = true;
-        }
-        return 0;
+    return 0;
+}
+
+static int read_digits(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx, (void)err, (void)errlen;
+    ((tok_pretok *)node)->individual_digits = tok_jbool(j, "individual_digits", false);
+    return 0;
+}
+
+static void set_kind(void *node, int kind) { ((tok_pretok *)node)->kind = kind; }
+
+static int reserve_children(void *node, size_t n)
+{
+    tok_pretok *pt = node;
+    pt->children = calloc(n + 1, sizeof *pt->children);
+    return pt->children ? 0 : -1;
+}
+
+static int add_child(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen)
+{
+    (void)ctx;
+    tok_pretok *pt = node;
+    /* counted even when it fails: tok_pretok_free frees what it holds */
+    return tok_pretok_build(j, &pt->children[pt->n_children++], err, errlen);
+}
+
+static const tok_build_type PRE_TYPES[] = {
+    {"ByteLevel", PRE_BYTELEVEL, read_bytelevel}, {"Split", PRE_SPLIT, read_split},
+    {"Metaspace", PRE_METASPACE, read_metaspace}, {"Digits", PRE_DIGITS, read_digits},
+    {"Whitespace", PRE_WHITESPACE, NULL},         {"WhitespaceSplit", PRE_WHITESPACE_SPLIT, NULL},
+    {"Punctuation", PRE_PUNCTUATION, NULL},       {"Sequence", PRE_SEQUENCE, NULL},
+};
+static const tok_build_spec PRE_SPEC = {
+    "pre_tokenizer", "pretokenizers",  true,     PRE_TYPES, sizeof PRE_TYPES / sizeof PRE_TYPES[0],
+    set_kind,        reserve_children, add_child};
+
+int tok_pretok_build(const cJSON *j, tok_pretok **out, char *err, size_t errlen)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
     }
-    if (!strcmp(type, "Split")) {
-        pt->kind = PRE_SPLIT;
-        const cJSON *inv = cJSON_GetObjectItemCaseSensitive(j, "invert");
-        pt->invert = cJSON_IsTrue(inv);
-        const char *beh = jstr(j, "behavior");
-        static const char *known[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext",
-                                      "Contiguous"};
-        bool ok = beh == NULL;
-        for (size_t i = 0; beh && i < 5; i++)
-            ok |= strcmp(beh, known[i]) == 0;
-        if (!ok) {
-            tok_err(err, errlen, "pre_tokenizer Split: unknown behavior \"%s\"", beh);
-            return -1;
-        }
-        pt->behavior = beh && !strcmp(beh, "Removed") ? SPLIT_REMOVED : SPLIT_OTHER;
-        /* the reference wraps a literal in a capture group unless invert is absent or true */
-        bool capture = cJSON_IsBool(inv) ? !cJSON_IsTrue(inv) : false;
-        if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), capture, &pt->re, err,
-                              errlen, "pre_tokenizer Split"))
-            return -1;
-        pt->has_re = true;
-        return 0;
-    }
-    if (!strcmp(type, "Metaspace")) {
-        pt->kind = PRE_METASPACE;
-        const char *rep = jstr(j, "replacement");
-        const char *str_rep = jstr(j, "str_rep");
-        if (!rep)
-            rep = "\xE2\x96\x81";
-        pt->replacement = strdup(str_rep && *str_rep ? str_rep : rep);
-        if (!pt->replacement)
-            return -1;
-        pt->replacement_len = strlen(pt->replacement);
-        const char *scheme = jstr(j, "prepend_scheme");
-        if (!scheme || !strcmp(scheme, "always"))
-            pt->prepend_scheme = 2;
-        else if (!strcmp(scheme, "first"))
-            pt->prepend_scheme = 1;
-        else if (!strcmp(scheme, "never"))
-            pt->prepend_scheme = 0;
-        else {
-            tok_err(err, errlen, "pre_tokenizer Metaspace: unknown prepend_scheme \"%s\"", scheme);
-            return -1;
-        }
-        return 0;
-    }
-    if (!strcmp(type, "Digits")) {
-        pt->kind = PRE_DIGITS;
-        pt->individual_digits = jbool(j, "individual_digits", false);
-        return 0;
-    }
-    if (!strcmp(type, "Whitespace")) {
-        pt->kind = PRE_WHITESPACE;
-        return 0;
-    }
-    if (!strcmp(type, "WhitespaceSplit")) {
-        pt->kind = PRE_WHITESPACE_SPLIT;
-        return 0;
-    }
-    if (!strcmp(type, "Punctuation")) {
-        pt->kind = PRE_PUNCTUATION;
-        return 0;
-    }
-    tok_err(
-        err, errlen,
-        "unsupported pre_tokenizer type \"%s\" (supported: ByteLevel, Split, Metaspace, Digits, "
-        "Whitespace, WhitespaceSplit, Punctuation, Sequence)",
-        type);
-    return -1;
+    return tok_build(&PRE_SPEC, j, *out, NULL, err, errlen);
 }
 
 void tok_pretok_free(tok_pretok *pt)
@@ -259,84 +232,104 @@ static int cls_space_only(int32_t cp) { return tok_js_space(cp) ? CLS_SPACE : CL
 static int cls_punct(int32_t cp) { return is_js_punct(cp) ? CLS_OTHER : CLS_WORD; }
 static int cls_digit(int32_t cp) { return cp >= '0' && cp <= '9' ? CLS_WORD : CLS_OTHER; }
 
+/* Each child splits the previous one's pieces. */
+static int apply_sequence(const tok_pretok *pt, const char *s, size_t n, size_t section_index,
+                          tok_strlist *out, char *err, size_t errlen)
+{
+    tok_strlist a = {0}, b = {0};
+    int rc = tok_strlist_push(&a, s, n);
+    for (size_t i = 0; i < pt->n_children && rc == 0; i++) {
+        tok_strlist_clear(&b);
+        rc = tok_pretok_apply(pt->children[i], &a, section_index, &b, err, errlen);
+        tok_strlist t = a;
+        a = b;
+        b = t;
+    }
+    for (size_t i = 0; i < a.n && rc == 0; i++)
+        rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
+    tok_strlist_free(&a);
+    tok_strlist_free(&b);
+    return rc;
+}
+
+/* GPT-2's pieces (or the whole text without the regex), each mapped to byte characters. */
+static int apply_bytelevel(const tok_pretok *pt, const char *s, size_t n, tok_strlist *out,
+                           char *err, size_t errlen)
+{
+    mhla_buf pre = {0};
+    if (pt->add_prefix_space && !(n > 0 && s[0] == ' ')) {
+        if (mhla_buf_putc(&pre, ' ') || mhla_buf_put(&pre, s, n)) {
+            mhla_buf_free(&pre);
+            return -1;
+        }
+        s = pre.p;
+        n = pre.len;
+    }
+    int rc = 0;
+    if (!pt->use_regex) {
+        rc = push_bytelevel(out, s, n);
+    } else {
+        tok_strlist pieces = {0};
+        match_ctx c = {s, &pieces, 0, false};
+        rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
+        for (size_t i = 0; i < pieces.n && rc == 0; i++)
+            rc = push_bytelevel(out, tok_strlist_at(&pieces, i), pieces.len[i]);
+        tok_strlist_free(&pieces);
+    }
+    mhla_buf_free(&pre);
+    return rc;
+}
+
+static int apply_split(const tok_pretok *pt, const char *s, size_t n, tok_strlist *out, char *err,
+                       size_t errlen)
+{
+    if (pt->invert) { /* the matches are the pieces */
+        match_ctx c = {s, out, 0, false};
+        return tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
+    }
+    if (pt->behavior == SPLIT_REMOVED)
+        return tok_regex_js_split(&pt->re, s, n, out, err, errlen);
+    /* every other behaviour keeps matches and the text between them as separate pieces */
+    match_ctx c = {s, out, 0, true};
+    int rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
+    if (rc == 0 && c.last < n && tok_strlist_push(out, s + c.last, n - c.last))
+        rc = -1;
+    return rc;
+}
+
+/* Spaces become the replacement, which is also prepended as prepend_scheme says. */
+static int apply_metaspace(const tok_pretok *pt, const char *s, size_t n, size_t section_index,
+                           tok_strlist *out)
+{
+    mhla_buf b = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = s[i] == ' ' ? mhla_buf_put(&b, pt->replacement, pt->replacement_len)
+                         : mhla_buf_putc(&b, s[i]);
+    bool starts =
+        b.len >= pt->replacement_len && memcmp(b.p, pt->replacement, pt->replacement_len) == 0;
+    bool prepend =
+        !starts && (pt->prepend_scheme == 2 || (pt->prepend_scheme == 1 && section_index == 0));
+    mhla_buf r = {0};
+    if (rc == 0 && prepend)
+        rc = mhla_buf_put(&r, pt->replacement, pt->replacement_len);
+    if (rc == 0)
+        rc = mhla_buf_put(&r, b.p ? b.p : "", b.len);
+    if (rc == 0)
+        rc = tok_strlist_push(out, r.p, r.len);
+    mhla_buf_free(&b);
+    mhla_buf_free(&r);
+    return rc;
+}
+
 static int apply_text(const tok_pretok *pt, const char *s, size_t n, size_t section_index,
                       tok_strlist *out, char *err, size_t errlen)
 {
     switch (pt->kind) {
-    case PRE_SEQUENCE: {
-        tok_strlist a = {0}, b = {0};
-        int rc = tok_strlist_push(&a, s, n);
-        for (size_t i = 0; i < pt->n_children && rc == 0; i++) {
-            tok_strlist_clear(&b);
-            rc = tok_pretok_apply(pt->children[i], &a, section_index, &b, err, errlen);
-            tok_strlist t = a;
-            a = b;
-            b = t;
-        }
-        for (size_t i = 0; i < a.n && rc == 0; i++)
-            rc = tok_strlist_push(out, tok_strlist_at(&a, i), a.len[i]);
-        tok_strlist_free(&a);
-        tok_strlist_free(&b);
-        return rc;
-    }
-    case PRE_BYTELEVEL: {
-        mhla_buf pre = {0};
-        if (pt->add_prefix_space && !(n > 0 && s[0] == ' ')) {
-            if (mhla_buf_putc(&pre, ' ') || mhla_buf_put(&pre, s, n)) {
-                mhla_buf_free(&pre);
-                return -1;
-            }
-            s = pre.p;
-            n = pre.len;
-        }
-        int rc = 0;
-        if (!pt->use_regex) {
-            rc = push_bytelevel(out, s, n);
-        } else {
-            tok_strlist pieces = {0};
-            match_ctx c = {s, &pieces, 0, false};
-            rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
-            for (size_t i = 0; i < pieces.n && rc == 0; i++)
-                rc = push_bytelevel(out, tok_strlist_at(&pieces, i), pieces.len[i]);
-            tok_strlist_free(&pieces);
-        }
-        mhla_buf_free(&pre);
-        return rc;
-    }
-    case PRE_SPLIT: {
-        if (pt->invert) {
-            match_ctx c = {s, out, 0, false};
-            return tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
-        }
-        if (pt->behavior == SPLIT_REMOVED)
-            return tok_regex_js_split(&pt->re, s, n, out, err, errlen);
-        match_ctx c = {s, out, 0, true};
-        int rc = tok_regex_each(&pt->re, s, n, collect_cb, &c, err, errlen);
-        if (rc == 0 && c.last < n && tok_strlist_push(out, s + c.last, n - c.last))
-            rc = -1;
-        return rc;
-    }
-    case PRE_METASPACE: {
-        mhla_buf b = {0};
-        int rc = 0;
-        for (size_t i = 0; i < n && rc == 0; i++)
-            rc = s[i] == ' ' ? mhla_buf_put(&b, pt->replacement, pt->replacement_len)
-                             : mhla_buf_putc(&b, s[i]);
-        bool starts =
-            b.len >= pt->replacement_len && memcmp(b.p, pt->replacement, pt->replacement_len) == 0;
-        bool prepend =
-            !starts && (pt->prepend_scheme == 2 || (pt->prepend_scheme == 1 && section_index == 0));
-        mhla_buf r = {0};
-        if (rc == 0 && prepend)
-            rc = mhla_buf_put(&r, pt->replacement, pt->replacement_len);
-        if (rc == 0)
-            rc = mhla_buf_put(&r, b.p ? b.p : "", b.len);
-        if (rc == 0)
-            rc = tok_strlist_push(out, r.p, r.len);
-        mhla_buf_free(&b);
-        mhla_buf_free(&r);
-        return rc;
-    }
+    case PRE_SEQUENCE: return apply_sequence(pt, s, n, section_index, out, err, errlen);
+    case PRE_BYTELEVEL: return apply_bytelevel(pt, s, n, out, err, errlen);
+    case PRE_SPLIT: return apply_split(pt, s, n, out, err, errlen);
+    case PRE_METASPACE: return apply_metaspace(pt, s, n, section_index, out);
     case PRE_DIGITS: return runs(s, n, cls_digit, -1, pt->individual_digits ? CLS_WORD : -2, out);
     case PRE_WHITESPACE: return runs(s, n, cls_whitespace, CLS_SPACE, -2, out);
     case PRE_WHITESPACE_SPLIT: return runs(s, n, cls_space_only, CLS_SPACE, -2, out);

@@ -65,112 +65,128 @@ int tok_regex_compile_literal(tok_regex *re, const char *lit, size_t n, bool cap
     return rc;
 }
 
+/* The translation of an Oniguruma pattern as it is copied out, one construct at a time. */
+typedef struct {
+    const char *pat;
+    size_t n, i; /* the pattern and where the translation stands in it */
+    mhla_buf out;
+    int depth, icase_depth[64], n_icase; /* group depth; depths of the open (?i: groups */
+    bool in_class;
+} onig_tr;
+
+/* The PCRE2 text for escape \e, or NULL when \e means the same in both. */
+static const char *escape_rep(char e, bool in_class)
+{
+    switch (e) {
+    case 's': return "\\p{White_Space}";
+    case 'S': return "\\P{White_Space}";
+    case 'd': return "\\p{Nd}";
+    case 'D': return "\\P{Nd}";
+    case 'w': return in_class ? WORD_CLASS_BODY : "[" WORD_CLASS_BODY "]";
+    case 'W': return in_class ? NULL : "[^" WORD_CLASS_BODY "]";
+    case 'h': return in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]";
+    case 'H': return in_class ? NULL : "[^0-9A-Fa-f]";
+    case 'b':
+        return in_class ? NULL
+                        : "(?:(?<![" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY
+                          "])|(?<=[" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY "]))";
+    case 'B':
+        return in_class ? NULL
+                        : "(?:(?<![" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY
+                          "])|(?<=[" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY "]))";
+    default: return NULL;
+    }
+}
+
+/* Steps below return 0, -1 when out of memory, -2 when the pattern is refused (err set). */
+static int tr_escape(onig_tr *t, char *err, size_t errlen)
+{
+    char e = t->pat[++t->i];
+    const char *rep = escape_rep(e, t->in_class);
+    if (!rep && t->in_class && (e == 'W' || e == 'H')) {
+        tok_err(err, errlen,
+                "unsupported regex construct \\%c inside a character class in \"%.*s\"", e,
+                (int)(t->n > 200 ? 200 : t->n), t->pat);
+        return -2;
+    }
+    if (rep)
+        return mhla_buf_put(&t->out, rep, strlen(rep));
+    return mhla_buf_putc(&t->out, '\\') || mhla_buf_putc(&t->out, e) ? -1 : 0;
+}
+
+/* '[' opens a class, in which a ']' or '^]' right after the '[' is literal. */
+static int tr_class(onig_tr *t)
+{
+    t->in_class = true;
+    int rc = mhla_buf_putc(&t->out, '[');
+    if (t->i + 1 < t->n && t->pat[t->i + 1] == '^') {
+        rc = rc ? rc : mhla_buf_putc(&t->out, '^');
+        t->i++;
+    }
+    if (t->i + 1 < t->n && t->pat[t->i + 1] == ']') {
+        rc = rc ? rc : mhla_buf_put(&t->out, "\\]", 2);
+        t->i++;
+    }
+    return rc;
+}
+
+/* Groups: a (?i: group becomes (?: and its letters are folded by tr_char instead. */
+static int tr_group(onig_tr *t, char c)
+{
+    const char *p = t->pat + t->i;
+    if (c == ')') {
+        if (t->n_icase && t->icase_depth[t->n_icase - 1] == t->depth)
+            t->n_icase--;
+        t->depth--;
+        return mhla_buf_putc(&t->out, c);
+    }
+    t->depth++;
+    if (t->i + 3 < t->n && p[1] == '?' && p[2] == 'i' && p[3] == ':') {
+        if (t->n_icase < 64)
+            t->icase_depth[t->n_icase++] = t->depth;
+        t->i += 3;
+        return mhla_buf_put(&t->out, "(?:", 3);
+    }
+    return mhla_buf_putc(&t->out, c);
+}
+
+static int tr_char(onig_tr *t, char *err, size_t errlen)
+{
+    char c = t->pat[t->i];
+    if (c == '\\' && t->i + 1 < t->n)
+        return tr_escape(t, err, errlen);
+    if (t->in_class) {
+        if (c == ']')
+            t->in_class = false;
+        return mhla_buf_putc(&t->out, c);
+    }
+    if (c == '[')
+        return tr_class(t);
+    if (c == '(' || c == ')')
+        return tr_group(t, c);
+    if (t->n_icase && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+        char lo = (char)(c | 0x20), up = (char)(lo - 32), cls[4] = {'[', lo, up, ']'};
+        return mhla_buf_put(&t->out, cls, 4);
+    }
+    return mhla_buf_putc(&t->out, c);
+}
+
 /* Rewrite the escapes whose meaning differs between Oniguruma/the reference and PCRE2:
  * \s \S \w \W \d \D \h \H \b \B, ^ and $ (line anchors), and ASCII-only case folding
  * inside (?i: ... ) groups (PCRE2 would also fold e.g. U+017F to 's'). */
 int tok_regex_compile_onig(tok_regex *re, const char *pat, size_t n, char *err, size_t errlen)
 {
-    mhla_buf b = {0};
+    onig_tr t = {.pat = pat, .n = n};
     int rc = 0;
-    int depth = 0, icase_depth[64], n_icase = 0;
-    bool in_class = false;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        char c = pat[i];
-        if (c == '\\' && i + 1 < n) {
-            char e = pat[++i];
-            const char *rep = NULL;
-            switch (e) {
-            case 's': rep = "\\p{White_Space}"; break;
-            case 'S': rep = in_class ? "\\P{White_Space}" : "\\P{White_Space}"; break;
-            case 'd': rep = "\\p{Nd}"; break;
-            case 'D': rep = "\\P{Nd}"; break;
-            case 'w': rep = in_class ? WORD_CLASS_BODY : "[" WORD_CLASS_BODY "]"; break;
-            case 'W': rep = in_class ? NULL : "[^" WORD_CLASS_BODY "]"; break;
-            case 'h': rep = in_class ? "0-9A-Fa-f" : "[0-9A-Fa-f]"; break;
-            case 'H': rep = in_class ? NULL : "[^0-9A-Fa-f]"; break;
-            case 'b':
-                if (!in_class)
-                    rep = "(?:(?<![" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY
-                          "])|(?<=[" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY "]))";
-                break;
-            case 'B':
-                if (!in_class)
-                    rep = "(?:(?<![" WORD_CLASS_BODY "])(?![" WORD_CLASS_BODY
-                          "])|(?<=[" WORD_CLASS_BODY "])(?=[" WORD_CLASS_BODY "]))";
-                break;
-            default: break;
-            }
-            if (!rep && in_class && (e == 'W' || e == 'H')) {
-                mhla_buf_free(&b);
-                tok_err(err, errlen,
-                        "unsupported regex construct \\%c inside a character class in \"%.*s\"", e,
-                        (int)(n > 200 ? 200 : n), pat);
-                return -1;
-            }
-            if (rep)
-                rc = mhla_buf_put(&b, rep, strlen(rep));
-            else {
-                rc = mhla_buf_putc(&b, '\\');
-                if (rc == 0)
-                    rc = mhla_buf_putc(&b, e);
-            }
-            continue;
-        }
-        if (in_class) {
-            if (c == ']')
-                in_class = false;
-            rc = mhla_buf_putc(&b, c);
-            continue;
-        }
-        if (c == '[') {
-            in_class = true;
-            rc = mhla_buf_putc(&b, c);
-            /* a ']' or '^]' right after '[' is literal */
-            if (i + 1 < n && pat[i + 1] == '^') {
-                rc = rc ? rc : mhla_buf_putc(&b, '^');
-                i++;
-            }
-            if (i + 1 < n && pat[i + 1] == ']') {
-                rc = rc ? rc : mhla_buf_put(&b, "\\]", 2);
-                i++;
-            }
-            continue;
-        }
-        if (c == '(') {
-            depth++;
-            if (i + 3 < n && pat[i + 1] == '?' && pat[i + 2] == 'i' && pat[i + 3] == ':') {
-                if (n_icase < 64)
-                    icase_depth[n_icase++] = depth;
-                rc = mhla_buf_put(&b, "(?:", 3);
-                i += 3;
-                continue;
-            }
-            rc = mhla_buf_putc(&b, c);
-            continue;
-        }
-        if (c == ')') {
-            if (n_icase && icase_depth[n_icase - 1] == depth)
-                n_icase--;
-            depth--;
-            rc = mhla_buf_putc(&b, c);
-            continue;
-        }
-        if (n_icase && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
-            char lo = (char)(c | 0x20), up = (char)(lo - 32), t[4] = {'[', lo, up, ']'};
-            rc = mhla_buf_put(&b, t, 4);
-            continue;
-        }
-        rc = mhla_buf_putc(&b, c);
-    }
-    if (rc) {
-        mhla_buf_free(&b);
+    for (t.i = 0; t.i < n && rc == 0; t.i++)
+        rc = tr_char(&t, err, errlen);
+    if (rc == 0)
+        rc = compile(re, t.out.p ? t.out.p : "", t.out.len, PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX,
+                     err, errlen, "tokenizer.json");
+    else if (rc == -1)
         tok_err(err, errlen, "out of memory");
-        return -1;
-    }
-    rc = compile(re, b.p ? b.p : "", b.len, PCRE2_MULTILINE | PCRE2_ALT_CIRCUMFLEX, err, errlen,
-                 "tokenizer.json");
-    mhla_buf_free(&b);
-    return rc;
+    mhla_buf_free(&t.out);
+    return rc ? -1 : 0;
 }
 
 void tok_regex_free(tok_regex *re)
@@ -238,6 +254,18 @@ int tok_regex_each(const tok_regex *re, const char *s, size_t n, tok_match_cb cb
     return rc;
 }
 
+/* split puts the non-empty captures of each match between the pieces. */
+static int push_groups(pcre2_match_data *md, const char *s, tok_strlist *out)
+{
+    PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    uint32_t groups = pcre2_get_ovector_count(md);
+    for (uint32_t g = 1; g < groups; g++)
+        if (ov[2 * g] != PCRE2_UNSET && ov[2 * g + 1] > ov[2 * g] &&
+            tok_strlist_push(out, s + ov[2 * g], ov[2 * g + 1] - ov[2 * g]))
+            return -1;
+    return 0;
+}
+
 int tok_regex_js_split(const tok_regex *re, const char *s, size_t n, tok_strlist *out, char *err,
                        size_t errlen)
 {
@@ -272,15 +300,10 @@ int tok_regex_js_split(const tok_regex *re, const char *s, size_t n, tok_strlist
             rc = -2;
             break;
         }
-        uint32_t groups = pcre2_get_ovector_count(md);
-        for (uint32_t g = 1; g < groups; g++)
-            if (ov[2 * g] != PCRE2_UNSET && ov[2 * g + 1] > ov[2 * g] &&
-                tok_strlist_push(out, s + ov[2 * g], ov[2 * g + 1] - ov[2 * g])) {
-                rc = -2;
-                break;
-            }
-        if (rc)
+        if (push_groups(md, s, out)) {
+            rc = -2;
             break;
+        }
         p = e;
         q = p;
     }

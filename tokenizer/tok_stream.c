@@ -127,6 +127,79 @@ static int move_window(mhla_tok_stream *st, size_t to, char *err, size_t errlen)
     return 0;
 }
 
+/* A decoder that strips characters off the end is not prefix-stable: re-decode
+ * everything and keep the last `holdback` characters (and any trailing U+FFFD) back until
+ * finish. */
+static int push_holdback(mhla_tok_stream *st, const char **piece, size_t *len, char *err,
+                         size_t errlen)
+{
+    mhla_buf all = {0};
+    int rc = decode_window(st, st->ids.v, st->ids.n, &all, err, errlen);
+    size_t end = all.len;
+    for (long k = 0; rc == 0 && k < st->holdback && end > 0; k++) {
+        end--;
+        while (end > 0 && ((unsigned char)all.p[end] & 0xC0) == 0x80)
+            end--;
+    }
+    while (rc == 0 && end >= 3 && memcmp(all.p + end - 3, "\xEF\xBF\xBD", 3) == 0)
+        end -= 3;
+    if (rc == 0 && end > st->emitted.len &&
+        memcmp(all.p, st->emitted.p ? st->emitted.p : "", st->emitted.len) == 0 &&
+        set_piece(st, all.p + st->emitted.len, end - st->emitted.len, piece, len)) {
+        tok_err(err, errlen, "out of memory");
+        rc = -1;
+    }
+    mhla_buf_free(&all);
+    return rc;
+}
+
+/* Emits the text from the window's `before` to `to`'s, and moves the window to `to`. */
+static int emit_to(mhla_tok_stream *st, const mhla_buf *before, const mhla_buf *text, size_t to,
+                   const char **piece, size_t *len, char *err, size_t errlen)
+{
+    if (set_piece(st, text->p + before->len, text->len - before->len, piece, len)) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
+    return move_window(st, to, err, errlen);
+}
+
+/* The window's text before the pending ids and with them: the difference is emitted when
+ * it ends on a complete character; else, when the text up to the previous push still
+ * starts this text and more follows it, that text is final: it is emitted and the window
+ * moves on to there. */
+static int push_window(mhla_tok_stream *st, const char **piece, size_t *len, char *err,
+                       size_t errlen)
+{
+    mhla_buf before = {0}, after = {0}, mid = {0};
+    const int32_t *w = st->ids.v + st->prefix;
+    size_t last = st->ids.n - 1 - st->prefix; /* the window's ids up to the previous push */
+    int rc = -1;
+    if (decode_window(st, w, st->read - st->prefix, &before, err, errlen) ||
+        decode_window(st, w, st->ids.n - st->prefix, &after, err, errlen))
+        goto done;
+    bool extends = after.len > before.len && starts_with(&after, &before);
+    if (extends && !ends_incomplete(&after)) {
+        rc = emit_to(st, &before, &after, st->ids.n, piece, len, err, errlen);
+        goto done;
+    }
+    if (extends && st->ids.n - 1 > st->read) {
+        if (decode_window(st, w, last, &mid, err, errlen))
+            goto done;
+        if (mid.len > before.len && after.len > mid.len && starts_with(&mid, &before) &&
+            starts_with(&after, &mid)) {
+            rc = emit_to(st, &before, &mid, st->ids.n - 1, piece, len, err, errlen);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    mhla_buf_free(&before);
+    mhla_buf_free(&after);
+    mhla_buf_free(&mid);
+    return rc;
+}
+
 int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, size_t *len,
                          char *err, size_t errlen)
 {
@@ -144,68 +217,12 @@ int mhla_tok_stream_push(mhla_tok_stream *st, int32_t id, const char **piece, si
     }
     if (st->skip_special && st->tok->is_special[id])
         return 0; /* adds no text: nothing to decode */
-    mhla_buf before = {0}, after = {0}, mid = {0};
-    int rc = -1;
-    if (st->holdback > 0) {
-        /* a decoder that strips characters off the end is not prefix-stable: re-decode
-         * everything and keep the last `holdback` characters back until finish */
-        if (decode_window(st, st->ids.v, st->ids.n, &after, err, errlen))
-            goto done;
-        size_t end = after.len;
-        for (long k = 0; k < st->holdback && end > 0; k++) {
-            end--;
-            while (end > 0 && ((unsigned char)after.p[end] & 0xC0) == 0x80)
-                end--;
-        }
-        while (end >= 3 && memcmp(after.p + end - 3, "\xEF\xBF\xBD", 3) == 0)
-            end -= 3;
-        if (end > st->emitted.len &&
-            memcmp(after.p, st->emitted.p ? st->emitted.p : "", st->emitted.len) == 0 &&
-            set_piece(st, after.p + st->emitted.len, end - st->emitted.len, piece, len)) {
-            tok_err(err, errlen, "out of memory");
-            goto done;
-        }
-        rc = 0;
-        goto done;
-    }
+    if (st->holdback > 0)
+        return push_holdback(st, piece, len, err, errlen);
     size_t pending = st->ids.n - st->read;
-    if (pending > STREAM_EAGER_IDS && (pending & (pending - 1)) != 0) {
-        rc = 0;
-        goto done;
-    }
-    const int32_t *w = st->ids.v + st->prefix;
-    if (decode_window(st, w, st->read - st->prefix, &before, err, errlen) ||
-        decode_window(st, w, st->ids.n - st->prefix, &after, err, errlen))
-        goto done;
-    bool extends = after.len > before.len && starts_with(&after, &before);
-    if (extends && !ends_incomplete(&after)) {
-        if (set_piece(st, after.p + before.len, after.len - before.len, piece, len)) {
-            tok_err(err, errlen, "out of memory");
-            goto done;
-        }
-        if (move_window(st, st->ids.n, err, errlen))
-            goto done;
-    } else if (extends && st->ids.n - 1 > st->read) {
-        /* the text up to the previous push is final when it still starts this text and
-         * more follows it: emit it and move the window on to there */
-        if (decode_window(st, w, st->ids.n - 1 - st->prefix, &mid, err, errlen))
-            goto done;
-        if (mid.len > before.len && after.len > mid.len && starts_with(&mid, &before) &&
-            starts_with(&after, &mid)) {
-            if (set_piece(st, mid.p + before.len, mid.len - before.len, piece, len)) {
-                tok_err(err, errlen, "out of memory");
-                goto done;
-            }
-            if (move_window(st, st->ids.n - 1, err, errlen))
-                goto done;
-        }
-    }
-    rc = 0;
-done:
-    mhla_buf_free(&before);
-    mhla_buf_free(&after);
-    mhla_buf_free(&mid);
-    return rc;
+    if (pending > STREAM_EAGER_IDS && (pending & (pending - 1)) != 0)
+        return 0; /* re-decoded only when the pending count doubles */
+    return push_window(st, piece, len, err, errlen);
 }
 
 int mhla_tok_stream_finish(mhla_tok_stream *st, const char **piece, size_t *len, char *err,

@@ -2,6 +2,7 @@
  * repeatedly merge the most frequent adjacent pair (ties: the pair of older tokens) until
  * the vocabulary is full. Writes a tokenizer.json the reference implementation loads. */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,8 @@ static int pc_add(pair_counts *p, uint64_t k, int64_t c)
 typedef struct {
     tok_strmap index; /* piece -> word index */
     word *words;
-    size_t n_words, cap_words;
+    size_t n_words;
+    int cap_words;
 } counter;
 
 static int count_piece(counter *c, const char *s, size_t n)
@@ -62,14 +64,9 @@ static int count_piece(counter *c, const char *s, size_t n)
         c->words[idx].count++;
         return 0;
     }
-    if (c->n_words == c->cap_words) {
-        size_t cap = c->cap_words ? c->cap_words * 2 : 1024;
-        word *w = realloc(c->words, cap * sizeof *w);
-        if (!w)
-            return -1;
-        c->words = w;
-        c->cap_words = cap;
-    }
+    if (c->n_words >= INT32_MAX ||
+        mhla_grow(&c->words, sizeof *c->words, &c->cap_words, (int)c->n_words + 1))
+        return -1;
     /* symbols start as single bytes: ids 1..256 are the byte characters (0 is <|endoftext|>) */
     word *w = &c->words[c->n_words];
     w->sym = malloc((n + 1) * sizeof *w->sym);
@@ -82,10 +79,293 @@ static int count_piece(counter *c, const char *s, size_t n)
         w->sym[w->n++] = 1 + tok_cp_to_byte(cp);
     }
     w->count = 1;
-    if (tok_strmap_put(&c->index, s, n, (int32_t)c->n_words))
+    if (tok_strmap_put(&c->index, s, n, (int32_t)c->n_words)) {
+        free(w->sym);
         return -1;
+    }
     c->n_words++;
     return 0;
+}
+
+static void counter_free(counter *c)
+{
+    for (size_t w = 0; w < c->n_words; w++)
+        free(c->words[w].sym);
+    free(c->words);
+    tok_strmap_free(&c->index);
+}
+
+/* Counts the pre-tokens of text line by line, which bounds the working set. */
+static int count_text(counter *c, const tok_pretok *pt, const char *text, size_t len, char *err,
+                      size_t errlen)
+{
+    tok_strlist in = {0}, pieces = {0};
+    size_t start = 0;
+    int bad = 0;
+    for (size_t i = 0; i <= len && !bad; i++) {
+        if (i < len && text[i] != '\n')
+            continue;
+        size_t end = i < len ? i + 1 : i;
+        if (end > start) {
+            tok_strlist_clear(&in);
+            tok_strlist_clear(&pieces);
+            if (tok_strlist_push(&in, text + start, end - start) ||
+                tok_pretok_apply(pt, &in, 0, &pieces, err, errlen))
+                bad = 1;
+            for (size_t k = 0; k < pieces.n && !bad; k++)
+                if (count_piece(c, tok_strlist_at(&pieces, k), pieces.len[k]))
+                    bad = 1;
+        }
+        start = end;
+    }
+    tok_strlist_free(&in);
+    tok_strlist_free(&pieces);
+    if (bad && err && !err[0])
+        tok_err(err, errlen, "out of memory while counting words");
+    return bad ? -1 : 0;
+}
+
+/* Counts the pre-tokens of one input file, read as UTF-8 with invalid bytes replaced. */
+static int count_file(counter *c, const tok_pretok *pt, const char *path, char *err, size_t errlen)
+{
+    char *raw;
+    size_t len;
+    if (mhla_read_file(path, SIZE_MAX, &raw, &len, err, errlen))
+        return -1;
+    mhla_buf clean = {0};
+    int rc = tok_utf8_sanitize(raw, len, &clean);
+    free(raw);
+    if (rc)
+        tok_err(err, errlen, "out of memory reading %s", path);
+    else
+        rc = count_text(c, pt, clean.p ? clean.p : "", clean.len, err, errlen);
+    mhla_buf_free(&clean);
+    return rc;
+}
+
+/* Counts the words of every file, pre-tokenized as GPT-2 does. */
+static int count_files(counter *c, const char *const *files, size_t n_files, char *err,
+                       size_t errlen)
+{
+    tok_pretok *pt = NULL;
+    cJSON *jpre =
+        cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}");
+    int rc = -1;
+    if (!jpre)
+        tok_err(err, errlen, "out of memory while training");
+    else if (tok_pretok_build(jpre, &pt, err, errlen) == 0) {
+        rc = 0;
+        for (size_t f = 0; f < n_files && rc == 0; f++)
+            rc = count_file(c, pt, files[f], err, errlen);
+    }
+    cJSON_Delete(jpre);
+    tok_pretok_free(pt);
+    return rc;
+}
+
+/* The vocabulary being trained: id -> byte-level string, and the merges so far. */
+typedef struct {
+    mhla_buf *str;
+    size_t n, cap;
+    cJSON *merges;
+} vocab;
+
+static void vocab_free(vocab *v)
+{
+    if (v->str)
+        for (size_t i = 0; i < v->cap; i++)
+            mhla_buf_free(&v->str[i]);
+    free(v->str);
+    cJSON_Delete(v->merges); /* NULL once attached to the output */
+}
+
+/* <|endoftext|> is id 0, the 256 byte characters follow. */
+static int vocab_init(vocab *v, size_t cap)
+{
+    v->cap = cap;
+    v->str = calloc(cap, sizeof *v->str);
+    v->merges = cJSON_CreateArray();
+    if (!v->str || !v->merges || mhla_buf_put(&v->str[0], "<|endoftext|>", 13))
+        return -1;
+    for (int b = 0; b < 256; b++) {
+        char e[4];
+        if (mhla_buf_put(&v->str[1 + b], e, mhla_utf8_put(e, tok_byte_to_cp[b])))
+            return -1;
+    }
+    v->n = 257;
+    return 0;
+}
+
+/* The most frequent adjacent pair (ties: the smaller key, the pair of older tokens), or
+ * UINT64_MAX when every word is a single token. -1 when out of memory. */
+static int best_pair(const counter *c, uint64_t *best)
+{
+    size_t total = 0;
+    for (size_t w = 0; w < c->n_words; w++)
+        total += c->words[w].n;
+    size_t cap = 1024;
+    while (cap < 2 * total + 2)
+        cap *= 2;
+    pair_counts pc;
+    int rc = pc_init(&pc, cap);
+    for (size_t w = 0; w < c->n_words && rc == 0; w++)
+        for (size_t i = 0; i + 1 < c->words[w].n; i++)
+            pc_add(&pc,
+                   ((uint64_t)(uint32_t)c->words[w].sym[i] << 32) |
+                       (uint32_t)c->words[w].sym[i + 1],
+                   c->words[w].count);
+    *best = UINT64_MAX;
+    int64_t best_count = 0;
+    for (size_t j = 0; j < pc.cap && rc == 0; j++)
+        if (pc.key[j] != UINT64_MAX &&
+            (pc.count[j] > best_count || (pc.count[j] == best_count && pc.key[j] < *best))) {
+            *best = pc.key[j];
+            best_count = pc.count[j];
+        }
+    free(pc.key);
+    free(pc.count);
+    return rc;
+}
+
+/* Token m = a + b: its string and its "a b" merge line. */
+static int add_merge(vocab *v, int32_t a, int32_t b, int32_t m)
+{
+    const mhla_buf *sa = &v->str[a], *sb = &v->str[b];
+    if (mhla_buf_put(&v->str[m], sa->p, sa->len) || mhla_buf_put(&v->str[m], sb->p, sb->len))
+        return -1;
+    char *line = malloc(sa->len + sb->len + 2);
+    if (!line)
+        return -1;
+    sprintf(line, "%s %s", sa->p, sb->p);
+    bool ok = cJSON_AddItemToArray(v->merges, cJSON_CreateString(line));
+    free(line);
+    return ok ? 0 : -1;
+}
+
+/* Every occurrence of the pair (a, b) in every word becomes m. */
+static void apply_merge(counter *c, int32_t a, int32_t b, int32_t m)
+{
+    for (size_t w = 0; w < c->n_words; w++) {
+        word *wd = &c->words[w];
+        size_t k = 0;
+        for (size_t i = 0; i < wd->n; i++) {
+            if (i + 1 < wd->n && wd->sym[i] == a && wd->sym[i + 1] == b) {
+                wd->sym[k++] = m;
+                i++;
+            } else
+                wd->sym[k++] = wd->sym[i];
+        }
+        wd->n = k;
+    }
+}
+
+/* Merges the most frequent pair until the vocabulary is full or nothing is left to merge. */
+static int merge_until_full(counter *c, vocab *v)
+{
+    while (v->n < v->cap) {
+        uint64_t best;
+        if (best_pair(c, &best))
+            return -1;
+        if (best == UINT64_MAX)
+            break; /* every word is a single token */
+        int32_t a = (int32_t)(best >> 32), b = (int32_t)(best & 0xFFFFFFFF), m = (int32_t)v->n;
+        if (add_merge(v, a, b, m))
+            return -1;
+        v->n++;
+        apply_merge(c, a, b, m);
+    }
+    return 0;
+}
+
+/* pre_tokenizer, post_processor and decoder are all ByteLevel, as the reference's
+ * byte-level BPE trainer writes them. */
+static bool add_bytelevel(cJSON *root, const char *key, bool trim_offsets)
+{
+    cJSON *o = cJSON_AddObjectToObject(root, key);
+    return o && cJSON_AddStringToObject(o, "type", "ByteLevel") &&
+           cJSON_AddBoolToObject(o, "add_prefix_space", 0) &&
+           cJSON_AddBoolToObject(o, "trim_offsets", trim_offsets) &&
+           cJSON_AddBoolToObject(o, "use_regex", 1);
+}
+
+/* Everything of tokenizer.json before the model: <|endoftext|> as the one added token,
+ * no normalizer, byte-level everything else. */
+static bool add_pipeline(cJSON *root)
+{
+    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens"), *eot = cJSON_CreateObject();
+    if (!eot)
+        return false;
+    bool ok = added && cJSON_AddStringToObject(root, "version", "1.0") &&
+              cJSON_AddNullToObject(root, "truncation") && cJSON_AddNullToObject(root, "padding") &&
+              cJSON_AddNumberToObject(eot, "id", 0) &&
+              cJSON_AddStringToObject(eot, "content", "<|endoftext|>") &&
+              cJSON_AddBoolToObject(eot, "single_word", 0) &&
+              cJSON_AddBoolToObject(eot, "lstrip", 0) && cJSON_AddBoolToObject(eot, "rstrip", 0) &&
+              cJSON_AddBoolToObject(eot, "normalized", 0) &&
+              cJSON_AddBoolToObject(eot, "special", 1) && cJSON_AddItemToArray(added, eot);
+    if (!ok) {
+        cJSON_Delete(eot); /* not attached */
+        return false;
+    }
+    return cJSON_AddNullToObject(root, "normalizer") && add_bytelevel(root, "pre_tokenizer", 1) &&
+           add_bytelevel(root, "post_processor", 0) && add_bytelevel(root, "decoder", 1);
+}
+
+/* token -> id; a token formed twice keeps its first id. */
+static bool add_vocab(cJSON *model, const vocab *v)
+{
+    cJSON *obj = cJSON_AddObjectToObject(model, "vocab");
+    tok_strmap seen = {0};
+    bool ok = obj != NULL;
+    for (size_t i = 0; i < v->n && ok; i++) {
+        int32_t prev;
+        if (tok_strmap_get(&seen, v->str[i].p, v->str[i].len, &prev))
+            continue;
+        ok = tok_strmap_put(&seen, v->str[i].p, v->str[i].len, (int32_t)i) == 0 &&
+             cJSON_AddNumberToObject(obj, v->str[i].p, (double)i);
+    }
+    tok_strmap_free(&seen);
+    return ok;
+}
+
+/* The BPE model: its options as the reference writes them, the vocab, the merges. */
+static bool add_model(cJSON *root, vocab *v)
+{
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    bool ok = model && cJSON_AddStringToObject(model, "type", "BPE") &&
+              cJSON_AddNullToObject(model, "dropout") &&
+              cJSON_AddNullToObject(model, "unk_token") &&
+              cJSON_AddNullToObject(model, "continuing_subword_prefix") &&
+              cJSON_AddNullToObject(model, "end_of_word_suffix") &&
+              cJSON_AddBoolToObject(model, "fuse_unk", 0) &&
+              cJSON_AddBoolToObject(model, "byte_fallback", 0) &&
+              cJSON_AddBoolToObject(model, "ignore_merges", 0) && add_vocab(model, v);
+    if (!ok || !cJSON_AddItemToObject(model, "merges", v->merges))
+        return false; /* the merges are still v's to free */
+    v->merges = NULL;
+    return true;
+}
+
+static int write_json(const cJSON *root, const char *out_path, char *err, size_t errlen)
+{
+    char *json = cJSON_PrintUnformatted(root);
+    if (!json) {
+        tok_err(err, errlen, "out of memory while training");
+        return -1;
+    }
+    FILE *out = fopen(out_path, "wb");
+    if (!out) {
+        free(json);
+        tok_err(err, errlen, "cannot create %s", out_path);
+        return -1;
+    }
+    size_t jl = strlen(json);
+    int werr = fwrite(json, 1, jl, out) != jl;
+    werr |= fclose(out) != 0;
+    free(json);
+    if (werr)
+        tok_err(err, errlen, "cannot write %s", out_path);
+    return werr ? -1 : 0;
 }
 
 int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_size,
@@ -99,227 +379,23 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
                 vocab_size);
         return -1;
     }
-    int rc = -1;
     counter c = {0};
-    tok_pretok *pt = NULL;
-    mhla_buf *tokstr = NULL; /* id -> byte-level string */
-    cJSON *root = NULL, *merges = NULL;
-    char *json = NULL;
-    size_t n_tok = 0;
-    cJSON *jpre =
-        cJSON_Parse("{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}");
-    if (!jpre || tok_pretok_build(jpre, &pt, err, errlen)) {
-        cJSON_Delete(jpre);
-        goto done;
+    vocab v = {0};
+    cJSON *root = NULL;
+    int rc = count_files(&c, files, n_files, err, errlen);
+    if (rc == 0) {
+        root = cJSON_CreateObject();
+        rc = !root || vocab_init(&v, vocab_size) || merge_until_full(&c, &v) ||
+                     !add_pipeline(root) || !add_model(root, &v)
+                 ? -1
+                 : 0;
+        if (rc)
+            tok_err(err, errlen, "out of memory while training");
+        else
+            rc = write_json(root, out_path, err, errlen);
     }
-    cJSON_Delete(jpre);
-    for (size_t f = 0; f < n_files; f++) {
-        FILE *fp = fopen(files[f], "rb");
-        if (!fp) {
-            tok_err(err, errlen, "cannot open %s", files[f]);
-            goto done;
-        }
-        mhla_buf raw = {0}, clean = {0};
-        char chunk[65536];
-        size_t r;
-        int bad = 0;
-        while ((r = fread(chunk, 1, sizeof chunk, fp)) > 0)
-            bad |= mhla_buf_put(&raw, chunk, r);
-        bad |= ferror(fp);
-        fclose(fp);
-        if (bad || tok_utf8_sanitize(raw.p ? raw.p : "", raw.len, &clean)) {
-            mhla_buf_free(&raw);
-            mhla_buf_free(&clean);
-            tok_err(err, errlen, "cannot read %s", files[f]);
-            goto done;
-        }
-        mhla_buf_free(&raw);
-        /* pre-tokenize line by line to bound the working set */
-        tok_strlist in = {0}, pieces = {0};
-        size_t start = 0;
-        for (size_t i = 0; i <= clean.len && !bad; i++) {
-            if (i < clean.len && clean.p[i] != '\n')
-                continue;
-            size_t end = i < clean.len ? i + 1 : i;
-            if (end > start) {
-                tok_strlist_clear(&in);
-                tok_strlist_clear(&pieces);
-                if (tok_strlist_push(&in, clean.p + start, end - start) ||
-                    tok_pretok_apply(pt, &in, 0, &pieces, err, errlen))
-                    bad = 1;
-                for (size_t k = 0; k < pieces.n && !bad; k++)
-                    if (count_piece(&c, tok_strlist_at(&pieces, k), pieces.len[k]))
-                        bad = 1;
-            }
-            start = end;
-        }
-        tok_strlist_free(&in);
-        tok_strlist_free(&pieces);
-        mhla_buf_free(&clean);
-        if (bad) {
-            if (!err[0])
-                tok_err(err, errlen, "out of memory while counting words");
-            goto done;
-        }
-    }
-    tokstr = calloc(vocab_size, sizeof *tokstr);
-    if (!tokstr)
-        goto oom;
-    if (mhla_buf_put(&tokstr[0], "<|endoftext|>", 13))
-        goto oom;
-    for (int b = 0; b < 256; b++) {
-        char e[4];
-        if (mhla_buf_put(&tokstr[1 + b], e, mhla_utf8_put(e, tok_byte_to_cp[b])))
-            goto oom;
-    }
-    n_tok = 257;
-    root = cJSON_CreateObject();
-    merges = cJSON_CreateArray();
-    if (!root || !merges)
-        goto oom;
-    while (n_tok < vocab_size) {
-        size_t total = 0;
-        for (size_t w = 0; w < c.n_words; w++)
-            total += c.words[w].n;
-        size_t cap = 1024;
-        while (cap < 2 * total + 2)
-            cap *= 2;
-        pair_counts pc;
-        if (pc_init(&pc, cap)) {
-            free(pc.key);
-            free(pc.count);
-            goto oom;
-        }
-        for (size_t w = 0; w < c.n_words; w++)
-            for (size_t i = 0; i + 1 < c.words[w].n; i++)
-                pc_add(&pc,
-                       ((uint64_t)(uint32_t)c.words[w].sym[i] << 32) |
-                           (uint32_t)c.words[w].sym[i + 1],
-                       c.words[w].count);
-        uint64_t best = UINT64_MAX;
-        int64_t best_count = 0;
-        for (size_t j = 0; j < pc.cap; j++)
-            if (pc.key[j] != UINT64_MAX &&
-                (pc.count[j] > best_count || (pc.count[j] == best_count && pc.key[j] < best))) {
-                best = pc.key[j];
-                best_count = pc.count[j];
-            }
-        free(pc.key);
-        free(pc.count);
-        if (best == UINT64_MAX)
-            break; /* every word is a single token */
-        int32_t a = (int32_t)(best >> 32), b = (int32_t)(best & 0xFFFFFFFF), m = (int32_t)n_tok;
-        if (mhla_buf_put(&tokstr[m], tokstr[a].p, tokstr[a].len) ||
-            mhla_buf_put(&tokstr[m], tokstr[b].p, tokstr[b].len))
-            goto oom;
-        char *line = malloc(tokstr[a].len + tokstr[b].len + 2);
-        if (!line)
-            goto oom;
-        sprintf(line, "%s %s", tokstr[a].p, tokstr[b].p);
-        cJSON_AddItemToArray(merges, cJSON_CreateString(line));
-        free(line);
-        n_tok++;
-        for (size_t w = 0; w < c.n_words; w++) {
-            word *wd = &c.words[w];
-            size_t k = 0;
-            for (size_t i = 0; i < wd->n; i++) {
-                if (i + 1 < wd->n && wd->sym[i] == a && wd->sym[i + 1] == b) {
-                    wd->sym[k++] = m;
-                    i++;
-                } else
-                    wd->sym[k++] = wd->sym[i];
-            }
-            wd->n = k;
-        }
-    }
-    {
-        cJSON *added = cJSON_AddArrayToObject(root, "added_tokens"), *eot = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "version", "1.0");
-        cJSON_AddNullToObject(root, "truncation");
-        cJSON_AddNullToObject(root, "padding");
-        cJSON_AddNumberToObject(eot, "id", 0);
-        cJSON_AddStringToObject(eot, "content", "<|endoftext|>");
-        cJSON_AddBoolToObject(eot, "single_word", 0);
-        cJSON_AddBoolToObject(eot, "lstrip", 0);
-        cJSON_AddBoolToObject(eot, "rstrip", 0);
-        cJSON_AddBoolToObject(eot, "normalized", 0);
-        cJSON_AddBoolToObject(eot, "special", 1);
-        cJSON_AddItemToArray(added, eot);
-        cJSON_AddNullToObject(root, "normalizer");
-        cJSON *pre = cJSON_AddObjectToObject(root, "pre_tokenizer");
-        cJSON_AddStringToObject(pre, "type", "ByteLevel");
-        cJSON_AddBoolToObject(pre, "add_prefix_space", 0);
-        cJSON_AddBoolToObject(pre, "trim_offsets", 1);
-        cJSON_AddBoolToObject(pre, "use_regex", 1);
-        cJSON *post = cJSON_AddObjectToObject(root, "post_processor");
-        cJSON_AddStringToObject(post, "type", "ByteLevel");
-        cJSON_AddBoolToObject(post, "add_prefix_space", 0);
-        cJSON_AddBoolToObject(post, "trim_offsets", 0);
-        cJSON_AddBoolToObject(post, "use_regex", 1);
-        cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
-        cJSON_AddStringToObject(dec, "type", "ByteLevel");
-        cJSON_AddBoolToObject(dec, "add_prefix_space", 0);
-        cJSON_AddBoolToObject(dec, "trim_offsets", 1);
-        cJSON_AddBoolToObject(dec, "use_regex", 1);
-        cJSON *model = cJSON_AddObjectToObject(root, "model");
-        cJSON_AddStringToObject(model, "type", "BPE");
-        cJSON_AddNullToObject(model, "dropout");
-        cJSON_AddNullToObject(model, "unk_token");
-        cJSON_AddNullToObject(model, "continuing_subword_prefix");
-        cJSON_AddNullToObject(model, "end_of_word_suffix");
-        cJSON_AddBoolToObject(model, "fuse_unk", 0);
-        cJSON_AddBoolToObject(model, "byte_fallback", 0);
-        cJSON_AddBoolToObject(model, "ignore_merges", 0);
-        cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
-        if (!added || !eot || !pre || !post || !dec || !model || !vocab)
-            goto oom;
-        tok_strmap seen = {0};
-        for (size_t i = 0; i < n_tok; i++) {
-            /* a token formed twice keeps its first id */
-            int32_t prev;
-            if (tok_strmap_get(&seen, tokstr[i].p, tokstr[i].len, &prev))
-                continue;
-            if (tok_strmap_put(&seen, tokstr[i].p, tokstr[i].len, (int32_t)i)) {
-                tok_strmap_free(&seen);
-                goto oom;
-            }
-            cJSON_AddNumberToObject(vocab, tokstr[i].p, (double)i);
-        }
-        tok_strmap_free(&seen);
-        cJSON_AddItemToObject(model, "merges", merges);
-        merges = NULL;
-    }
-    json = cJSON_PrintUnformatted(root);
-    if (!json)
-        goto oom;
-    FILE *out = fopen(out_path, "wb");
-    if (!out) {
-        tok_err(err, errlen, "cannot create %s", out_path);
-        goto done;
-    }
-    size_t jl = strlen(json);
-    int werr = fwrite(json, 1, jl, out) != jl;
-    werr |= fclose(out) != 0;
-    if (werr) {
-        tok_err(err, errlen, "cannot write %s", out_path);
-        goto done;
-    }
-    rc = 0;
-    goto done;
-oom:
-    tok_err(err, errlen, "out of memory while training");
-done:
-    cJSON_Delete(merges); /* NULL once attached to root */
-    for (size_t w = 0; w < c.n_words; w++)
-        free(c.words[w].sym);
-    free(c.words);
-    tok_strmap_free(&c.index);
-    if (tokstr)
-        for (size_t i = 0; i < vocab_size; i++)
-            mhla_buf_free(&tokstr[i]);
-    free(tokstr);
-    tok_pretok_free(pt);
+    counter_free(&c);
+    vocab_free(&v);
     cJSON_Delete(root);
-    free(json);
     return rc;
 }

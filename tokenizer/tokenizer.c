@@ -2,7 +2,6 @@
  * added-token split -> normalizer -> pre-tokenizer -> BPE -> post-processor, and
  * ids -> token strings -> decoder chain. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,41 +9,6 @@
 #include "tokenizer_internal.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 31)
-
-static int read_file(const char *path, char **data, size_t *len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tok_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return -1;
-    }
-    mhla_buf b = {0};
-    char chunk[65536];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (b.len + r > MAX_FILE_BYTES || mhla_buf_put(&b, chunk, r)) {
-            fclose(f);
-            mhla_buf_free(&b);
-            tok_err(err, errlen, "%s is too large", path);
-            return -1;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        mhla_buf_free(&b);
-        tok_err(err, errlen, "cannot read %s", path);
-        return -1;
-    }
-    if (mhla_buf_reserve(&b, 0)) {
-        mhla_buf_free(&b);
-        tok_err(err, errlen, "out of memory");
-        return -1;
-    }
-    *data = b.p;
-    *len = b.len;
-    return 0;
-}
 
 int mhla_tok_load(const char *path, const char *config_path, mhla_tokenizer **out, char *err,
                   size_t errlen)
@@ -54,9 +18,9 @@ int mhla_tok_load(const char *path, const char *config_path, mhla_tokenizer **ou
     *out = NULL;
     char *js = NULL, *cfg = NULL;
     size_t jn = 0, cn = 0;
-    if (read_file(path, &js, &jn, err, errlen))
+    if (mhla_read_file(path, MAX_FILE_BYTES, &js, &jn, err, errlen))
         return -1;
-    if (config_path && read_file(config_path, &cfg, &cn, err, errlen)) {
+    if (config_path && mhla_read_file(config_path, MAX_FILE_BYTES, &cfg, &cn, err, errlen)) {
         free(js);
         return -1;
     }
@@ -192,14 +156,11 @@ static int build_tables(mhla_tokenizer *tok, char *err, size_t errlen)
     return 0;
 }
 
-int mhla_tok_load_mem(const char *json, size_t len, const char *config_json, size_t config_len,
-                      mhla_tokenizer **out, char *err, size_t errlen)
+/* JSON text is UTF-8 (RFC 8259), and the reference refuses a file that is not: a token
+ * holding invalid bytes would otherwise reach decoded text verbatim. */
+static int check_utf8(const char *json, size_t len, const char *config_json, size_t config_len,
+                      char *err, size_t errlen)
 {
-    if (err && errlen)
-        err[0] = 0;
-    *out = NULL;
-    /* JSON text is UTF-8 (RFC 8259), and the reference refuses a file that is not: a token
-     * holding invalid bytes would otherwise reach decoded text verbatim */
     size_t bad = tok_utf8_invalid_at(json, len);
     if (bad < len) {
         tok_err(err, errlen, "tokenizer.json is not valid UTF-8 (byte %zu)", bad);
@@ -209,138 +170,188 @@ int mhla_tok_load_mem(const char *json, size_t len, const char *config_json, siz
         tok_err(err, errlen, "tokenizer_config.json is not valid UTF-8 (byte %zu)", bad);
         return -1;
     }
-    cJSON *root = cJSON_ParseWithLength(json, len), *cfg = NULL;
-    if (!root) {
+    return 0;
+}
+
+/* Parses tokenizer.json (and tokenizer_config.json when given), both JSON objects. */
+static int parse_json(const char *json, size_t len, const char *config_json, size_t config_len,
+                      cJSON **root, cJSON **cfg, char *err, size_t errlen)
+{
+    *root = cJSON_ParseWithLength(json, len);
+    *cfg = NULL;
+    if (!*root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= json && at <= json + len ? (size_t)(at - json) : 0;
         tok_err(err, errlen, "tokenizer.json is not valid JSON (error near byte %zu)", off);
         return -1;
     }
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
+    if (!cJSON_IsObject(*root)) {
         tok_err(err, errlen, "tokenizer.json must be a JSON object");
         return -1;
     }
     if (config_json) {
-        cfg = cJSON_ParseWithLength(config_json, config_len);
-        if (!cJSON_IsObject(cfg)) {
-            cJSON_Delete(root);
-            cJSON_Delete(cfg);
+        *cfg = cJSON_ParseWithLength(config_json, config_len);
+        if (!cJSON_IsObject(*cfg)) {
             tok_err(err, errlen, "tokenizer_config.json is not a valid JSON object");
             return -1;
         }
     }
-    mhla_tokenizer *tok = calloc(1, sizeof *tok);
-    if (!tok) {
-        cJSON_Delete(root);
-        cJSON_Delete(cfg);
-        tok_err(err, errlen, "out of memory");
+    return 0;
+}
+
+/* The model, the added tokens and the components that tokenizer.json names (null = none). */
+static int build_components(mhla_tokenizer *tok, const cJSON *root, char *err, size_t errlen)
+{
+    if (tok_bpe_build(cJSON_GetObjectItemCaseSensitive(root, "model"), &tok->bpe, err, errlen) ||
+        load_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), err, errlen))
         return -1;
-    }
-    tok->bos_id = tok->eos_id = -1;
-    int rc = -1;
-    const cJSON *j;
-    if (tok_bpe_build(cJSON_GetObjectItemCaseSensitive(root, "model"), &tok->bpe, err, errlen))
-        goto done;
-    if (load_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), err, errlen))
-        goto done;
-    j = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
     if (j && !cJSON_IsNull(j) && tok_normalizer_build(j, &tok->normalizer, err, errlen))
-        goto done;
+        return -1;
     j = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     if (j && !cJSON_IsNull(j) && tok_pretok_build(j, &tok->pretok, err, errlen))
-        goto done;
+        return -1;
     j = cJSON_GetObjectItemCaseSensitive(root, "decoder");
     if (j && !cJSON_IsNull(j) && tok_decoder_build(j, &tok->decoder, err, errlen))
-        goto done;
+        return -1;
+    return 0;
+}
+
+/* Added token i goes into the vocab and the content map, and into the trie encode matches
+ * it with: the normalized text's trie (under its normalized content) when the token is
+ * normalized and there is a normalizer, else the raw text's. */
+static int index_added(mhla_tokenizer *tok, size_t i, char *err, size_t errlen)
+{
+    tok_added *a = &tok->added[i];
+    int r = tok_strmap_put(&tok->bpe.vocab, a->content, a->len, a->id) ||
+            tok_strmap_put(&tok->added_map, a->content, a->len, (int32_t)i);
+    if (r == 0 && a->normalized && tok->normalizer) {
+        mhla_buf nb = {0};
+        if (tok_normalizer_apply(tok->normalizer, a->content, a->len, &nb, err, errlen))
+            return -1;
+        r = nb.len ? tok_trie_add(tok->trie_norm, nb.p, nb.len, (int32_t)i) |
+                         tok_strmap_put(&tok->added_map, nb.p, nb.len, (int32_t)i)
+                   : 0;
+        mhla_buf_free(&nb);
+    } else if (r == 0) {
+        r = tok_trie_add(tok->trie_raw, a->content, a->len, (int32_t)i);
+    }
+    if (r)
+        tok_err(err, errlen, "out of memory");
+    return r ? -1 : 0;
+}
+
+static int index_all_added(mhla_tokenizer *tok, char *err, size_t errlen)
+{
     tok->trie_raw = tok_trie_new();
     tok->trie_norm = tok_trie_new();
     if (!tok->trie_raw || !tok->trie_norm) {
         tok_err(err, errlen, "out of memory");
-        goto done;
+        return -1;
     }
-    for (size_t i = 0; i < tok->n_added; i++) {
-        tok_added *a = &tok->added[i];
-        if (tok_strmap_put(&tok->bpe.vocab, a->content, a->len, a->id) ||
-            tok_strmap_put(&tok->added_map, a->content, a->len, (int32_t)i)) {
-            tok_err(err, errlen, "out of memory");
-            goto done;
-        }
-        if (a->normalized && tok->normalizer) {
-            mhla_buf nb = {0};
-            if (tok_normalizer_apply(tok->normalizer, a->content, a->len, &nb, err, errlen))
-                goto done;
-            int r = nb.len ? tok_trie_add(tok->trie_norm, nb.p, nb.len, (int32_t)i) |
-                                 tok_strmap_put(&tok->added_map, nb.p, nb.len, (int32_t)i)
-                           : 0;
-            mhla_buf_free(&nb);
-            if (r) {
-                tok_err(err, errlen, "out of memory");
-                goto done;
-            }
-        } else if (tok_trie_add(tok->trie_raw, a->content, a->len, (int32_t)i)) {
-            tok_err(err, errlen, "out of memory");
-            goto done;
-        }
+    for (size_t i = 0; i < tok->n_added; i++)
+        if (index_added(tok, i, err, errlen))
+            return -1;
+    return 0;
+}
+
+/* As transformers' fast Llama tokenizer does: add_bos_token / add_eos_token rebuild the
+ * single template. */
+static int rebuild_template(mhla_tokenizer *tok, bool add_b, bool add_e, char *err, size_t errlen)
+{
+    if ((add_b && tok->bos_id < 0) || (add_e && tok->eos_id < 0)) {
+        const char *which = add_b && tok->bos_id < 0 ? "bos" : "eos";
+        tok_err(err, errlen,
+                "tokenizer_config.json asks for add_%s_token but the %s token is unknown", which,
+                which);
+        return -1;
     }
-    if (build_tables(tok, err, errlen))
-        goto done;
-    if (tok_post_build(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), tok, &tok->post,
-                       err, errlen))
-        goto done;
+    free(tok->post.before);
+    free(tok->post.after);
+    tok->post.before = malloc(sizeof(int32_t));
+    tok->post.after = malloc(sizeof(int32_t));
+    if (!tok->post.before || !tok->post.after) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
+    tok->post.n_before = add_b ? 1 : 0;
+    tok->post.n_after = add_e ? 1 : 0;
+    tok->post.before[0] = tok->bos_id;
+    tok->post.after[0] = tok->eos_id;
+    tok->post.present = true;
+    return 0;
+}
+
+/* tokenizer_config.json: bos / eos tokens, add_bos_token / add_eos_token and
+ * clean_up_tokenization_spaces. */
+static int apply_config(mhla_tokenizer *tok, const cJSON *cfg, char *err, size_t errlen)
+{
+    const char *bos = config_token(cfg, "bos_token"), *eos = config_token(cfg, "eos_token");
+    if (bos)
+        tok->bos_id = mhla_tok_token_to_id(tok, bos, strlen(bos));
+    if (eos)
+        tok->eos_id = mhla_tok_token_to_id(tok, eos, strlen(eos));
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
+    const cJSON *ae = cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token");
+    if ((cJSON_IsBool(ab) || cJSON_IsBool(ae)) &&
+        rebuild_template(tok, cJSON_IsTrue(ab), cJSON_IsTrue(ae), err, errlen))
+        return -1;
+    tok->cleanup_spaces =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "clean_up_tokenization_spaces"));
+    return 0;
+}
+
+/* bos / eos: the post-processor's first and last ids, then the config's tokens, then, for
+ * eos, the usual end-of-text names; the model's unk token. */
+static int set_special_tokens(mhla_tokenizer *tok, const cJSON *root, const cJSON *cfg, char *err,
+                              size_t errlen)
+{
     if (tok->post.n_before)
         tok->bos_id = tok->post.before[0];
     if (tok->post.n_after)
         tok->eos_id = tok->post.after[tok->post.n_after - 1];
-    if (cfg) {
-        const char *bos = config_token(cfg, "bos_token"), *eos = config_token(cfg, "eos_token");
-        if (bos)
-            tok->bos_id = mhla_tok_token_to_id(tok, bos, strlen(bos));
-        if (eos)
-            tok->eos_id = mhla_tok_token_to_id(tok, eos, strlen(eos));
-        const cJSON *ab = cJSON_GetObjectItemCaseSensitive(cfg, "add_bos_token");
-        const cJSON *ae = cJSON_GetObjectItemCaseSensitive(cfg, "add_eos_token");
-        /* as transformers' fast Llama tokenizer does: the flags rebuild the single template */
-        if (cJSON_IsBool(ab) || cJSON_IsBool(ae)) {
-            bool add_b = cJSON_IsTrue(ab), add_e = cJSON_IsTrue(ae);
-            if ((add_b && tok->bos_id < 0) || (add_e && tok->eos_id < 0)) {
-                tok_err(err, errlen,
-                        "tokenizer_config.json asks for add_%s_token but the %s token is unknown",
-                        add_b && tok->bos_id < 0 ? "bos" : "eos",
-                        add_b && tok->bos_id < 0 ? "bos" : "eos");
-                goto done;
-            }
-            free(tok->post.before);
-            free(tok->post.after);
-            tok->post.before = malloc(sizeof(int32_t));
-            tok->post.after = malloc(sizeof(int32_t));
-            if (!tok->post.before || !tok->post.after) {
-                tok_err(err, errlen, "out of memory");
-                goto done;
-            }
-            tok->post.n_before = add_b ? 1 : 0;
-            tok->post.n_after = add_e ? 1 : 0;
-            tok->post.before[0] = tok->bos_id;
-            tok->post.after[0] = tok->eos_id;
-            tok->post.present = true;
-        }
-        tok->cleanup_spaces =
-            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "clean_up_tokenization_spaces"));
-    }
+    if (cfg && apply_config(tok, cfg, err, errlen))
+        return -1;
     if (tok->eos_id < 0) {
         static const char *names[] = {"<|endoftext|>", "</s>", "<|end_of_text|>"};
         for (size_t i = 0; i < 3 && tok->eos_id < 0; i++)
             tok->eos_id = mhla_tok_token_to_id(tok, names[i], strlen(names[i]));
     }
-    {
-        const cJSON *unk =
-            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),
-                                             "unk_token");
-        if (cJSON_IsString(unk)) {
-            tok->unk_str = strdup(unk->valuestring);
-            tok->unk_len = tok->unk_str ? strlen(tok->unk_str) : 0;
-        }
+    const cJSON *unk =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),
+                                         "unk_token");
+    if (cJSON_IsString(unk)) {
+        tok->unk_str = strdup(unk->valuestring);
+        tok->unk_len = tok->unk_str ? strlen(tok->unk_str) : 0;
     }
+    return 0;
+}
+
+int mhla_tok_load_mem(const char *json, size_t len, const char *config_json, size_t config_len,
+                      mhla_tokenizer **out, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    *out = NULL;
+    if (check_utf8(json, len, config_json, config_len, err, errlen))
+        return -1;
+    cJSON *root, *cfg;
+    mhla_tokenizer *tok = NULL;
+    int rc = -1;
+    if (parse_json(json, len, config_json, config_len, &root, &cfg, err, errlen))
+        goto done;
+    tok = calloc(1, sizeof *tok);
+    if (!tok) {
+        tok_err(err, errlen, "out of memory");
+        goto done;
+    }
+    tok->bos_id = tok->eos_id = -1;
+    if (build_components(tok, root, err, errlen) || index_all_added(tok, err, errlen) ||
+        build_tables(tok, err, errlen) ||
+        tok_post_build(cJSON_GetObjectItemCaseSensitive(root, "post_processor"), tok, &tok->post,
+                       err, errlen) ||
+        set_special_tokens(tok, root, cfg, err, errlen))
+        goto done;
     rc = 0;
 done:
     cJSON_Delete(root);
@@ -412,6 +423,79 @@ static bool section_added(const mhla_tokenizer *tok, const char *s, size_t n, in
     return true;
 }
 
+#define ENCODE_OOM "out of memory while encoding"
+
+/* What encoding one text uses besides the text: the ids so far and scratch space. */
+typedef struct {
+    tok_ids ids;
+    mhla_buf norm;     /* the current section, normalized */
+    tok_strlist a, b;  /* encode_plain's pre-token lists */
+    tok_section *subs; /* the current section split around normalized added tokens */
+    size_t nsub;
+} encode_state;
+
+static void encode_state_free(encode_state *x)
+{
+    free(x->ids.v);
+    mhla_buf_free(&x->norm);
+    tok_strlist_free(&x->a);
+    tok_strlist_free(&x->b);
+    free(x->subs);
+}
+
+static int push_ids(tok_ids *ids, const int32_t *v, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tok_ids_push(ids, v[i])) {
+            tok_err(err, errlen, ENCODE_OOM);
+            return -1;
+        }
+    return 0;
+}
+
+/* Text between added tokens of the normalized section: an added token's id (the text may
+ * be one whole), else the BPE ids of its pre-tokens. */
+static int encode_piece(const mhla_tokenizer *tok, const char *s, size_t n, size_t section_index,
+                        encode_state *x, char *err, size_t errlen)
+{
+    int32_t id;
+    if (n == 0)
+        return 0;
+    if (section_added(tok, s, n, &id))
+        return push_ids(&x->ids, &id, 1, err, errlen);
+    return encode_plain(tok, s, n, section_index, &x->ids, &x->a, &x->b, err, errlen);
+}
+
+/* A section of the text between raw added tokens: normalized, then split again around the
+ * added tokens that match normalized text. */
+static int encode_section(const mhla_tokenizer *tok, const char *s, size_t n, size_t section_index,
+                          encode_state *x, char *err, size_t errlen)
+{
+    int32_t id;
+    if (n == 0)
+        return 0;
+    if (section_added(tok, s, n, &id))
+        return push_ids(&x->ids, &id, 1, err, errlen);
+    if (tok->normalizer) {
+        x->norm.len = 0;
+        if (tok_normalizer_apply(tok->normalizer, s, n, &x->norm, err, errlen))
+            return -1;
+        s = x->norm.p ? x->norm.p : "";
+        n = x->norm.len;
+        if (n == 0)
+            return 0;
+    }
+    free(x->subs);
+    x->subs = NULL;
+    if (tok_added_split(tok->trie_norm, tok->added, s, n, &x->subs, &x->nsub, err, errlen))
+        return -1;
+    for (size_t k = 0; k < x->nsub; k++)
+        if (encode_piece(tok, s + x->subs[k].start, x->subs[k].end - x->subs[k].start,
+                         section_index, x, err, errlen))
+            return -1;
+    return 0;
+}
+
 int mhla_tok_encode(const mhla_tokenizer *tok, const char *text, size_t len, int add_special,
                     int32_t **out_ids, size_t *n_ids, char *err, size_t errlen)
 {
@@ -423,82 +507,38 @@ int mhla_tok_encode(const mhla_tokenizer *tok, const char *text, size_t len, int
         tok_err(err, errlen, "encode: NULL text");
         return -1;
     }
-    mhla_buf clean = {0}, norm = {0};
-    tok_ids ids = {0};
-    tok_strlist a = {0}, b = {0};
-    tok_section *secs = NULL, *subs = NULL;
-    size_t nsec = 0, nsub = 0;
+    mhla_buf clean = {0};
+    encode_state x = {0};
+    tok_section *secs = NULL;
+    size_t nsec = 0;
     int rc = -1;
+    bool special = add_special && tok->post.present;
     if (tok_utf8_sanitize(text ? text : "", len, &clean)) {
         tok_err(err, errlen, "out of memory");
         goto done;
     }
     const char *s = clean.p ? clean.p : "";
-    if (add_special && tok->post.present)
-        for (size_t i = 0; i < tok->post.n_before; i++)
-            if (tok_ids_push(&ids, tok->post.before[i]))
-                goto oom;
-    if (tok_added_split(tok->trie_raw, tok->added, s, clean.len, &secs, &nsec, err, errlen))
+    if ((special && push_ids(&x.ids, tok->post.before, tok->post.n_before, err, errlen)) ||
+        tok_added_split(tok->trie_raw, tok->added, s, clean.len, &secs, &nsec, err, errlen))
         goto done;
-    for (size_t si = 0; si < nsec; si++) {
-        const char *ss = s + secs[si].start;
-        size_t sn = secs[si].end - secs[si].start;
-        int32_t id;
-        if (sn == 0)
-            continue;
-        if (section_added(tok, ss, sn, &id)) {
-            if (tok_ids_push(&ids, id))
-                goto oom;
-            continue;
-        }
-        if (tok->normalizer) {
-            norm.len = 0;
-            if (tok_normalizer_apply(tok->normalizer, ss, sn, &norm, err, errlen))
-                goto done;
-            ss = norm.p ? norm.p : "";
-            sn = norm.len;
-            if (sn == 0)
-                continue;
-        }
-        free(subs);
-        subs = NULL;
-        if (tok_added_split(tok->trie_norm, tok->added, ss, sn, &subs, &nsub, err, errlen))
+    for (size_t si = 0; si < nsec; si++)
+        if (encode_section(tok, s + secs[si].start, secs[si].end - secs[si].start, si, &x, err,
+                           errlen))
             goto done;
-        for (size_t k = 0; k < nsub; k++) {
-            const char *us = ss + subs[k].start;
-            size_t un = subs[k].end - subs[k].start;
-            if (un == 0)
-                continue;
-            if (section_added(tok, us, un, &id)) {
-                if (tok_ids_push(&ids, id))
-                    goto oom;
-                continue;
-            }
-            if (encode_plain(tok, us, un, si, &ids, &a, &b, err, errlen))
-                goto done;
-        }
+    if (special && push_ids(&x.ids, tok->post.after, tok->post.n_after, err, errlen))
+        goto done;
+    *out_ids = x.ids.v ? x.ids.v : malloc(sizeof(int32_t));
+    if (!*out_ids) {
+        tok_err(err, errlen, ENCODE_OOM);
+        goto done;
     }
-    if (add_special && tok->post.present)
-        for (size_t i = 0; i < tok->post.n_after; i++)
-            if (tok_ids_push(&ids, tok->post.after[i]))
-                goto oom;
-    *out_ids = ids.v ? ids.v : malloc(sizeof(int32_t));
-    if (!*out_ids)
-        goto oom;
-    ids.v = NULL;
-    *n_ids = ids.n;
+    x.ids.v = NULL;
+    *n_ids = x.ids.n;
     rc = 0;
-    goto done;
-oom:
-    tok_err(err, errlen, "out of memory while encoding");
 done:
-    free(ids.v);
     free(secs);
-    free(subs);
     mhla_buf_free(&clean);
-    mhla_buf_free(&norm);
-    tok_strlist_free(&a);
-    tok_strlist_free(&b);
+    encode_state_free(&x);
     return rc;
 }
 
@@ -540,61 +580,85 @@ fail:
     return -1;
 }
 
-int tok_decode_internal(const mhla_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
-                        bool cleanup, mhla_buf *out, char *err, size_t errlen)
+#define DECODE_OOM "out of memory while decoding"
+
+/* The token strings of ids (special tokens left out when skip_special). */
+static int token_strings(const mhla_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
+                         tok_strlist *toks, char *err, size_t errlen)
 {
-    tok_strlist toks = {0}, tmp = {0};
-    mhla_buf joined = {0};
-    int rc = -1;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || (size_t)id >= tok->n_ids || !tok->id_str[id]) {
             tok_err(err, errlen, "decode: token id %ld is not in the vocabulary (size %zu)",
                     (long)id, tok->n_ids);
-            goto done;
+            return -1;
         }
         if (skip_special && tok->is_special[id])
             continue;
-        if (tok_strlist_push(&toks, tok->id_str[id], tok->id_len[id]))
-            goto oom;
-    }
-    if (tok->decoder) {
-        if (tok_decoder_run(tok, tok->decoder, &toks, &tmp, err, errlen))
-            goto done;
-        for (size_t i = 0; i < toks.n; i++)
-            if (mhla_buf_put(&joined, tok_strlist_at(&toks, i), toks.len[i]))
-                goto oom;
-    } else {
-        for (size_t i = 0; i < toks.n; i++)
-            if ((i && mhla_buf_putc(&joined, ' ')) ||
-                mhla_buf_put(&joined, tok_strlist_at(&toks, i), toks.len[i]))
-                goto oom;
-    }
-    if (tok->decoder && tok->bpe.eow_len) {
-        /* the reference turns end-of-word suffixes into spaces after decoding */
-        mhla_buf r = {0};
-        for (size_t i = 0; i < joined.len;) {
-            if (joined.len - i >= tok->bpe.eow_len &&
-                memcmp(joined.p + i, tok->bpe.eow_suffix, tok->bpe.eow_len) == 0) {
-                if (mhla_buf_putc(&r, ' ')) {
-                    mhla_buf_free(&r);
-                    goto oom;
-                }
-                i += tok->bpe.eow_len;
-            } else if (mhla_buf_putc(&r, joined.p[i++])) {
-                mhla_buf_free(&r);
-                goto oom;
-            }
-        }
-        mhla_buf_free(&joined);
-        joined = r;
-        if (skip_special) {
-            size_t a, e;
-            tok_js_trim(joined.p ? joined.p : "", joined.len, true, true, &a, &e);
-            memmove(joined.p, joined.p + a, e - a);
-            joined.len = e - a;
+        if (tok_strlist_push(toks, tok->id_str[id], tok->id_len[id])) {
+            tok_err(err, errlen, DECODE_OOM);
+            return -1;
         }
     }
+    return 0;
+}
+
+/* The decoder chain's strings concatenated; without a decoder the token strings joined
+ * with " ", as the reference does. */
+static int run_decoder(const mhla_tokenizer *tok, tok_strlist *toks, mhla_buf *joined, char *err,
+                       size_t errlen)
+{
+    tok_strlist tmp = {0};
+    int rc = tok->decoder ? tok_decoder_run(tok, tok->decoder, toks, &tmp, err, errlen) : 0;
+    tok_strlist_free(&tmp);
+    if (rc)
+        return -1;
+    for (size_t i = 0; i < toks->n; i++)
+        if ((!tok->decoder && i && mhla_buf_putc(joined, ' ')) ||
+            mhla_buf_put(joined, tok_strlist_at(toks, i), toks->len[i])) {
+            tok_err(err, errlen, DECODE_OOM);
+            return -1;
+        }
+    return 0;
+}
+
+/* The reference turns end-of-word suffixes into spaces after decoding (and trims the
+ * result when skipping special tokens). */
+static int suffixes_to_spaces(const mhla_tokenizer *tok, mhla_buf *joined, int skip_special)
+{
+    const char *sfx = tok->bpe.eow_suffix;
+    size_t sn = tok->bpe.eow_len;
+    mhla_buf r = {0};
+    for (size_t i = 0; i < joined->len;) {
+        bool at = joined->len - i >= sn && memcmp(joined->p + i, sfx, sn) == 0;
+        if (mhla_buf_putc(&r, at ? ' ' : joined->p[i])) {
+            mhla_buf_free(&r);
+            return -1;
+        }
+        i += at ? sn : 1;
+    }
+    mhla_buf_free(joined);
+    *joined = r;
+    if (skip_special) {
+        size_t a, e;
+        tok_js_trim(joined->p ? joined->p : "", joined->len, true, true, &a, &e);
+        memmove(joined->p, joined->p + a, e - a);
+        joined->len = e - a;
+    }
+    return 0;
+}
+
+int tok_decode_internal(const mhla_tokenizer *tok, const int32_t *ids, size_t n, int skip_special,
+                        bool cleanup, mhla_buf *out, char *err, size_t errlen)
+{
+    tok_strlist toks = {0};
+    mhla_buf joined = {0};
+    int rc = -1;
+    if (token_strings(tok, ids, n, skip_special, &toks, err, errlen) ||
+        run_decoder(tok, &toks, &joined, err, errlen))
+        goto done;
+    if (tok->decoder && tok->bpe.eow_len && suffixes_to_spaces(tok, &joined, skip_special))
+        goto oom;
     if (cleanup) {
         if (cleanup_spaces(joined.p ? joined.p : "", joined.len, out))
             goto oom;
@@ -603,10 +667,9 @@ int tok_decode_internal(const mhla_tokenizer *tok, const int32_t *ids, size_t n,
     rc = 0;
     goto done;
 oom:
-    tok_err(err, errlen, "out of memory while decoding");
+    tok_err(err, errlen, DECODE_OOM);
 done:
     tok_strlist_free(&toks);
-    tok_strlist_free(&tmp);
     mhla_buf_free(&joined);
     return rc;
 }

@@ -93,6 +93,36 @@ int tok_regex_js_split(const tok_regex *re, const char *s, size_t n, tok_strlist
 int tok_regex_replace(const tok_regex *re, const char *s, size_t n, const char *rep, size_t rn,
                       mhla_buf *out, char *err, size_t errlen);
 
+/* ---- building components from tokenizer.json (tok_build.c) ---- */
+typedef struct cJSON cJSON;
+const char *tok_jstr(const cJSON *o, const char *k); /* the string at key k, or NULL */
+bool tok_jbool(const cJSON *o, const char *k, bool def);
+/* {"String": ...} or {"Regex": ...} (a Split, Replace pattern); owner names it in messages. */
+int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, size_t errlen,
+                      const char *owner);
+/* One "type" a component may have: the kind its builder stores, and what reads the type's
+ * own fields into the node (NULL when it has none). */
+typedef struct {
+    const char *name;
+    int kind;
+    int (*read)(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen);
+} tok_build_type;
+/* What a builder (normalizer, pre-tokenizer, decoder, post-processor) tells the skeleton. */
+typedef struct {
+    const char *what;            /* the tokenizer.json key: names the component in messages */
+    const char *list_key;        /* a Sequence's array of children ("normalizers", ...) */
+    bool skip_null;              /* a null child of a Sequence is skipped, else refused */
+    const tok_build_type *types; /* every type, "Sequence" too, in the order messages list them */
+    size_t n_types;
+    void (*set_kind)(void *node, int kind); /* NULL: the node keeps no kind */
+    int (*reserve)(void *node, size_t n);   /* room for n children; NULL: none needed */
+    int (*add_child)(void *node, const cJSON *j, const void *ctx, char *err, size_t errlen);
+} tok_build_spec;
+/* Builds j (an object with a "type") into node: refuses a non-object, a missing or an
+ * unsupported type, and a Sequence without its array, with a message naming the cause. */
+int tok_build(const tok_build_spec *spec, const cJSON *j, void *node, const void *ctx, char *err,
+              size_t errlen);
+
 /* ---- normalizers (tok_normalizer.c) ---- */
 typedef enum {
     NORM_SEQUENCE,
@@ -115,7 +145,6 @@ typedef struct tok_normalizer {
     tok_regex re;   /* Replace pattern */
     bool has_re, strip_left, strip_right;
 } tok_normalizer;
-typedef struct cJSON cJSON;
 int tok_normalizer_build(const cJSON *j, tok_normalizer **out, char *err, size_t errlen);
 int tok_normalizer_apply(const tok_normalizer *nz, const char *s, size_t n, mhla_buf *out,
                          char *err, size_t errlen);

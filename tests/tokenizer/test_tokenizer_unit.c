@@ -3,10 +3,12 @@
  * random id sequences and on ids that decode to invalid UTF-8.
  * usage: test_tokenizer_unit DATADIR */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "tokenizer.h"
 #include "utf8_check.h"
 
@@ -20,27 +22,6 @@ static int failures;
             printf("\n");                                                                          \
         }                                                                                          \
     } while (0)
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = 0;
-        *len = (size_t)n;
-    }
-    return b;
-}
 
 static uint64_t rng = 88172645463325252ULL;
 static uint64_t next_rand(void)
@@ -62,11 +43,12 @@ static size_t n_corpus;
 static void load_corpus(const char *path)
 {
     size_t len;
-    char *b = slurp(path, &len), *p = b;
-    if (!b) {
-        printf("cannot read %s\n", path);
+    char *b, *p, msg[256];
+    if (mhla_read_file(path, SIZE_MAX, &b, &len, msg, sizeof msg)) {
+        printf("%s\n", msg);
         exit(1);
     }
+    p = b;
     corpus = calloc(4096, sizeof *corpus);
     while (p < b + len && n_corpus < 4096) {
         char *end;
