@@ -281,9 +281,10 @@ typedef struct {
     mhla_tok_stream *stream;
     int32_t *ids; /* the prompt, or --perplexity's ids */
     int n;
-    int V;         /* vocabulary size */
-    float *logits; /* --logits-out: every prompt position's; --perplexity: a chunk's */
-    float *row;    /* the logits the next token is sampled from */
+    int V;                 /* vocabulary size */
+    float *logits;         /* --logits-out: every prompt position's; --perplexity: a chunk's */
+    mhla_sampler *sampler; /* the engine samples each next token with it */
+    mhla_sample_slot slot; /* the token the last step chose */
 } gen_state;
 
 static void gen_free(gen_state *g)
@@ -292,7 +293,7 @@ static void gen_free(gen_state *g)
     mhla_tok_free(g->tok);
     free(g->ids);
     free(g->logits);
-    free(g->row);
+    mhla_sampler_free(g->sampler);
     mhla_seq_free(g->seq);
     mhla_engine_free(g->eng);
     mhla_model_free(g->model);
@@ -317,9 +318,10 @@ static int start_engine(const options *o, gen_state *g)
 }
 
 /* Feeds the prompt in the chunks the feed mode asks for. With all_logits
- * every position's logits are kept; the last position's always land in last. */
+ * every position's logits are kept; with first, the last chunk samples the
+ * first generated token from the prompt's last position. */
 static int run_prompt(mhla_engine *eng, mhla_seq *seq, const options *o, const int32_t *ids, int n,
-                      float *all_logits, float *last, int V, mhla_error *err)
+                      float *all_logits, mhla_sample_slot *first, int V, mhla_error *err)
 {
     mhla_rng rng;
     mhla_rng_seed(&rng, (uint64_t)o->split_seed);
@@ -333,20 +335,23 @@ static int run_prompt(mhla_engine *eng, mhla_seq *seq, const options *o, const i
             len = r < len ? r : len;
         }
         int final = done + len == n;
-        mhla_batch_item it = {.seq = seq, .tokens = ids + done, .n_tokens = len};
+        mhla_batch_item it = {.seq = seq,
+                              .tokens = ids + done,
+                              .n_tokens = len,
+                              .logits_from = len};
         if (all_logits) {
             it.logits_from = 0;
             it.logits = all_logits + (size_t)done * V;
-        } else {
-            it.logits_from = final ? len - 1 : len;
-            it.logits = final ? last : NULL;
+        }
+        if (final && first) {
+            first->at = len - 1;
+            it.sample = first;
+            it.n_samples = 1;
         }
         if (mhla_engine_forward(eng, &it, 1, err))
             return fail("%s", err->msg);
         done += len;
     }
-    if (all_logits)
-        memcpy(last, all_logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
     return 0;
 }
 
@@ -514,17 +519,33 @@ static int write_logits(const char *path, const float *logits, size_t count)
     return bad ? fail("cannot write %s", path) : 0;
 }
 
-/* Feeds the prompt as --feed says; --logits-out gets every position's logits. */
+/* The sampler of --temperature and --seed: with temperature alone it is
+ * mhla_sample on the logits with a generator seeded by --seed. */
+static int make_sampler(const options *o, gen_state *g)
+{
+    mhla_sampling_params p;
+    mhla_sampling_defaults(&p);
+    p.temperature = (float)o->temperature;
+    p.seed = (uint64_t)o->seed;
+    mhla_error err = {0};
+    if (mhla_sampler_create(&p, g->V, NULL, 0, &g->sampler, &err))
+        return fail("%s", err.msg);
+    g->slot = (mhla_sample_slot){.sampler = g->sampler, .n_top = -1};
+    return 0;
+}
+
+/* Feeds the prompt as --feed says; --logits-out gets every position's logits;
+ * with tokens to generate, the engine samples the first from its last. */
 static int eval_prompt(const options *o, gen_state *g)
 {
     mhla_error err = {0};
-    g->row = malloc((size_t)g->V * sizeof(float));
-    if (o->logits_out)
-        g->logits = malloc((size_t)g->n * g->V * sizeof(float));
-    if (!g->row || (o->logits_out && !g->logits))
+    if (o->logits_out && !(g->logits = malloc((size_t)g->n * g->V * sizeof(float))))
         return fail("%s", "out of memory for the logits");
+    if (o->max_tokens > 0 && make_sampler(o, g))
+        return -1;
     double t1 = mhla_now();
-    if (run_prompt(g->eng, g->seq, o, g->ids, g->n, g->logits, g->row, g->V, &err))
+    if (run_prompt(g->eng, g->seq, o, g->ids, g->n, g->logits, o->max_tokens > 0 ? &g->slot : NULL,
+                   g->V, &err))
         return -1;
     double t2 = mhla_now();
     fprintf(stderr, "mhla-generate: prompt %d tokens in %.3f s (%.1f tokens/s, feed %s)\n", g->n,
@@ -538,13 +559,13 @@ static int eval_prompt(const options *o, gen_state *g)
 static int generate(const options *o, gen_state *g)
 {
     mhla_error err = {0};
-    mhla_rng rng;
-    mhla_rng_seed(&rng, (uint64_t)o->seed);
     int eos = mhla_model_config(g->model)->eos_token_id;
     double t3 = mhla_now();
     long produced = 0;
     for (long i = 0; i < o->max_tokens; i++) {
-        int32_t id = (int32_t)mhla_sample(g->row, g->V, (float)o->temperature, &rng);
+        if (g->slot.status != MHLA_SLOT_OK)
+            return fail("%s", g->slot.err.msg);
+        int32_t id = g->slot.token;
         produced++;
         int last = (id == eos && !o->ignore_eos) || i + 1 == o->max_tokens;
         if (o->print_ids)
@@ -553,8 +574,13 @@ static int generate(const options *o, gen_state *g)
             return -1;
         if (last)
             break;
-        mhla_batch_item it = {
-            .seq = g->seq, .tokens = &id, .n_tokens = 1, .logits_from = 0, .logits = g->row};
+        g->slot.at = 0;
+        mhla_batch_item it = {.seq = g->seq,
+                              .tokens = &id,
+                              .n_tokens = 1,
+                              .logits_from = 1,
+                              .sample = &g->slot,
+                              .n_samples = 1};
         if (mhla_engine_forward(g->eng, &it, 1, &err))
             return fail("%s", err.msg);
     }
