@@ -60,6 +60,39 @@ static int push(cl_prompts *ps, char *json, long max_tokens, long in_tokens)
     return 0;
 }
 
+/* One non-blank line of a JSONL file: {"prompt": string or array, "max_tokens"?}. */
+static int jsonl_line(const char *line, const char *path, long lineno, long default_max_tokens,
+                      cl_prompts *out, char *err)
+{
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
+    int rc = 0;
+    if (!cJSON_IsObject(o) || !(cJSON_IsString(pr) || cJSON_IsArray(pr))) {
+        snprintf(err, CL_ERR_LEN,
+                 "%s:%ld: expected a JSON object with a string or array "
+                 "\"prompt\"",
+                 path, lineno);
+        rc = -1;
+    } else if (mt && !(cJSON_IsNumber(mt) && mt->valuedouble >= 1)) {
+        snprintf(err, CL_ERR_LEN, "%s:%ld: \"max_tokens\" must be a number >= 1", path, lineno);
+        rc = -1;
+    } else {
+        long in = -1;
+        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0 &&
+            cJSON_IsNumber(cJSON_GetArrayItem(pr, 0)))
+            in = cJSON_GetArraySize(pr); /* an id array's length is known */
+        char *js = cJSON_PrintUnformatted(pr);
+        if (!js || push(out, js, mt ? (long)mt->valuedouble : default_max_tokens, in)) {
+            free(js);
+            snprintf(err, CL_ERR_LEN, "out of memory reading %s", path);
+            rc = -1;
+        }
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
 int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts *out, char *err)
 {
     memset(out, 0, sizeof *out);
@@ -75,37 +108,8 @@ int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts 
     int rc = 0;
     while (rc == 0 && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        size_t i = 0;
-        while (i < (size_t)n &&
-               (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' || line[i] == '\r'))
-            i++;
-        if (i == (size_t)n)
-            continue; /* blank line */
-        cJSON *o = cJSON_Parse(line);
-        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
-        const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "max_tokens");
-        if (!cJSON_IsObject(o) || !(cJSON_IsString(pr) || cJSON_IsArray(pr))) {
-            snprintf(err, CL_ERR_LEN,
-                     "%s:%ld: expected a JSON object with a string or array "
-                     "\"prompt\"",
-                     path, lineno);
-            rc = -1;
-        } else if (mt && !(cJSON_IsNumber(mt) && mt->valuedouble >= 1)) {
-            snprintf(err, CL_ERR_LEN, "%s:%ld: \"max_tokens\" must be a number >= 1", path, lineno);
-            rc = -1;
-        } else {
-            long in = -1;
-            if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0 &&
-                cJSON_IsNumber(cJSON_GetArrayItem(pr, 0)))
-                in = cJSON_GetArraySize(pr); /* an id array's length is known */
-            char *js = cJSON_PrintUnformatted(pr);
-            if (!js || push(out, js, mt ? (long)mt->valuedouble : default_max_tokens, in)) {
-                free(js);
-                snprintf(err, CL_ERR_LEN, "out of memory reading %s", path);
-                rc = -1;
-            }
-        }
-        cJSON_Delete(o);
+        if (strspn(line, " \t\r\n") < (size_t)n) /* else a blank line */
+            rc = jsonl_line(line, path, lineno, default_max_tokens, out, err);
     }
     free(line);
     if (rc == 0 && ferror(f)) {
@@ -193,55 +197,55 @@ static int random_text(mhla_rng *rng, size_t chars, mhla_buf *s)
     return 0;
 }
 
-/* One prompt of exactly len tokens, as a JSON value. */
+/* Random text the server tokenizes to at least len tokens (*held owns the
+ * answer the ids come from); NULL with err set. */
+static const cJSON *long_enough(const cl_conn *c, mhla_rng *rng, long len, double chars_per_token,
+                                mhla_buf *text, cJSON **held, char *err)
+{
+    const cJSON *toks = NULL;
+    size_t chars = (size_t)((double)len * chars_per_token * 1.25) + 32;
+    for (int tries = 0; tries < 8; tries++, chars *= 2) {
+        cJSON_Delete(*held);
+        *held = NULL;
+        if (random_text(rng, chars, text)) {
+            snprintf(err, CL_ERR_LEN, "out of memory synthesizing a prompt");
+            return NULL;
+        }
+        if (!(toks = tokenize(c, text->p, held, err)))
+            return NULL;
+        if (cJSON_GetArraySize(toks) >= len)
+            return toks;
+    }
+    snprintf(err, CL_ERR_LEN, "could not synthesize a %ld-token prompt", len);
+    return NULL;
+}
+
+/* One prompt of exactly len tokens, as a JSON value: the text of the first
+ * len ids when it tokenizes back to len ids, else the ids (*as_ids). */
 static char *one_prompt(const cl_conn *c, mhla_rng *rng, long len, double chars_per_token,
                         int *as_ids, char *err)
 {
     mhla_buf text = {0};
     cJSON *h1 = NULL, *h2 = NULL, *h3 = NULL, *ids = NULL;
     char *json = NULL;
-    const cJSON *toks = NULL;
-    size_t chars = (size_t)((double)len * chars_per_token * 1.25) + 32;
-    for (int tries = 0; tries < 8; tries++, chars *= 2) {
-        cJSON_Delete(h1);
-        if (random_text(rng, chars, &text)) {
-            snprintf(err, CL_ERR_LEN, "out of memory synthesizing a prompt");
-            goto out;
-        }
-        if (!(toks = tokenize(c, text.p, &h1, err)))
-            goto out;
-        if (cJSON_GetArraySize(toks) >= len)
-            break;
-    }
-    if (cJSON_GetArraySize(toks) < len) {
-        snprintf(err, CL_ERR_LEN, "could not synthesize a %ld-token prompt", len);
-        goto out;
-    }
-    if (!(ids = cJSON_CreateArray())) {
+    const cJSON *toks = long_enough(c, rng, len, chars_per_token, &text, &h1, err), *back = NULL,
+                *again = NULL;
+    if (toks && !(ids = cJSON_CreateArray()))
         snprintf(err, CL_ERR_LEN, "out of memory synthesizing a prompt");
-        goto out;
-    }
-    for (long i = 0; i < len; i++)
+    for (long i = 0; ids && i < len; i++)
         cJSON_AddItemToArray(ids, cJSON_Duplicate(cJSON_GetArrayItem(toks, (int)i), 0));
-    h2 = call(c, "/detokenize", "tokens", cJSON_Duplicate(ids, 1), err);
-    const cJSON *back = cJSON_GetObjectItemCaseSensitive(h2, "prompt");
-    if (!cJSON_IsString(back)) {
-        if (h2)
+    if (ids) {
+        h2 = call(c, "/detokenize", "tokens", cJSON_Duplicate(ids, 1), err);
+        back = cJSON_GetObjectItemCaseSensitive(h2, "prompt");
+        if (h2 && !cJSON_IsString(back))
             snprintf(err, CL_ERR_LEN, "/detokenize answered without a \"prompt\" string");
-        goto out;
     }
-    const cJSON *again = tokenize(c, back->valuestring, &h3, err);
-    if (!again)
-        goto out;
-    if (cJSON_GetArraySize(again) == len) {
-        json = cJSON_PrintUnformatted(back);
-    } else {
-        *as_ids = 1;
-        json = cJSON_PrintUnformatted(ids);
+    if (cJSON_IsString(back) && (again = tokenize(c, back->valuestring, &h3, err))) {
+        *as_ids = cJSON_GetArraySize(again) != len;
+        json = cJSON_PrintUnformatted(*as_ids ? ids : back);
+        if (!json)
+            snprintf(err, CL_ERR_LEN, "out of memory synthesizing a prompt");
     }
-    if (!json)
-        snprintf(err, CL_ERR_LEN, "out of memory synthesizing a prompt");
-out:
     cJSON_Delete(h1);
     cJSON_Delete(h2);
     cJSON_Delete(h3);

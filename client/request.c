@@ -21,21 +21,9 @@ static void set_error(cl_req *r, const char *msg)
         snprintf(r->error_msg, sizeof r->error_msg, "%s", msg);
 }
 
-static int on_event(void *ctx, const char *data, size_t len)
+/* An error event's message and the usage chunk's counts. */
+static void event_status(cl_req *r, const cJSON *o)
 {
-    cl_req *r = ctx;
-    double now = mhla_now();
-    (void)len;
-    if (strcmp(data, "[DONE]") == 0) {
-        r->got_done = 1;
-        return 0;
-    }
-    cJSON *o = cJSON_Parse(data);
-    if (!o) {
-        r->bad_event = 1;
-        set_error(r, "a stream event is not JSON");
-        return 0;
-    }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
     if (e && !cJSON_IsNull(e)) {
         r->error_event = 1;
@@ -51,34 +39,58 @@ static int on_event(void *ctx, const char *data, size_t len)
         if (cJSON_IsNumber(ct))
             r->usage_completion = (long)ct->valuedouble;
     }
-    const cJSON *ch = cJSON_GetObjectItemCaseSensitive(o, "choices");
+}
+
+/* A choice's chunk: its text, and k tokens arriving at now (ITL gaps). */
+static int event_choice(cl_req *r, const cJSON *c, double now)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c, "token_ids");
+    size_t tlen = cJSON_IsString(t) ? strlen(t->valuestring) : 0;
+    long k = cJSON_IsArray(ids) ? cJSON_GetArraySize(ids) : (tlen > 0 ? 1 : 0);
+    if (tlen > 0 && r->on_text)
+        r->on_text(r->text_ctx, t->valuestring, tlen);
+    if (k <= 0)
+        return 0;
+    if (!r->got_first) { /* a first chunk's k tokens all count as first: no gaps */
+        r->got_first = 1;
+        r->t_first = now;
+    } else {
+        double gap = (now - r->t_last) / (double)k;
+        for (long i = 0; i < k; i++)
+            if (cl_vec_push(&r->itl, gap))
+                return -1;
+    }
+    r->t_last = now;
+    r->tokens_seen += k;
+    return 0;
+}
+
+static int on_event(void *ctx, const char *data, size_t len)
+{
+    cl_req *r = ctx;
+    double now = mhla_now();
+    (void)len;
+    if (strcmp(data, "[DONE]") == 0) {
+        r->got_done = 1;
+        return 0;
+    }
+    cJSON *o = cJSON_Parse(data);
+    if (!o) {
+        r->bad_event = 1;
+        set_error(r, "a stream event is not JSON");
+        return 0;
+    }
+    event_status(r, o);
     const cJSON *c;
-    cJSON_ArrayForEach(c, ch)
+    int rc = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(o, "choices"))
     {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
-        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c, "token_ids");
-        size_t tlen = cJSON_IsString(t) ? strlen(t->valuestring) : 0;
-        long k = cJSON_IsArray(ids) ? cJSON_GetArraySize(ids) : (tlen > 0 ? 1 : 0);
-        if (tlen > 0 && r->on_text)
-            r->on_text(r->text_ctx, t->valuestring, tlen);
-        if (k <= 0)
-            continue;
-        if (!r->got_first) { /* a first chunk's k tokens all count as first: no gaps */
-            r->got_first = 1;
-            r->t_first = now;
-        } else {
-            double gap = (now - r->t_last) / (double)k;
-            for (long i = 0; i < k; i++)
-                if (cl_vec_push(&r->itl, gap)) {
-                    cJSON_Delete(o);
-                    return -1;
-                }
-        }
-        r->t_last = now;
-        r->tokens_seen += k;
+        if (rc == 0)
+            rc = event_choice(r, c, now);
     }
     cJSON_Delete(o);
-    return 0;
+    return rc;
 }
 
 static size_t on_bytes(char *data, size_t size, size_t nmemb, void *ud)

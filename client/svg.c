@@ -45,6 +45,64 @@ static void series(FILE *f, const cl_level_result *r, size_t n, size_t offset, d
                 py(*(const double *)((const char *)&r[i] + offset), top), color);
 }
 
+/* The title, the grid with both axes' labels, the frame and the x labels. */
+static void frame(FILE *f, const cl_bench_opts *o, const cl_level_result *r, size_t n, double tmax,
+                  double lmax)
+{
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(f,
+            "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">mhla-bench "
+            "sweep: output throughput and p99 latency vs %s</text>\n",
+            W / 2, o->open_loop ? "request rate" : "concurrency");
+    for (int k = 0; k <= 5; k++) {
+        double y = py(tmax * k / 5.0, tmax);
+        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ML, y,
+                W - MR, y);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f77b4\">%g</text>\n",
+                ML - 6, y + 4, tmax * k / 5.0);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" fill=\"#d62728\">%g</text>\n", W - MR + 6, y + 4,
+                lmax * k / 5.0);
+    }
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+            "stroke=\"#333\"/>\n",
+            ML, MT, W - ML - MR, H - MT - MB);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", px(i, n),
+                H - MB + 18, r[i].level);
+}
+
+/* The three axes' titles and the legend of the three series. */
+static void titles_and_legend(FILE *f, const cl_bench_opts *o)
+{
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", (ML + W - MR) / 2,
+            H - MB + 40,
+            o->open_loop ? "request rate (req/s)" : "concurrency (requests in flight)");
+    fprintf(f,
+            "<text transform=\"translate(20,%d) rotate(-90)\" text-anchor=\"middle\" "
+            "fill=\"#1f77b4\">output tokens/s</text>\n",
+            (MT + H - MB) / 2);
+    fprintf(f,
+            "<text transform=\"translate(%d,%d) rotate(90)\" text-anchor=\"middle\" "
+            "fill=\"#d62728\">p99 latency (ms)</text>\n",
+            W - 20, (MT + H - MB) / 2);
+    const char *names[3] = {"output tokens/s", "p99 end-to-end (ms)",
+                            "p99 time to first token (ms)"};
+    const char *colors[3] = {"#1f77b4", "#d62728", "#ff7f0e"};
+    for (int k = 0; k < 3; k++) {
+        int x = ML + 10 + k * 200;
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
+                "stroke-width=\"2\"%s/>\n",
+                x, H - 8, x + 24, H - 8, colors[k], k == 2 ? " stroke-dasharray=\"6,4\"" : "");
+        fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", x + 30, H - 4, names[k]);
+    }
+}
+
 int cl_write_svg(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
                  char *err)
 {
@@ -64,60 +122,13 @@ int cl_write_svg(const char *path, const cl_bench_opts *o, const cl_level_result
         snprintf(err, CL_ERR_LEN, "cannot write %s: %s", path, strerror(errno));
         return -1;
     }
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f,
-            "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">mhla-bench "
-            "sweep: output throughput and p99 latency vs %s</text>\n",
-            W / 2, o->open_loop ? "request rate" : "concurrency");
-    /* grid and the two axes' labels */
-    for (int k = 0; k <= 5; k++) {
-        double y = py(tmax * k / 5.0, tmax);
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ML, y,
-                W - MR, y);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f77b4\">%g</text>\n",
-                ML - 6, y + 4, tmax * k / 5.0);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" fill=\"#d62728\">%g</text>\n", W - MR + 6, y + 4,
-                lmax * k / 5.0);
-    }
-    fprintf(f,
-            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-            "stroke=\"#333\"/>\n",
-            ML, MT, W - ML - MR, H - MT - MB);
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", px(i, n),
-                H - MB + 18, r[i].level);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", (ML + W - MR) / 2,
-            H - MB + 40,
-            o->open_loop ? "request rate (req/s)" : "concurrency (requests in flight)");
-    fprintf(f,
-            "<text transform=\"translate(20,%d) rotate(-90)\" text-anchor=\"middle\" "
-            "fill=\"#1f77b4\">output tokens/s</text>\n",
-            (MT + H - MB) / 2);
-    fprintf(f,
-            "<text transform=\"translate(%d,%d) rotate(90)\" text-anchor=\"middle\" "
-            "fill=\"#d62728\">p99 latency (ms)</text>\n",
-            W - 20, (MT + H - MB) / 2);
+    frame(f, o, r, n, tmax, lmax);
+    titles_and_legend(f, o);
     series(f, r, n, offsetof(cl_level_result, out_tok_per_s), tmax, "#1f77b4", NULL);
     series(f, r, n, offsetof(cl_level_result, e2e) + offsetof(cl_summary, p99), lmax, "#d62728",
            NULL);
     series(f, r, n, offsetof(cl_level_result, ttft) + offsetof(cl_summary, p99), lmax, "#ff7f0e",
            "6,4");
-    /* legend */
-    const char *names[3] = {"output tokens/s", "p99 end-to-end (ms)",
-                            "p99 time to first token (ms)"};
-    const char *colors[3] = {"#1f77b4", "#d62728", "#ff7f0e"};
-    for (int k = 0; k < 3; k++) {
-        int x = ML + 10 + k * 200;
-        fprintf(f,
-                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
-                "stroke-width=\"2\"%s/>\n",
-                x, H - 8, x + 24, H - 8, colors[k], k == 2 ? " stroke-dasharray=\"6,4\"" : "");
-        fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", x + 30, H - 4, names[k]);
-    }
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0) {
         snprintf(err, CL_ERR_LEN, "error writing %s", path);

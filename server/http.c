@@ -691,6 +691,43 @@ static int per_client(const mhla_server_options *o)
     return o->max_connections > reserve ? o->max_connections - reserve : 1;
 }
 
+/* libmicrohttpd's daemon on the resolved address ai. */
+static struct MHD_Daemon *start_daemon(srv_http *h, const struct addrinfo *ai)
+{
+    const mhla_server_options *o = h->c.opt;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    return MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)o->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client(o),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+}
+
+/* --host and --port as an address to listen on; *ai is the caller's to free. */
+static int resolve(const mhla_server_options *o, struct addrinfo **ai, char *err, size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    *ai = NULL;
+    int gai = getaddrinfo(o->host, port, &hints, ai);
+    if (gai || !*ai) {
+        snprintf(err, errlen, "cannot resolve --host '%.100s': %s", o->host,
+                 gai ? gai_strerror(gai) : "no address");
+        return -1;
+    }
+    return 0;
+}
+
 int srv_http_start(const srv_http_options *c, srv_http **out, int *bound_port, char *err,
                    size_t errlen)
 {
@@ -707,38 +744,16 @@ int srv_http_start(const srv_http_options *c, srv_http **out, int *bound_port, c
                           .vocab_size = c->cfg->vocab_size,
                           .max_positions = c->cfg->max_positions,
                           .max_running = c->opt->max_running};
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
-                    *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", c->opt->port);
-    int gai = getaddrinfo(c->opt->host, port, &hints, &ai);
-    if (gai || !ai) {
-        snprintf(err, errlen, "cannot resolve --host '%.100s': %s", c->opt->host,
-                 gai ? gai_strerror(gai) : "no address");
-        free(h);
-        return -1;
-    }
-    if (srv_watch_start(c->opt->read_timeout_s, c->opt->timeout_s, &h->watch, err, errlen)) {
-        freeaddrinfo(ai);
-        free(h);
-        return -1;
-    }
     atomic_init(&h->in_flight, 0);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
-    if (ai->ai_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, (uint16_t)c->opt->port, NULL, NULL, on_request, h,
-                            MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)c->opt->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)c->opt->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                            h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client(c->opt),
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    struct addrinfo *ai = NULL;
+    if (resolve(c->opt, &ai, err, errlen) ||
+        srv_watch_start(c->opt->read_timeout_s, c->opt->timeout_s, &h->watch, err, errlen)) {
+        if (ai)
+            freeaddrinfo(ai);
+        free(h);
+        return -1;
+    }
+    h->d = start_daemon(h, ai);
     freeaddrinfo(ai);
     if (!h->d) {
         srv_watch_stop(h->watch);

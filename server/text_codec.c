@@ -63,6 +63,26 @@ static int file_exists(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* The model's tokenizer.json (tj), with tokenizer_config.json (tc) when it
+ * has one, into c; its ids must fit the model's vocabulary. */
+static int load_tokenizer(srv_codec *c, const char *tj, const char *tc, char *err, size_t errlen)
+{
+    char msg[400];
+    if (mhla_tok_load(tj, file_exists(tc) ? tc : NULL, &c->tok, msg, sizeof msg)) {
+        snprintf(err, errlen, "cannot load %s: %s", tj, msg);
+        return -1;
+    }
+    if (mhla_tok_vocab_size(c->tok) > (size_t)c->vocab_size) {
+        snprintf(err, errlen,
+                 "%s has ids up to %zu but the model's vocabulary holds %d: they do not "
+                 "belong together",
+                 tj, mhla_tok_vocab_size(c->tok) - 1, c->vocab_size);
+        return -1;
+    }
+    snprintf(c->name, sizeof c->name, "tokenizer.json (%zu ids)", mhla_tok_vocab_size(c->tok));
+    return 0;
+}
+
 int srv_codec_create(const char *model_dir, int vocab_size, srv_codec **out, char *err,
                      size_t errlen)
 {
@@ -72,41 +92,21 @@ int srv_codec_create(const char *model_dir, int vocab_size, srv_codec **out, cha
         return -1;
     }
     srv_codec *c = calloc(1, sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "text codec: out of memory");
-        return -1;
-    }
-    c->vocab_size = vocab_size;
     size_t dl = strlen(model_dir);
     char *tj = malloc(dl + 32), *tc = malloc(dl + 32);
-    if (!tj || !tc) {
-        free(tj);
-        free(tc);
-        free(c);
-        snprintf(err, errlen, "text codec: out of memory");
-        return -1;
-    }
-    snprintf(tj, dl + 32, "%s/tokenizer.json", model_dir);
-    snprintf(tc, dl + 32, "%s/tokenizer_config.json", model_dir);
     int rc = 0;
-    if (file_exists(tj)) {
-        char msg[400];
-        if (mhla_tok_load(tj, file_exists(tc) ? tc : NULL, &c->tok, msg, sizeof msg)) {
-            snprintf(err, errlen, "cannot load %s: %s", tj, msg);
-            rc = -1;
-        } else if (mhla_tok_vocab_size(c->tok) > (size_t)vocab_size) {
-            snprintf(err, errlen,
-                     "%s has ids up to %zu but the model's vocabulary holds %d: they do not "
-                     "belong together",
-                     tj, mhla_tok_vocab_size(c->tok) - 1, vocab_size);
-            rc = -1;
-        } else {
-            snprintf(c->name, sizeof c->name, "tokenizer.json (%zu ids)",
-                     mhla_tok_vocab_size(c->tok));
-        }
+    if (!c || !tj || !tc) {
+        snprintf(err, errlen, "text codec: out of memory");
+        rc = -1;
     } else {
-        snprintf(c->name, sizeof c->name,
-                 "byte-level stand-in (no tokenizer.json in the model directory)");
+        c->vocab_size = vocab_size;
+        snprintf(tj, dl + 32, "%s/tokenizer.json", model_dir);
+        snprintf(tc, dl + 32, "%s/tokenizer_config.json", model_dir);
+        if (file_exists(tj))
+            rc = load_tokenizer(c, tj, tc, err, errlen);
+        else
+            snprintf(c->name, sizeof c->name,
+                     "byte-level stand-in (no tokenizer.json in the model directory)");
     }
     free(tj);
     free(tc);
