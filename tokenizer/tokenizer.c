@@ -22,10 +22,11 @@ static int read_file(const char *path, char **data, size_t *len, char *err, size
     char chunk[65536];
     size_t r;
     while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (b.len + r > MAX_FILE_BYTES || mhla_buf_put(&b, chunk, r)) {
+        int big = b.len + r > MAX_FILE_BYTES;
+        if (big || mhla_buf_put(&b, chunk, r)) {
             fclose(f);
             mhla_buf_free(&b);
-            tok_err(err, errlen, "%s is too large", path);
+            tok_err(err, errlen, big ? "%s is too large" : "out of memory reading %s", path);
             return -1;
         }
     }
