@@ -15,7 +15,11 @@
  *        test_fault engine_threads CHECKPOINT  2 threads: the engine's thread pool
  *        test_fault engine_q8 CHECKPOINT       q8 weights, 2 threads
  *        test_fault tokenizer TOKENIZER_JSON   load, encode, decode, streaming decode
+ *        test_fault codec CHECKPOINT TOKDIR    the server's text codecs (tokenizer.json in
+ *                                              TOKDIR, the byte-level stand-in) and
+ *                                              generation config
  *        test_fault sched CHECKPOINT TOKDIR    one request through the scheduler
+ *        test_fault sched_nopool CHECKPOINT TOKDIR   the same without a state pool
  */
 #include "check.h"
 #include "engine.h"
@@ -341,12 +345,88 @@ done:
 }
 
 #ifdef FAULT_WITH_SERVER
+/* ---- scenario: the server's text codecs and generation config -------------- */
+
+static const char *codec_ckpt, *codec_tokdir;
+
+/* Encodes, decodes and stream-decodes text through a codec made from dir. */
+static int codec_round(const char *dir, int vocab, result *out)
+{
+    static const char text[] = "The 42 cafe\xcc\x81s, \xe2\x82\xac"
+                               "5 each\xf0\x9f\x99\x82.";
+    char err[256] = "";
+    srv_codec *c;
+    srv_codec_stream *st = NULL;
+    int32_t *ids = NULL;
+    char *dec = NULL;
+    size_t len;
+    int n, rc = RUN_OK;
+    if (srv_codec_create(dir, vocab, &c, err, sizeof err))
+        return msg_nomem(err, "srv_codec_create");
+    int r = srv_codec_encode(c, text, sizeof text - 1, 1, &ids, &n, err, sizeof err);
+    if (r) {
+        rc = r == -2 ? msg_nomem(err, "srv_codec_encode") : RUN_BAD;
+        goto done;
+    }
+    put_ints(out, ids, n);
+    if (srv_codec_decode(c, ids, n, 1, &dec, &len, err, sizeof err)) {
+        rc = msg_nomem(err, "srv_codec_decode");
+        goto done;
+    }
+    put(out, dec, len);
+    if (srv_codec_stream_new(c, &st, err, sizeof err)) {
+        rc = msg_nomem(err, "srv_codec_stream_new");
+        goto done;
+    }
+    const char *piece;
+    for (int i = 0; i <= n; i++) {
+        r = i < n ? srv_codec_stream_push(st, ids[i], &piece, &len, err, sizeof err)
+                  : srv_codec_stream_finish(st, &piece, &len, err, sizeof err);
+        if (r) {
+            rc = msg_nomem(err, "the codec's streaming decode");
+            goto done;
+        }
+        put(out, piece, len);
+        put(out, "/", 1);
+    }
+done:
+    srv_codec_stream_free(st);
+    free(dec);
+    free(ids);
+    srv_codec_free(c);
+    return rc;
+}
+
+static int run_codec(result *out)
+{
+    /* the tokenizer (the wide checkpoint's 1500 ids hold its 321), then the
+     * byte-level stand-in of a directory without tokenizer.json */
+    int rc = codec_round(codec_tokdir, 1500, out);
+    if (rc == RUN_OK)
+        rc = codec_round(codec_ckpt, 1500, out);
+    if (rc != RUN_OK)
+        return rc;
+    mhla_model *m;
+    mhla_error e = {0};
+    char err[256] = "";
+    if (mhla_model_load(codec_ckpt, &m, &e))
+        return engine_nomem(&e, "mhla_model_load");
+    srv_gen_config g;
+    if (srv_gen_config_load(codec_ckpt, mhla_model_config(m), &g, err, sizeof err))
+        rc = msg_nomem(err, "srv_gen_config_load");
+    else
+        put_ints(out, g.eos, g.n_eos);
+    mhla_model_free(m);
+    return rc;
+}
+
 /* ---- scenario: a request through the scheduler ---------------------------- */
 
 static mhla_model *sched_model;
 static mhla_engine *sched_engine;
 static srv_codec *sched_codec;
 static srv_gen_config sched_gen;
+static int sched_pool = 1; /* sched_nopool: 0, sequences made as needed */
 
 static const char request_body[] =
     "{\"prompt\": \"The town of 42 cafes\", \"max_tokens\": 5, \"n\": 2, \"logprobs\": 1, "
@@ -367,6 +447,23 @@ static void await(srv_req *r)
         }
     }
     srv_req_unlock(r);
+}
+
+/* The response bodies of a finished request: NULL only when out of memory. */
+static int render(const srv_req *r)
+{
+    const srv_choice *c = &r->choices[0];
+    char *body[3] = {srv_completion_json(r, "fault", sched_codec),
+                     srv_chunk_json(r, "fault", sched_codec, 0, c->text.p, c->text.len, 0, c->n_ids,
+                                    c->finish_reason),
+                     srv_usage_chunk_json(r, "fault")};
+    int rc = RUN_OK;
+    for (int i = 0; i < 3; i++) {
+        if (!body[i])
+            rc = RUN_NOMEM;
+        free(body[i]);
+    }
+    return rc;
 }
 
 /* One request through s: RUN_OK with its results in out, RUN_NOMEM when it
@@ -415,7 +512,7 @@ static int one_request(srv_sched *s, result *out)
         } else {
             rc = msg_nomem(r->err, "the request");
         }
-    } else {
+    } else if ((rc = render(r)) == RUN_OK) {
         for (int i = 0; i < r->n_choices; i++) {
             const srv_choice *c = &r->choices[i];
             put(out, c->text.p ? c->text.p : "", c->text.len);
@@ -437,7 +534,7 @@ static int run_sched(result *out)
                           .model = sched_model,
                           .codec = sched_codec,
                           .gen = &sched_gen,
-                          .state_pool = 1,
+                          .state_pool = sched_pool,
                           .max_batch_tokens = 16, /* the prompt in two chunks or more */
                           .max_running = 8,
                           .max_queue = 8};
@@ -469,7 +566,9 @@ static void sched_setup(const char *dir, const char *tokdir)
 {
     mhla_error e = {0};
     char err[256];
-    mhla_engine_options o = {.n_threads = 1, .state_bytes = 8u << 20, .resume_slots = 2};
+    mhla_engine_options o = {.n_threads = 1,
+                             .state_bytes = sched_pool ? 8u << 20 : 0,
+                             .resume_slots = 2};
     srv_log_set_level(MHLA_LOG_OFF); /* the failed requests are the point, not news */
     if (mhla_model_load(dir, &sched_model, &e) ||
         mhla_engine_create(sched_model, &o, &sched_engine, &e))
@@ -602,7 +701,15 @@ int main(int argc, char **argv)
         tok_path = argv[2];
         failures += loop(run_tokenizer);
 #ifdef FAULT_WITH_SERVER
-    } else if (!strcmp(scenario, "sched") && argc == 4) {
+    } else if (!strcmp(scenario, "codec") && argc == 4) {
+        codec_ckpt = argv[2];
+        codec_tokdir = argv[3];
+        failures += loop(run_codec);
+    } else if (!strncmp(scenario, "sched", 5) && argc == 4) {
+        if (!strcmp(scenario, "sched_nopool"))
+            sched_pool = 0;
+        else if (strcmp(scenario, "sched"))
+            die("unknown scenario '%s'", scenario);
         sched_setup(argv[2], argv[3]);
         failures += loop(run_sched);
         srv_codec_free(sched_codec);
