@@ -22,6 +22,18 @@ static long jint(const cJSON *o, const char *k, long def)
                                                                             : def;
 }
 
+/* d->str = a copy of s; -1 with a message when out of memory. */
+static int set_str(tok_decoder *d, const char *s, char *err, size_t errlen)
+{
+    d->str = strdup(s);
+    d->str_len = strlen(s);
+    if (!d->str) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -77,16 +89,12 @@ int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errle
     if (!strcmp(type, "Metaspace")) {
         d->kind = DEC_METASPACE;
         const char *r = jstr(j, "replacement");
-        d->str = strdup(r ? r : "\xE2\x96\x81");
-        d->str_len = d->str ? strlen(d->str) : 0;
-        return d->str ? 0 : -1;
+        return set_str(d, r ? r : "\xE2\x96\x81", err, errlen);
     }
     if (!strcmp(type, "Replace")) {
         d->kind = DEC_REPLACE;
         const char *c = jstr(j, "content");
-        d->str = strdup(c ? c : "");
-        d->str_len = d->str ? strlen(d->str) : 0;
-        if (!d->str)
+        if (set_str(d, c ? c : "", err, errlen))
             return -1;
         if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &d->re, err,
                               errlen, "decoder Replace"))
@@ -97,10 +105,8 @@ int tok_decoder_build(const cJSON *j, tok_decoder **out, char *err, size_t errle
     if (!strcmp(type, "Strip")) {
         d->kind = DEC_STRIP;
         const char *c = jstr(j, "content");
-        d->str = strdup(c ? c : "");
-        if (!d->str)
+        if (set_str(d, c ? c : "", err, errlen))
             return -1;
-        d->str_len = strlen(d->str);
         /* the reference compares single UTF-16 units with content: only a one-character
          * content can ever match */
         int32_t cp = -1;

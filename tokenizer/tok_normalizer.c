@@ -33,6 +33,18 @@ int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, 
     return -1;
 }
 
+/* nz->str = a copy of s; -1 with a message when out of memory. */
+static int set_str(tok_normalizer *nz, const char *s, char *err, size_t errlen)
+{
+    nz->str = strdup(s);
+    nz->str_len = strlen(s);
+    if (!nz->str) {
+        tok_err(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 int tok_normalizer_build(const cJSON *j, tok_normalizer **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -84,16 +96,12 @@ int tok_normalizer_build(const cJSON *j, tok_normalizer **out, char *err, size_t
             tok_err(err, errlen, "normalizer Prepend without a \"prepend\" string");
             return -1;
         }
-        nz->str = strdup(p);
-        nz->str_len = strlen(p);
-        return nz->str ? 0 : -1;
+        return set_str(nz, p, err, errlen);
     }
     if (!strcmp(type, "Replace")) {
         nz->kind = NORM_REPLACE;
         const char *content = jstr(j, "content");
-        nz->str = strdup(content ? content : "");
-        nz->str_len = strlen(nz->str ? nz->str : "");
-        if (!nz->str)
+        if (set_str(nz, content ? content : "", err, errlen))
             return -1;
         if (tok_pattern_build(cJSON_GetObjectItemCaseSensitive(j, "pattern"), false, &nz->re, err,
                               errlen, "normalizer Replace"))

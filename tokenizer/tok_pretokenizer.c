@@ -30,6 +30,12 @@ static bool jbool(const cJSON *o, const char *k, bool def)
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : def;
 }
 
+static int oom(char *err, size_t errlen)
+{
+    tok_err(err, errlen, "out of memory");
+    return -1;
+}
+
 int tok_pretok_build(const cJSON *j, tok_pretok **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -114,7 +120,7 @@ int tok_pretok_build(const cJSON *j, tok_pretok **out, char *err, size_t errlen)
             rep = "\xE2\x96\x81";
         pt->replacement = strdup(str_rep && *str_rep ? str_rep : rep);
         if (!pt->replacement)
-            return -1;
+            return oom(err, errlen);
         pt->replacement_len = strlen(pt->replacement);
         const char *scheme = jstr(j, "prepend_scheme");
         if (!scheme || !strcmp(scheme, "always"))
