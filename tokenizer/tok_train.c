@@ -82,8 +82,10 @@ static int count_piece(counter *c, const char *s, size_t n)
         w->sym[w->n++] = 1 + tok_cp_to_byte(cp);
     }
     w->count = 1;
-    if (tok_strmap_put(&c->index, s, n, (int32_t)c->n_words))
+    if (tok_strmap_put(&c->index, s, n, (int32_t)c->n_words)) {
+        free(w->sym); /* not counted in n_words: nobody else frees it */
         return -1;
+    }
     c->n_words++;
     return 0;
 }
@@ -122,15 +124,15 @@ int mhla_tok_train_bpe(const char *const *files, size_t n_files, size_t vocab_si
         mhla_buf raw = {0}, clean = {0};
         char chunk[65536];
         size_t r;
-        int bad = 0;
+        int bad = 0, nomem = 0;
         while ((r = fread(chunk, 1, sizeof chunk, fp)) > 0)
-            bad |= mhla_buf_put(&raw, chunk, r);
+            nomem |= mhla_buf_put(&raw, chunk, r);
         bad |= ferror(fp);
         fclose(fp);
-        if (bad || tok_utf8_sanitize(raw.p ? raw.p : "", raw.len, &clean)) {
+        if (bad || nomem || tok_utf8_sanitize(raw.p ? raw.p : "", raw.len, &clean)) {
             mhla_buf_free(&raw);
             mhla_buf_free(&clean);
-            tok_err(err, errlen, "cannot read %s", files[f]);
+            tok_err(err, errlen, bad ? "cannot read %s" : "out of memory reading %s", files[f]);
             goto done;
         }
         mhla_buf_free(&raw);
