@@ -15,6 +15,9 @@
  *        test_fault engine_threads CHECKPOINT  2 threads: the engine's thread pool
  *        test_fault engine_q8 CHECKPOINT       q8 weights, 2 threads
  *        test_fault tokenizer TOKENIZER_JSON   load, encode, decode, streaming decode
+ *        test_fault tokenizer_sp DIR           the same on DIR/tokenizer.json with its
+ *                                              tokenizer_config.json (SentencePiece style)
+ *        test_fault tok_train -                BPE training on a small corpus
  *        test_fault codec CHECKPOINT TOKDIR    the server's text codecs (tokenizer.json in
  *                                              TOKDIR, the byte-level stand-in) and
  *                                              generation config
@@ -290,13 +293,59 @@ done:
 
 /* ---- scenario: the tokenizer ----------------------------------------------- */
 
-static const char *tok_path;
+static char corpus_path[256], trained_path[256];
+
+/* FNV-1a of a file's bytes into out; RUN_BAD when it cannot be read. */
+static int put_file_hash(const char *path, result *out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return RUN_BAD;
+    uint64_t h = 14695981039346656037ull;
+    int c;
+    while ((c = getc(f)) != EOF)
+        h = (h ^ (uint64_t)c) * 1099511628211ull;
+    fclose(f);
+    char b[32];
+    put(out, b, (size_t)snprintf(b, sizeof b, "%016llx|", (unsigned long long)h));
+    return RUN_OK;
+}
+
+/* BPE training (300 ids) on a small corpus; the tokenizer.json it writes. */
+static int run_tok_train(result *out)
+{
+    char err[256] = "";
+    const char *files[] = {corpus_path};
+    remove(trained_path);
+    if (mhla_tok_train_bpe(files, 1, 300, trained_path, err, sizeof err))
+        return msg_nomem(err, "mhla_tok_train_bpe");
+    int rc = put_file_hash(trained_path, out);
+    if (rc != RUN_OK)
+        fprintf(stderr, "FAIL fault.%s n=%ld: training succeeded but wrote no %s\n", scenario,
+                current_n, trained_path);
+    return rc;
+}
+
+static void write_corpus(void)
+{
+    FILE *f = fopen(corpus_path, "w");
+    if (!f)
+        die("cannot write %s", corpus_path);
+    for (int i = 0; i < 12; i++)
+        fprintf(f,
+                "The town had %d cafes, and the cafes in the town were open late. "
+                "They went home when the \xe2\x82\xac%d coffee was gone.\n",
+                i * 7, i);
+    fclose(f);
+}
+
+static const char *tok_path, *tok_config; /* tok_config may be NULL */
 
 static int run_tokenizer(result *out)
 {
     /* an added special token, digits, a decomposed é (NFC), bytes past ASCII */
-    static const char text[] = "<|user|>The 42 cafe\xcc\x81s in the town, \xe2\x82\xac"
-                               "5 each\xf0\x9f\x99\x82 and then they went home.";
+    static const char text[] = "<|user|>The 42 cafe\xcc\x81s, \xe2\x82\xac"
+                               "5\xf0\x9f\x99\x82 in town.";
     char err[256] = "";
     mhla_tokenizer *tok = NULL;
     mhla_tok_stream *st = NULL;
@@ -304,7 +353,7 @@ static int run_tokenizer(result *out)
     char *dec = NULL;
     size_t n = 0, len = 0;
     int rc = RUN_OK;
-    if (mhla_tok_load(tok_path, NULL, &tok, err, sizeof err))
+    if (mhla_tok_load(tok_path, tok_config, &tok, err, sizeof err))
         return msg_nomem(err, "mhla_tok_load");
     if (mhla_tok_encode(tok, text, sizeof text - 1, 1, &ids, &n, err, sizeof err)) {
         rc = msg_nomem(err, "mhla_tok_encode");
@@ -700,6 +749,22 @@ int main(int argc, char **argv)
     } else if (!strcmp(scenario, "tokenizer")) {
         tok_path = argv[2];
         failures += loop(run_tokenizer);
+    } else if (!strcmp(scenario, "tokenizer_sp")) {
+        static char json[512], config[512];
+        snprintf(json, sizeof json, "%s/tokenizer.json", argv[2]);
+        snprintf(config, sizeof config, "%s/tokenizer_config.json", argv[2]);
+        tok_path = json;
+        tok_config = config;
+        failures += loop(run_tokenizer);
+    } else if (!strcmp(scenario, "tok_train")) {
+        const char *tmp = getenv("TMPDIR");
+        tmp = tmp && *tmp ? tmp : "/tmp";
+        snprintf(corpus_path, sizeof corpus_path, "%s/test_fault_%d.txt", tmp, (int)getpid());
+        snprintf(trained_path, sizeof trained_path, "%s/test_fault_%d.json", tmp, (int)getpid());
+        write_corpus();
+        failures += loop(run_tok_train);
+        remove(corpus_path);
+        remove(trained_path);
 #ifdef FAULT_WITH_SERVER
     } else if (!strcmp(scenario, "codec") && argc == 4) {
         codec_ckpt = argv[2];
