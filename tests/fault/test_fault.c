@@ -23,12 +23,14 @@
  *                                              generation config
  *        test_fault sched CHECKPOINT TOKDIR    one request through the scheduler
  *        test_fault sched_nopool CHECKPOINT TOKDIR   the same without a state pool
+ *        test_fault sched_stream CHECKPOINT TOKDIR   the same streamed (SSE)
  */
 #include "check.h"
 #include "engine.h"
 #include "fault.h"
 #ifdef FAULT_WITH_SERVER
 #include "server_internal.h"
+#include <cJSON.h>
 #endif
 #include "tokenizer.h"
 
@@ -475,11 +477,16 @@ static mhla_model *sched_model;
 static mhla_engine *sched_engine;
 static srv_codec *sched_codec;
 static srv_gen_config sched_gen;
-static int sched_pool = 1; /* sched_nopool: 0, sequences made as needed */
+static int sched_pool = 1;   /* sched_nopool: 0, sequences made as needed */
+static int sched_stream = 0; /* sched_stream: the request streamed (sse.c) */
 
 static const char request_body[] =
     "{\"prompt\": \"The town of 42 cafes\", \"max_tokens\": 5, \"n\": 2, \"logprobs\": 1, "
     "\"temperature\": 0.7, \"seed\": 3, \"stop\": [\"zq\"]}";
+static const char stream_body[] =
+    "{\"prompt\": \"The town of 42 cafes\", \"max_tokens\": 5, \"n\": 2, \"logprobs\": 1, "
+    "\"temperature\": 0.7, \"seed\": 3, \"stop\": [\"zq\"], \"stream\": true, "
+    "\"stream_options\": {\"include_usage\": true}}";
 
 /* Waits until r is done, at most request_limit_s: a request that never ends
  * is a hang, reported and fatal. */
@@ -496,6 +503,76 @@ static void await(srv_req *r)
         }
     }
     srv_req_unlock(r);
+}
+
+/* The stream's client: connected until the request has run past its limit. */
+static int stream_alive(void *ctx)
+{
+    int *hung = ctx;
+    static double t0;
+    if (*hung < 0) { /* the first ask of this stream */
+        t0 = mhla_now();
+        *hung = 0;
+    }
+    if (mhla_now() - t0 > request_limit_s)
+        *hung = 1;
+    return !*hung;
+}
+
+/* Every event of an SSE body: "data: " and a JSON object, or "data: [DONE]"
+ * last. RUN_OK with [DONE], RUN_NOMEM without (the stream was cut short). */
+static int check_events(const char *b, size_t n)
+{
+    int done = 0;
+    for (size_t at = 0; at < n;) {
+        const char *end = strstr(b + at, "\n\n");
+        if (done || !end || strncmp(b + at, "data: ", 6)) {
+            fprintf(stderr,
+                    "FAIL fault.%s n=%ld: a malformed event in the stream at byte %zu: %.60s\n",
+                    scenario, current_n, at, b + at);
+            return RUN_BAD;
+        }
+        const char *data = b + at + 6;
+        size_t len = (size_t)(end - data);
+        if (len == 6 && !strncmp(data, "[DONE]", 6)) {
+            done = 1;
+        } else {
+            cJSON *j = cJSON_ParseWithLength(data, len);
+            int ok = cJSON_IsObject(j);
+            cJSON_Delete(j);
+            if (!ok) {
+                fprintf(stderr, "FAIL fault.%s n=%ld: an event that is no JSON object: %.*s\n",
+                        scenario, current_n, (int)len, data);
+                return RUN_BAD;
+            }
+        }
+        at = (size_t)(end + 2 - b);
+    }
+    return done ? RUN_OK : RUN_NOMEM;
+}
+
+/* Streams r (whose reference the writer takes over) to its end. */
+static int stream(srv_req *r)
+{
+    static char body[1 << 16];
+    size_t n = 0;
+    long k;
+    int hung = -1;
+    srv_sse *sse;
+    if (srv_sse_create(r, "fault", sched_codec, stream_alive, &hung, &sse)) {
+        srv_req_abandon(r); /* -1 only when out of memory */
+        return RUN_NOMEM;
+    }
+    while ((k = srv_sse_read(sse, body + n, sizeof body - 1 - n)) > 0)
+        n += (size_t)k;
+    body[n] = 0;
+    srv_sse_free(sse);
+    if (hung > 0) {
+        fprintf(stderr, "FAIL fault.%s n=%ld: the stream did not end in %.0f s\n", scenario,
+                current_n, request_limit_s);
+        _exit(1);
+    }
+    return check_events(body, n);
 }
 
 /* The response bodies of a finished request: NULL only when out of memory. */
@@ -528,7 +605,8 @@ static int one_request(srv_sched *s, result *out)
     srv_params p;
     memset(&p, 0, sizeof p);
     srv_error se = {0};
-    if (srv_params_parse(request_body, sizeof request_body - 1, &lim, &p, &se)) {
+    const char *req = sched_stream ? stream_body : request_body;
+    if (srv_params_parse(req, strlen(req), &lim, &p, &se)) {
         srv_params_free(&p);
         if (srv_error_status(se.code) != 500) {
             fprintf(stderr, "FAIL fault.%s n=%ld: srv_params_parse failed with HTTP %d: %s\n",
@@ -550,10 +628,14 @@ static int one_request(srv_sched *s, result *out)
         srv_req_release(r);
         return RUN_BAD;
     }
-    await(r);
     int rc = RUN_OK;
+    if (sched_stream) {
+        srv_req_retain(r); /* ours, beside the stream's */
+        rc = stream(r);
+    }
+    await(r); /* a stream cut short has cancelled r: it ends at the next step */
     srv_req_lock(r);
-    if (r->failed) {
+    if (rc != RUN_BAD && r->failed) {
         if (srv_error_status(r->err_code) != 500) {
             fprintf(stderr, "FAIL fault.%s n=%ld: the request failed with HTTP %d: %s\n", scenario,
                     current_n, srv_error_status(r->err_code), r->err);
@@ -561,7 +643,8 @@ static int one_request(srv_sched *s, result *out)
         } else {
             rc = msg_nomem(r->err, "the request");
         }
-    } else if ((rc = render(r)) == RUN_OK) {
+    } else if (rc == RUN_OK && (sched_stream || (rc = render(r)) == RUN_OK)) {
+        /* streamed or not, the choices hold what the client was sent */
         for (int i = 0; i < r->n_choices; i++) {
             const srv_choice *c = &r->choices[i];
             put(out, c->text.p ? c->text.p : "", c->text.len);
@@ -773,6 +856,8 @@ int main(int argc, char **argv)
     } else if (!strncmp(scenario, "sched", 5) && argc == 4) {
         if (!strcmp(scenario, "sched_nopool"))
             sched_pool = 0;
+        else if (!strcmp(scenario, "sched_stream"))
+            sched_stream = 1;
         else if (strcmp(scenario, "sched"))
             die("unknown scenario '%s'", scenario);
         sched_setup(argv[2], argv[3]);
