@@ -315,7 +315,7 @@ static int parse_model(const cJSON *root, const srv_limits *lim, srv_params *p, 
         return -1;
     }
     p->model = strdup(m->valuestring);
-    return 0;
+    return p->model ? 0 : OOM("model");
 }
 
 /* max_tokens, n (and best_of, which must equal n). */
@@ -396,6 +396,8 @@ static int parse_extras(const cJSON *root, srv_params *p, srv_error *e)
         if (!cJSON_IsString(u))
             return BAD("user", "'user' must be a string");
         p->user = strdup(u->valuestring);
+        if (!p->user)
+            return OOM("user");
     }
     return 0;
 }
