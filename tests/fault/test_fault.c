@@ -21,6 +21,7 @@
  *        test_fault codec CHECKPOINT TOKDIR    the server's text codecs (tokenizer.json in
  *                                              TOKDIR, the byte-level stand-in) and
  *                                              generation config
+ *        test_fault params CHECKPOINT TOKDIR   request bodies parsed, an error body, metrics
  *        test_fault sched CHECKPOINT TOKDIR    one request through the scheduler
  *        test_fault sched_nopool CHECKPOINT TOKDIR   the same without a state pool
  *        test_fault sched_stream CHECKPOINT TOKDIR   the same streamed (SSE)
@@ -694,6 +695,66 @@ static int run_sched(result *out)
     return rc;
 }
 
+/* ---- scenario: request parsing, error bodies, metrics ---------------------- */
+
+static const char *const param_bodies[] = {
+    "{\"model\": \"fault\", \"prompt\": [\"The town\", [5, 6, 7], \"cafe\xcc\x81s\"], "
+    "\"max_tokens\": 3, \"n\": 2, \"stop\": [\"x\", \"yz\", \"\xe2\x82\xac\"], "
+    "\"logit_bias\": {\"5\": 1.5, \"7\": -100}, \"user\": \"u1\", \"seed\": 9}",
+    "{\"prompt\": [4, 5, 6], \"echo\": true, \"logprobs\": 2, \"stop\": \"zz\", "
+    "\"stream\": true, \"stream_options\": {\"include_usage\": true}}",
+    "{\"prompt\": [\"a\", \"b\"], \"presence_penalty\": 0.5, \"top_k\": 4}",
+};
+
+static void put_params(const srv_params *p, result *out)
+{
+    char b[64];
+    put(out, b,
+        (size_t)snprintf(b, sizeof b, "%d %d %d %d %d|", p->n_prompts, p->n, p->n_stop, p->n_bias,
+                         p->logprobs));
+    for (int i = 0; i < p->n_prompts; i++)
+        put_ints(out, p->prompts[i].ids, p->prompts[i].n);
+    for (int i = 0; i < p->n_stop; i++)
+        put(out, p->stop[i], strlen(p->stop[i]));
+    put(out, p->model ? p->model : "-", strlen(p->model ? p->model : "-"));
+    put(out, p->user ? p->user : "-", strlen(p->user ? p->user : "-"));
+}
+
+static int run_params(result *out)
+{
+    srv_limits lim = {.codec = sched_codec,
+                      .gen = &sched_gen,
+                      .model_name = "fault",
+                      .vocab_size = mhla_model_config(sched_model)->vocab_size,
+                      .max_positions = mhla_model_config(sched_model)->max_positions,
+                      .max_running = 8};
+    for (size_t k = 0; k < sizeof param_bodies / sizeof *param_bodies; k++) {
+        srv_params p;
+        memset(&p, 0, sizeof p);
+        srv_error se = {0};
+        int rc = srv_params_parse(param_bodies[k], strlen(param_bodies[k]), &lim, &p, &se);
+        if (rc == 0)
+            put_params(&p, out);
+        srv_params_free(&p);
+        if (rc && srv_error_status(se.code) != 500) {
+            fprintf(stderr, "FAIL fault.%s n=%ld: srv_params_parse failed with HTTP %d: %s\n",
+                    scenario, current_n, srv_error_status(se.code), se.message);
+            return RUN_BAD;
+        }
+        if (rc)
+            return msg_nomem(se.message, "srv_params_parse");
+    }
+    srv_error e;
+    srv_error_set(&e, SRV_ERR_FULL, "prompt", "state memory full: %d pages", 7);
+    char *body[2] = {srv_error_json(&e), srv_metrics_render()};
+    int rc = body[0] && body[1] ? RUN_OK : RUN_NOMEM;
+    if (body[0])
+        put(out, body[0], strlen(body[0]));
+    free(body[0]);
+    free(body[1]);
+    return rc;
+}
+
 static void sched_setup(const char *dir, const char *tokdir)
 {
     mhla_error e = {0};
@@ -853,6 +914,12 @@ int main(int argc, char **argv)
         codec_ckpt = argv[2];
         codec_tokdir = argv[3];
         failures += loop(run_codec);
+    } else if (!strcmp(scenario, "params") && argc == 4) {
+        sched_setup(argv[2], argv[3]);
+        failures += loop(run_params);
+        srv_codec_free(sched_codec);
+        mhla_engine_free(sched_engine);
+        mhla_model_free(sched_model);
     } else if (!strncmp(scenario, "sched", 5) && argc == 4) {
         if (!strcmp(scenario, "sched_nopool"))
             sched_pool = 0;
