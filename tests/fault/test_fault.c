@@ -13,6 +13,7 @@
  *        test_fault engine_pool CHECKPOINT     the same with a state pool: prefix
  *                                              cache, resume, reservations, snapshots
  *        test_fault engine_threads CHECKPOINT  2 threads: the engine's thread pool
+ *        test_fault engine_bf16 CHECKPOINT     bf16 weights (converted at load)
  *        test_fault engine_q8 CHECKPOINT       q8 weights, 2 threads
  *        test_fault tokenizer TOKENIZER_JSON   load, encode, decode, streaming decode
  *        test_fault tokenizer_sp DIR           the same on DIR/tokenizer.json with its
@@ -880,6 +881,8 @@ int main(int argc, char **argv)
         if (!strcmp(scenario, "engine_q8")) {
             weights = MHLA_WEIGHTS_Q8;
             n_threads = 2;
+        } else if (!strcmp(scenario, "engine_bf16")) {
+            weights = MHLA_WEIGHTS_BF16;
         } else if (!strcmp(scenario, "engine_threads")) {
             n_threads = 2;
         } else if (strcmp(scenario, "engine") && !with_pool) {
