@@ -17,8 +17,9 @@
  *        test_fault engine_q8 CHECKPOINT       q8 weights, 2 threads
  *        test_fault tokenizer TOKENIZER_JSON   load, encode, decode, streaming decode
  *        test_fault tokenizer_sp DIR           the same on DIR/tokenizer.json with its
- *                                              tokenizer_config.json (SentencePiece style)
- *        test_fault tok_train -                BPE training on a small corpus
+ *                                              tokenizer_config.json (SentencePiece style;
+ *                                              tokenizer_metaspace: the same, another name)
+ *        test_fault tokenizer_train -          BPE training on a small corpus
  *        test_fault codec CHECKPOINT TOKDIR    the server's text codecs (tokenizer.json in
  *                                              TOKDIR, the byte-level stand-in) and
  *                                              generation config
@@ -896,14 +897,14 @@ int main(int argc, char **argv)
     } else if (!strcmp(scenario, "tokenizer")) {
         tok_path = argv[2];
         failures += loop(run_tokenizer);
-    } else if (!strcmp(scenario, "tokenizer_sp")) {
+    } else if (!strcmp(scenario, "tokenizer_sp") || !strcmp(scenario, "tokenizer_metaspace")) {
         static char json[512], config[512];
         snprintf(json, sizeof json, "%s/tokenizer.json", argv[2]);
         snprintf(config, sizeof config, "%s/tokenizer_config.json", argv[2]);
         tok_path = json;
         tok_config = config;
         failures += loop(run_tokenizer);
-    } else if (!strcmp(scenario, "tok_train")) {
+    } else if (!strcmp(scenario, "tokenizer_train")) {
         const char *tmp = getenv("TMPDIR");
         tmp = tmp && *tmp ? tmp : "/tmp";
         snprintf(corpus_path, sizeof corpus_path, "%s/test_fault_%d.txt", tmp, (int)getpid());
