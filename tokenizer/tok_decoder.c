@@ -26,11 +26,11 @@ static long jint(const cJSON *o, const char *k, long def)
 static int set_str(tok_decoder *d, const char *s, char *err, size_t errlen)
 {
     d->str = strdup(s);
-    d->str_len = strlen(s);
     if (!d->str) {
         tok_err(err, errlen, "out of memory");
         return -1;
     }
+    d->str_len = strlen(s);
     return 0;
 }
 

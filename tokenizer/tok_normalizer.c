@@ -37,11 +37,11 @@ int tok_pattern_build(const cJSON *pat, bool capture, tok_regex *re, char *err, 
 static int set_str(tok_normalizer *nz, const char *s, char *err, size_t errlen)
 {
     nz->str = strdup(s);
-    nz->str_len = strlen(s);
     if (!nz->str) {
         tok_err(err, errlen, "out of memory");
         return -1;
     }
+    nz->str_len = strlen(s);
     return 0;
 }
 
