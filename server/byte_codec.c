@@ -37,7 +37,7 @@ int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids
     int32_t *v = malloc((len ? len : 1) * sizeof *v);
     if (!v) {
         snprintf(err, errlen, "out of memory encoding %zu bytes", len);
-        return -1;
+        return -2;
     }
     for (size_t i = 0; i < len; i++)
         v[i] = (unsigned char)text[i];

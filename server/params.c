@@ -24,6 +24,8 @@ bad(srv_error *e, const char *param, const char *fmt, ...)
     return -1;
 }
 #define BAD(param, ...) bad(e, param, __VA_ARGS__)
+/* The server's own failure, not the request's: 500. */
+#define OOM(param) (srv_error_set(e, SRV_ERR_INTERNAL, param, "out of memory"), -1)
 
 int srv_json_depth_ok(const char *s, size_t len, int max_depth)
 {
@@ -176,10 +178,11 @@ static int ids_from_array(const cJSON *arr, const srv_limits *lim, const char *p
 static int ids_from_text(const cJSON *s, const srv_limits *lim, srv_prompt *out, srv_error *e)
 {
     char msg[256];
-    if (srv_codec_encode(lim->codec, s->valuestring, strlen(s->valuestring), 1, &out->ids, &out->n,
-                         msg, sizeof msg))
-        return BAD("prompt", "%s", msg);
-    return 0;
+    int rc = srv_codec_encode(lim->codec, s->valuestring, strlen(s->valuestring), 1, &out->ids,
+                              &out->n, msg, sizeof msg);
+    if (rc)
+        srv_error_set(e, rc == -2 ? SRV_ERR_INTERNAL : SRV_ERR_INVALID, "prompt", "%s", msg);
+    return rc ? -1 : 0;
 }
 
 static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
@@ -192,7 +195,7 @@ static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_params *p,
     if (cJSON_IsString(pr)) {
         p->prompts = calloc(1, sizeof *p->prompts);
         if (!p->prompts)
-            return BAD("prompt", "out of memory");
+            return OOM("prompt");
         p->n_prompts = 1;
         return ids_from_text(pr, lim, &p->prompts[0], e);
     }
@@ -205,7 +208,7 @@ static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_params *p,
     if (cJSON_IsNumber(first)) { /* one prompt of ids */
         p->prompts = calloc(1, sizeof *p->prompts);
         if (!p->prompts)
-            return BAD("prompt", "out of memory");
+            return OOM("prompt");
         p->n_prompts = 1;
         return ids_from_array(pr, lim, "prompt", &p->prompts[0], e);
     }
@@ -213,7 +216,7 @@ static int parse_prompt(const cJSON *root, const srv_limits *lim, srv_params *p,
         return BAD("prompt", "at most %d prompts per request, got %d", SRV_MAX_PROMPTS, n);
     p->prompts = calloc((size_t)n, sizeof *p->prompts);
     if (!p->prompts)
-        return BAD("prompt", "out of memory");
+        return OOM("prompt");
     p->n_prompts = n;
     int k = 0;
     const cJSON *it;
@@ -243,7 +246,7 @@ static int parse_stop(const cJSON *root, srv_params *p, srv_error *e)
             return BAD("stop", "'stop' strings must not be empty");
         p->stop[0] = strdup(st->valuestring);
         if (!p->stop[0])
-            return BAD("stop", "out of memory");
+            return OOM("stop");
         p->n_stop = 1;
         return 0;
     }
@@ -260,7 +263,7 @@ static int parse_stop(const cJSON *root, srv_params *p, srv_error *e)
             return BAD("stop", "'stop' strings must not be empty");
         p->stop[p->n_stop] = strdup(it->valuestring);
         if (!p->stop[p->n_stop])
-            return BAD("stop", "out of memory");
+            return OOM("stop");
         p->n_stop++;
     }
     return 0;
@@ -278,7 +281,7 @@ static int parse_logit_bias(const cJSON *root, const srv_limits *lim, srv_params
         return BAD("logit_bias", "'logit_bias' holds at most 4096 entries");
     p->bias = calloc((size_t)(n > 0 ? n : 1), sizeof *p->bias);
     if (!p->bias)
-        return BAD("logit_bias", "out of memory");
+        return OOM("logit_bias");
     const cJSON *it;
     cJSON_ArrayForEach(it, lb)
     {
@@ -312,7 +315,7 @@ static int parse_model(const cJSON *root, const srv_limits *lim, srv_params *p, 
         return -1;
     }
     p->model = strdup(m->valuestring);
-    return 0;
+    return p->model ? 0 : OOM("model");
 }
 
 /* max_tokens, n (and best_of, which must equal n). */
@@ -393,6 +396,8 @@ static int parse_extras(const cJSON *root, srv_params *p, srv_error *e)
         if (!cJSON_IsString(u))
             return BAD("user", "'user' must be a string");
         p->user = strdup(u->valuestring);
+        if (!p->user)
+            return OOM("user");
     }
     return 0;
 }

@@ -92,13 +92,14 @@ typedef struct {
     cJSON *tokens, *lps, *tops, *offsets;
 } lp_arrays;
 
-/* as_key: for a top_logprobs key, which cJSON ends at a NUL */
+/* as_key: for a top_logprobs key, which cJSON ends at a NUL. NULL when out
+ * of memory (an id the codec does not know decodes to ""). */
 static cJSON *token_string(const srv_codec *codec, int32_t id, int as_key)
 {
     char *t = NULL, msg[128];
     size_t len = 0;
     if (srv_codec_decode(codec, &id, 1, 0, &t, &len, msg, sizeof msg))
-        return cJSON_CreateString("");
+        return NULL;
     cJSON *s = as_key ? cJSON_CreateString(t) : string_n(t, len);
     free(t);
     return s;
@@ -120,21 +121,20 @@ static cJSON *lp_new(lp_arrays *a)
     return o;
 }
 
-/* Appends one token; no_lp: a token without logprobs (the first of a prompt). */
-static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, srv_lp lp, int no_lp,
-                   const mhla_logprob *top, int K)
+/* Appends one token; no_lp: a token without logprobs (the first of a prompt).
+ * 0 when out of memory (the arrays are then incomplete). */
+static int lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, srv_lp lp, int no_lp,
+                  const mhla_logprob *top, int K)
 {
-    cJSON_AddItemToArray(a->tokens, token_string(codec, id, 0));
-    cJSON_AddItemToArray(a->offsets, cJSON_CreateNumber((double)lp.text_offset));
-    if (no_lp) {
-        cJSON_AddItemToArray(a->lps, cJSON_CreateNull());
-        cJSON_AddItemToArray(a->tops, cJSON_CreateNull());
-        return;
-    }
-    cJSON_AddItemToArray(a->lps, cJSON_CreateNumber(lp.logprob));
+    int ok = cJSON_AddItemToArray(a->tokens, token_string(codec, id, 0)) &
+             cJSON_AddItemToArray(a->offsets, cJSON_CreateNumber((double)lp.text_offset));
+    if (no_lp)
+        return ok & cJSON_AddItemToArray(a->lps, cJSON_CreateNull()) &
+               cJSON_AddItemToArray(a->tops, cJSON_CreateNull());
+    ok &= cJSON_AddItemToArray(a->lps, cJSON_CreateNumber(lp.logprob));
     cJSON *d = cJSON_CreateObject();
     if (!d)
-        return;
+        return 0;
     int chosen_in = 0;
     for (int i = 0; i <= K; i++) {
         int32_t tid = i < K ? top[i].id : id;
@@ -144,11 +144,12 @@ static void lp_add(lp_arrays *a, const srv_codec *codec, int32_t id, srv_lp lp, 
         if (i < K && tid == id)
             chosen_in = 1;
         cJSON *ts = token_string(codec, tid, 1);
-        if (ts && ts->valuestring && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
-            cJSON_AddNumberToObject(d, ts->valuestring, v);
+        ok &= ts && ts->valuestring;
+        if (ok && !cJSON_GetObjectItemCaseSensitive(d, ts->valuestring))
+            ok &= cJSON_AddNumberToObject(d, ts->valuestring, v) != NULL;
         cJSON_Delete(ts);
     }
-    cJSON_AddItemToArray(a->tops, d);
+    return ok & cJSON_AddItemToArray(a->tops, d);
 }
 
 /* Echoed prompt tokens of group g (when echo), then generated ids [from, to). */
@@ -159,17 +160,22 @@ static cJSON *logprobs_json(const srv_req *r, const srv_codec *codec, int ci, in
     cJSON *o = lp_new(&a);
     if (!o)
         return NULL;
-    int K = r->p.logprobs;
+    int K = r->p.logprobs, ok = 1;
     const srv_choice *c = &r->choices[ci];
     if (with_prompt) {
         const srv_group *g = &r->groups[c->group];
         const srv_prompt *pr = &r->p.prompts[c->group];
-        for (int t = 0; t < pr->n && g->prompt_logprob; t++)
-            lp_add(&a, codec, pr->ids[t], (srv_lp){g->prompt_logprob[t], g->prompt_offset[t]},
-                   t == 0, K ? g->prompt_tops + (size_t)t * (size_t)K : NULL, K);
+        for (int t = 0; ok && t < pr->n && g->prompt_logprob; t++)
+            ok = lp_add(&a, codec, pr->ids[t], (srv_lp){g->prompt_logprob[t], g->prompt_offset[t]},
+                        t == 0, K ? g->prompt_tops + (size_t)t * (size_t)K : NULL, K);
     }
-    for (int i = from; i < to; i++)
-        lp_add(&a, codec, c->ids[i], c->lp[i], 0, K ? c->tops + (size_t)i * (size_t)K : NULL, K);
+    for (int i = from; ok && i < to; i++)
+        ok = lp_add(&a, codec, c->ids[i], c->lp[i], 0, K ? c->tops + (size_t)i * (size_t)K : NULL,
+                    K);
+    if (!ok) { /* out of memory: no logprobs rather than wrong ones */
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -182,22 +188,23 @@ char *srv_completion_json(const srv_req *r, const char *model_name, const srv_co
         return NULL;
     }
     cJSON_AddItemToObject(o, "choices", choices);
-    for (int i = 0; i < r->n_choices; i++) {
+    int ok = 1; /* out of memory anywhere: no body rather than a wrong one */
+    for (int i = 0; ok && i < r->n_choices; i++) {
         const srv_choice *c = &r->choices[i];
         cJSON *ch = cJSON_CreateObject();
-        if (!ch)
+        ok = cJSON_AddItemToArray(choices, ch);
+        if (!ok)
             break;
-        cJSON_AddItemToArray(choices, ch);
         cJSON_AddNumberToObject(ch, "index", i);
         mhla_buf t = {0};
         if (r->echo && r->echo[c->group])
-            mhla_buf_put(&t, r->echo[c->group], strlen(r->echo[c->group]));
-        mhla_buf_put(&t, c->text.p ? c->text.p : "", c->text.len);
-        cJSON_AddItemToObject(ch, "text", string_n(t.p ? t.p : "", t.len));
+            ok = !mhla_buf_put(&t, r->echo[c->group], strlen(r->echo[c->group]));
+        ok &= !mhla_buf_put(&t, c->text.p ? c->text.p : "", c->text.len);
+        ok &= cJSON_AddItemToObject(ch, "text", string_n(t.p ? t.p : "", t.len));
         mhla_buf_free(&t);
         if (r->p.logprobs >= 0)
-            cJSON_AddItemToObject(ch, "logprobs",
-                                  logprobs_json(r, codec, i, r->echo != NULL, 0, c->n_ids));
+            ok &= cJSON_AddItemToObject(ch, "logprobs",
+                                        logprobs_json(r, codec, i, r->echo != NULL, 0, c->n_ids));
         else
             cJSON_AddNullToObject(ch, "logprobs");
         if (c->finish_reason)
@@ -205,10 +212,10 @@ char *srv_completion_json(const srv_req *r, const char *model_name, const srv_co
         else
             cJSON_AddNullToObject(ch, "finish_reason");
         if (r->p.return_token_ids)
-            cJSON_AddItemToObject(ch, "token_ids", ids_array(c->ids, 0, c->n_ids));
+            ok &= cJSON_AddItemToObject(ch, "token_ids", ids_array(c->ids, 0, c->n_ids));
     }
-    cJSON_AddItemToObject(o, "usage", usage(r));
-    char *s = cJSON_PrintUnformatted(o);
+    ok &= cJSON_AddItemToObject(o, "usage", usage(r));
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }
@@ -227,9 +234,11 @@ static char *chunk_json(const srv_req *r, const char *model_name, const srv_code
     cJSON_AddItemToObject(o, "choices", choices);
     cJSON_AddItemToArray(choices, ch);
     cJSON_AddNumberToObject(ch, "index", ci);
-    cJSON_AddItemToObject(ch, "text", string_n(text, text_len));
+    /* out of memory anywhere: no chunk rather than a wrong one */
+    int ok = cJSON_AddItemToObject(ch, "text", string_n(text, text_len));
     if (r->p.logprobs >= 0)
-        cJSON_AddItemToObject(ch, "logprobs", logprobs_json(r, codec, ci, echo, id_from, id_to));
+        ok &= cJSON_AddItemToObject(ch, "logprobs",
+                                    logprobs_json(r, codec, ci, echo, id_from, id_to));
     else
         cJSON_AddNullToObject(ch, "logprobs");
     if (finish)
@@ -237,10 +246,10 @@ static char *chunk_json(const srv_req *r, const char *model_name, const srv_code
     else
         cJSON_AddNullToObject(ch, "finish_reason");
     if (r->p.return_token_ids)
-        cJSON_AddItemToObject(ch, "token_ids", ids_array(r->choices[ci].ids, id_from, id_to));
+        ok &= cJSON_AddItemToObject(ch, "token_ids", ids_array(r->choices[ci].ids, id_from, id_to));
     if (r->p.include_usage)
         cJSON_AddNullToObject(o, "usage");
-    char *s = cJSON_PrintUnformatted(o);
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }
@@ -262,9 +271,9 @@ char *srv_usage_chunk_json(const srv_req *r, const char *model_name)
     cJSON *o = head(r, model_name);
     if (!o)
         return NULL;
-    cJSON_AddItemToObject(o, "choices", cJSON_CreateArray());
-    cJSON_AddItemToObject(o, "usage", usage(r));
-    char *s = cJSON_PrintUnformatted(o);
+    int ok = cJSON_AddItemToObject(o, "choices", cJSON_CreateArray()) &
+             cJSON_AddItemToObject(o, "usage", usage(r));
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;
 }

@@ -34,7 +34,9 @@ const char *srv_codec_name(const srv_codec *c);
 
 /* UTF-8 text -> ids (malloc'd; *n may be 0). add_special applies the
  * tokenizer's post-processor (BOS/EOS template), as the reference does by
- * default; the stand-in has no special tokens. */
+ * default; the stand-in has no special tokens. Fails with -1 when the text is
+ * refused (the request's fault: too long, no byte-level encoding for this
+ * vocabulary) and -2 when the server failed (out of memory, the tokenizer). */
 int srv_codec_encode(const srv_codec *c, const char *text, size_t len, int add_special,
                      int32_t **ids, int *n, char *err, size_t errlen);
 /* ids -> valid UTF-8 text (malloc'd, NUL-terminated). skip_special drops the
@@ -61,6 +63,7 @@ long srv_utf8_chars(const char *text, size_t len);
 /* ---- byte_codec.c: the byte-level stand-in ---------------------------------- */
 
 typedef struct srv_bytes_stream srv_bytes_stream;
+/* As srv_codec_encode: -1 refused, -2 out of memory. */
 int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n, char *err,
                      size_t errlen);
 int srv_bytes_decode(int vocab_size, const int32_t *ids, int n, char **text, size_t *len, char *err,

@@ -39,8 +39,13 @@ static int event(mhla_buf *b, char *json)
 {
     if (!json)
         return -1;
-    int rc = mhla_buf_put(b, "data: ", 6) | mhla_buf_put(b, json, strlen(json)) |
+    size_t len = b->len;
+    int rc = mhla_buf_put(b, "data: ", 6) || mhla_buf_put(b, json, strlen(json)) ||
              mhla_buf_put(b, "\n\n", 2);
+    if (rc && b->p) { /* out of memory: no half event, whatever part of it fitted */
+        b->len = len;
+        b->p[len] = 0;
+    }
     free(json);
     return rc;
 }

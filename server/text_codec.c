@@ -144,7 +144,7 @@ int srv_codec_encode(const srv_codec *c, const char *text, size_t len, int add_s
     *n = 0;
     size_t nn = 0;
     if (mhla_tok_encode(c->tok, text, len, add_special, ids, &nn, err, errlen))
-        return -1;
+        return -2; /* any text encodes: only memory (or the tokenizer) fails */
     if (nn > (size_t)1 << 30) {
         free(*ids);
         *ids = NULL;

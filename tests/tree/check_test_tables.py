@@ -40,6 +40,7 @@ MODULE_README = {
     "client": "client/README.md",
     "train": "train/README.md",
     "deploy": "deploy/README.md",
+    "fault": "tests/fault/README.md",
 }
 TIERS = {"quick", "slow"}
 NAME_RE = re.compile(r"^[a-z0-9]+(\.[a-z0-9_]+){1,2}$")
