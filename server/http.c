@@ -226,12 +226,12 @@ static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn,
     int32_t *ids = NULL;
     int n = 0;
     char msg[256];
-    int rc = srv_codec_encode(h->c.codec, pr->valuestring, strlen(pr->valuestring), add_special,
-                              &ids, &n, msg, sizeof msg);
-    if (rc) { /* -1: the text is refused; -2: the server failed */
+    int enc = srv_codec_encode(h->c.codec, pr->valuestring, strlen(pr->valuestring), add_special,
+                               &ids, &n, msg, sizeof msg);
+    if (enc) { /* -1: the text is refused; -2: the server failed */
         cJSON_Delete(root);
-        return error_reply(conn, ctx, rc == -1 ? SRV_ERR_INVALID : SRV_ERR_INTERNAL,
-                           rc == -1 ? "prompt" : NULL, msg);
+        return error_reply(conn, ctx, enc == -1 ? SRV_ERR_INVALID : SRV_ERR_INTERNAL,
+                           enc == -1 ? "prompt" : NULL, msg);
     }
     cJSON_Delete(root);
     cJSON *o = cJSON_CreateObject();
