@@ -11,7 +11,7 @@
  * it is captured once as a CUDA graph and replayed: only the descriptor
  * buffer's contents change between replays.
  */
-#include "backend_state.h"
+#include "state.h"
 
 #include <cstdlib>
 #include <cstring>

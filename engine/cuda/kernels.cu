@@ -5,7 +5,7 @@
  * Activations between kernels are f32; the inputs of matrix products are
  * written in the weights' dtype (cuBLAS multiplies like types) and every
  * product accumulates in f32. The token mixer follows the CPU's
- * mhla_mixer.c: the current block's raw rows are kept, S_b = K_bᵀV_b is
+ * cpu/token_mixer.c: the current block's raw rows are kept, S_b = K_bᵀV_b is
  * formed once when a block closes, P_i = Σ_b m[i][b] S_b once when a block
  * starts, and o = q~ᵀP_i + m[i][i] Σ_{u≤r} (q~·k~_u) v_u — the same sums, in
  * the same order where the order is a plain loop.

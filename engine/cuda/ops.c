@@ -1,5 +1,5 @@
 /*
- * cuda_backend.c — the CUDA backend as the engine's backend interface sees
+ * ops.c — the CUDA backend as the engine's backend interface sees
  * it (backend.h): describes the model and each step to the CUDA code
  * (mhla_cuda.h) in plain descriptors, and gives kvstate the GPU's memory for
  * pages and buffers. Built only where the build has the CUDA backend (nvcc,
@@ -313,4 +313,6 @@ const mhla_backend_ops mhla_cuda_backend = {
     .product_pass = NULL,
     .device_memory = cuda_device_memory,
     .stats = cuda_stats,
+    .note = NULL,
+    .threads = NULL,
 };

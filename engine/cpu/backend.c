@@ -1,12 +1,12 @@
 /*
- * cpu_backend.c — the CPU backend, the engine's reference: its scratch
+ * backend.c — the CPU backend, the engine's reference: its scratch
  * buffers (forward.c runs the steps in them), its description, the bytes of
  * weights a step streams and the memory bandwidth it can stream them at.
  * Its state lives in host memory, so it has no memory hooks.
  */
-#include "cpu/kernels.h"
-#include "cpu/kernels_q8.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
+#include "kernels_q8.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -63,7 +63,7 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
                  adapt ? "fewer take part while they do not pay (thread adapt on)"
                        : "all take part in every job (thread adapt off)");
     }
-    /* when the attention runs as one job (attention.c): the option, else MHLA_ATTENTION_JOB */
+    /* when the attention runs as one job (attention_job.c): the option, else MHLA_ATTENTION_JOB */
     const char *aj = opt && opt->attention_job && *opt->attention_job
                          ? opt->attention_job
                          : getenv("MHLA_ATTENTION_JOB");
@@ -121,6 +121,17 @@ static void cpu_describe(const void *ctx, char *buf, size_t len)
 static size_t cpu_step_weight_bytes(const void *ctx)
 {
     return mhla_step_weight_bytes(((const mhla_cpu *)ctx)->model);
+}
+
+static const char *cpu_note(const void *ctx) { return ((const mhla_cpu *)ctx)->cpu_note; }
+
+static void cpu_threads(const void *ctx, mhla_cpu_threads *out)
+{
+    tp_stats st;
+    tp_get_stats(((const mhla_cpu *)ctx)->workers, &st);
+    out->threads = st.threads;
+    out->active = st.active;
+    out->reductions = st.reductions;
 }
 
 /* The bandwidth measurement's buffer: 8 times the 32 MiB L3 of the largest
@@ -217,4 +228,6 @@ const mhla_backend_ops mhla_cpu_backend = {
     .product_pass = mhla_cpu_product_pass,
     .device_memory = NULL,
     .stats = NULL,
+    .note = cpu_note,
+    .threads = cpu_threads,
 };

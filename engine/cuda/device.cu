@@ -1,9 +1,9 @@
 /*
- * backend.cu — the CUDA backend's life: finding the device, putting the
+ * device.cu — the CUDA backend's life: finding the device, putting the
  * weights on it (in bf16, f16 or f32), the state memory kvstate allocates
  * pages from, and tearing it all down.
  */
-#include "backend_state.h"
+#include "state.h"
 
 #include <cstdarg>
 #include <cstdio>

@@ -1,5 +1,5 @@
 /*
- * mhla_mixer.c — the MHLA token mixer in its streaming form (docs/model.md, Streaming form), for
+ * token_mixer.c — the MHLA token mixer in its streaming form (docs/model.md, Streaming form), for
  * one layer and one kv head of one sequence.
  *
  * For the token at position p in block i:
@@ -12,8 +12,8 @@
  * order as for one token at a time, which is why prefill, decode and any
  * split of a sequence into calls give the same bits.
  */
-#include "cpu/kernels.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
 
 #include <string.h>
 

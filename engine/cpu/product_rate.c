@@ -1,5 +1,5 @@
 /*
- * cpu_product_rate.c — the matrix products of a batch-1 decode step run
+ * product_rate.c — the matrix products of a batch-1 decode step run
  * alone, timed (the backend's product_pass; mhla_engine_product_rate).
  *
  * A batch-1 step reads every weight once, so its rate against the memory
@@ -15,8 +15,8 @@
  * head alone (MHLA_PRODUCTS_HEAD: one matrix, one job, the largest a step
  * reads) is the kernels' own streaming rate, with one job's start and end.
  */
-#include "cpu/kernels.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
 
 #include <stdlib.h>
 #include <time.h>
