@@ -100,14 +100,8 @@ static int map_file(const char *path, st_mapping *m, mhla_error *err)
 
 static int add_tensor(st_set *set, int *cap, const st_tensor *t, mhla_error *err)
 {
-    if (set->n_tensors == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        st_tensor *nt = realloc(set->tensors, (size_t)nc * sizeof *nt);
-        if (!nt)
-            return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
-        set->tensors = nt;
-        *cap = nc;
-    }
+    if (mhla_grow(&set->tensors, sizeof *set->tensors, cap, set->n_tensors + 1))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     set->tensors[set->n_tensors++] = *t;
     return 0;
 }

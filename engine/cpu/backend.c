@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 static void cpu_free(void *ctx)
@@ -165,11 +164,9 @@ static void read_part(void *ctx, int t)
 
 static double seconds_of(tp_pool *pool, int n_tasks, read_job *j)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = mhla_now();
     tp_run_all(pool, n_tasks, read_part, j);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return mhla_now() - t0;
 }
 
 /* The CPU streams weights, it does not copy them: each repetition reads

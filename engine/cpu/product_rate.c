@@ -19,14 +19,6 @@
 #include "kernels.h"
 
 #include <stdlib.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* x gets small values that change from element to element (what the
  * products compute does not matter; the bytes they read do) */
@@ -60,7 +52,7 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
     float *gate = o + D, *up = gate + I, *logits = up + I;
     fill_row(x, in);
 
-    double t0 = now_s();
+    double t0 = mhla_now();
     for (int l = 0; which == MHLA_PRODUCTS_STEP && l < c->num_layers; l++) {
         const mhla_layer *ly = &m->layers[l];
         k_matrix w[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
@@ -78,7 +70,7 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
         k_linear(x, 1, I, ly->w_down, D, o, D, e->workers);
     }
     k_linear(x, 1, D, m->lm_head, V, logits, V, e->workers);
-    double dt = now_s() - t0;
+    double dt = mhla_now() - t0;
 
     free(buf);
     if (!(dt > 0))
