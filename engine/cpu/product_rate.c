@@ -28,6 +28,29 @@ static void fill_row(float *x, int n)
         x[i] = (float)((i * 37) % 64 - 32) * (1.0f / 256);
 }
 
+/* One layer's products in a step's jobs, on the one row x: q, k, v (and g)
+ * into y, the output projection and down into o, gate and up (with the
+ * step's swiglu epilogue); -1 when the q, k, v products fail. */
+static int layer_products(mhla_cpu *e, const mhla_layer *ly, const float *x, float *y[4], float *o,
+                          float *gate, float *up)
+{
+    const mhla_config *c = &e->model->cfg;
+    int D = c->hidden_size, I = c->intermediate_size;
+    int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
+    int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
+    k_matrix w[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
+    int n[4] = {qd, kd, vd, od};
+    if (k_linear_multi(x, 1, D, w, n, y, n, k_matrix_present(ly->wg) ? 4 : 3, e->workers))
+        return -1;
+    k_linear(x, 1, od, ly->wo, D, o, D, e->workers);
+    k_matrix wgu[2] = {ly->w_gate, ly->w_up};
+    float *ygu[2] = {gate, up};
+    mhla_swiglu_job sw = {gate, up, 1, I};
+    k_linear_pair(x, 1, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, e->workers);
+    k_linear(x, 1, I, ly->w_down, D, o, D, e->workers);
+    return 0;
+}
+
 int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
                           mhla_error *err)
 {
@@ -54,20 +77,11 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
 
     double t0 = mhla_now();
     for (int l = 0; which == MHLA_PRODUCTS_STEP && l < c->num_layers; l++) {
-        const mhla_layer *ly = &m->layers[l];
-        k_matrix w[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
-        int n[4] = {qd, kd, vd, od};
         float *y[4] = {q, k, v, g};
-        if (k_linear_multi(x, 1, D, w, n, y, n, k_matrix_present(ly->wg) ? 4 : 3, e->workers)) {
+        if (layer_products(e, &m->layers[l], x, y, o, gate, up)) {
             free(buf);
             return mhla_fail_as(err, MHLA_ERR_INTERNAL, "layer %d: the q, k, v products failed", l);
         }
-        k_linear(x, 1, od, ly->wo, D, o, D, e->workers);
-        k_matrix wgu[2] = {ly->w_gate, ly->w_up};
-        float *ygu[2] = {gate, up};
-        mhla_swiglu_job sw = {gate, up, 1, I};
-        k_linear_pair(x, 1, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, e->workers);
-        k_linear(x, 1, I, ly->w_down, D, o, D, e->workers);
     }
     k_linear(x, 1, D, m->lm_head, V, logits, V, e->workers);
     double dt = mhla_now() - t0;
