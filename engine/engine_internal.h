@@ -96,7 +96,7 @@ struct mhla_model {
     float q_scale;    /* dk^-0.5 */
     int copy_weights; /* hold f32 tensors in huge-page memory, not the mapping */
     void **owned;     /* tensors copied or converted out of the mapping */
-    int n_owned;
+    int n_owned, owned_cap;
     size_t weight_bytes;
 };
 
