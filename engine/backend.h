@@ -6,8 +6,10 @@
  * of the backends this build has (backend_registry.c), as ggml does: a build
  * without CUDA simply has no CUDA entry.
  *
- *   cpu   cpu_backend.c (forward.c is its forward pass): the reference
- *   cuda  cuda/cuda_backend.c over the CUDA code in engine/cuda
+ *   cpu   cpu/backend.c (cpu/forward.c is its forward pass): the reference
+ *   cuda  cuda/ops.c over the CUDA code in engine/cuda
+ *
+ * The core knows a backend by this table only: never its state's type.
  */
 #ifndef MHLA_ENGINE_BACKEND_H
 #define MHLA_ENGINE_BACKEND_H
@@ -52,6 +54,11 @@ typedef struct {
     int (*device_memory)(void *ctx, size_t *free_bytes, size_t *total_bytes, mhla_error *err);
     /* Counters (mhla_engine_device_stats); NULL: all 0. */
     void (*stats)(const void *ctx, mhla_device_stats *out);
+    /* How the backend set itself up and why (mhla_engine_cpu_note: the CPU
+     * kernels' path and the thread count); NULL: "". */
+    const char *(*note)(const void *ctx);
+    /* Its CPU threads (mhla_engine_cpu_threads); NULL: all 0. */
+    void (*threads)(const void *ctx, mhla_cpu_threads *out);
     /* 1: forward samples a single-token item's lone unmasked slot itself (on
      * the device, so that only the results cross to the host); 0: the
      * engine samples every slot from the logits rows forward returns. */

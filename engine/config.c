@@ -75,7 +75,9 @@ static int get_token_id(const cJSON *root, const char *key, int *out, mhla_error
     return get_int(root, key, -1, 1L << 30, out, err);
 }
 
-static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
+/* What this engine runs at all: a GLA model with MHLA attention, no short
+ * convolution, no softmax-attention layers. */
+static int check_kind(const cJSON *root, mhla_error *err)
 {
     const char *s;
     if (get_str(root, "model_type", &s, err))
@@ -97,24 +99,47 @@ static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
     if (attn && !cJSON_IsNull(attn))
         return mhla_fail(err, "config.json: hybrid softmax-attention layers ('attn') are not "
                               "supported yet");
+    return 0;
+}
 
-    int V = 32000, D = 2048, L = 24, H = 4, Hkv = -1, I = -1, C = 64;
-    double expand_k = 0.5, expand_v = 1.0, hidden_ratio = 4.0, eps = 1e-6;
-    if (get_int(root, "vocab_size", 1, 1L << 24, &V, err) ||
-        get_int(root, "hidden_size", 1, 1L << 16, &D, err) ||
-        get_int(root, "num_hidden_layers", 1, 4096, &L, err) ||
-        get_int(root, "num_heads", 1, 4096, &H, err) ||
-        get_int(root, "num_kv_heads", 1, 4096, &Hkv, err) ||
-        get_int(root, "intermediate_size", 1, 1L << 20, &I, err) ||
-        get_int(root, "mhla_chunk_size", 1, 1L << 16, &C, err) ||
-        get_num(root, "expand_k", 1e-6, 64, &expand_k, err) ||
-        get_num(root, "expand_v", 1e-6, 64, &expand_v, err) ||
-        get_num(root, "hidden_ratio", 1e-6, 1024, &hidden_ratio, err) ||
-        get_num(root, "norm_eps", 0, 1, &eps, err))
+/* The shape fields as config.json gives them, with their defaults. */
+typedef struct {
+    int V, D, L, H, Hkv, I, C;
+    double expand_k, expand_v, hidden_ratio, eps;
+} shape_fields;
+
+static int read_shape(const cJSON *root, shape_fields *f, mhla_error *err)
+{
+    *f = (shape_fields){.V = 32000,
+                        .D = 2048,
+                        .L = 24,
+                        .H = 4,
+                        .Hkv = -1,
+                        .I = -1,
+                        .C = 64,
+                        .expand_k = 0.5,
+                        .expand_v = 1.0,
+                        .hidden_ratio = 4.0,
+                        .eps = 1e-6};
+    if (get_int(root, "vocab_size", 1, 1L << 24, &f->V, err) ||
+        get_int(root, "hidden_size", 1, 1L << 16, &f->D, err) ||
+        get_int(root, "num_hidden_layers", 1, 4096, &f->L, err) ||
+        get_int(root, "num_heads", 1, 4096, &f->H, err) ||
+        get_int(root, "num_kv_heads", 1, 4096, &f->Hkv, err) ||
+        get_int(root, "intermediate_size", 1, 1L << 20, &f->I, err) ||
+        get_int(root, "mhla_chunk_size", 1, 1L << 16, &f->C, err) ||
+        get_num(root, "expand_k", 1e-6, 64, &f->expand_k, err) ||
+        get_num(root, "expand_v", 1e-6, 64, &f->expand_v, err) ||
+        get_num(root, "hidden_ratio", 1e-6, 1024, &f->hidden_ratio, err) ||
+        get_num(root, "norm_eps", 0, 1, &f->eps, err))
         return -1;
-    if (Hkv < 0)
-        Hkv = H;
+    if (f->Hkv < 0)
+        f->Hkv = f->H;
+    return 0;
+}
 
+static int read_flags(const cJSON *root, mhla_config *cfg, mhla_error *err)
+{
     cfg->use_output_gate = 1;
     cfg->tie_word_embeddings = 0;
     cfg->normalize = 0;
@@ -126,7 +151,13 @@ static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
         get_token_id(root, "bos_token_id", &cfg->bos_token_id, err) ||
         get_token_id(root, "eos_token_id", &cfg->eos_token_id, err))
         return -1;
+    return 0;
+}
 
+/* hidden_act (swish) and feature_map (relu, elu or identity). */
+static int read_functions(const cJSON *root, mhla_config *cfg, mhla_error *err)
+{
+    const char *s;
     if (get_str(root, "hidden_act", &s, err))
         return -1;
     if (s && strcmp(s, "swish") != 0 && strcmp(s, "silu") != 0)
@@ -146,9 +177,15 @@ static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
     else
         return mhla_fail(err,
                          "config.json: feature_map '%s' is not supported (relu, elu, identity)", s);
+    return 0;
+}
 
+/* The head dimensions from the shape fields, checked, into cfg. */
+static int set_shape(const shape_fields *f, mhla_config *cfg, mhla_error *err)
+{
+    int H = f->H, Hkv = f->Hkv, C = f->C, I = f->I;
     /* Integer arithmetic exactly as the reference: int(D * expand). */
-    int key_dim = (int)((double)D * expand_k), value_dim = (int)((double)D * expand_v);
+    int key_dim = (int)((double)f->D * f->expand_k), value_dim = (int)((double)f->D * f->expand_v);
     if (key_dim < H || key_dim % H)
         return mhla_fail(err,
                          "config.json: key_dim %d (hidden_size * expand_k) is not a multiple "
@@ -172,20 +209,29 @@ static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
     if (C > 4096)
         return mhla_fail(err, "config.json: mhla_chunk_size %d exceeds the limit of 4096", C);
     if (I < 0) {
-        int raw = (int)((double)D * hidden_ratio * 2.0 / 3.0);
+        int raw = (int)((double)f->D * f->hidden_ratio * 2.0 / 3.0);
         I = 256 * ((raw + 255) / 256);
     }
-    cfg->vocab_size = V;
-    cfg->hidden_size = D;
-    cfg->num_layers = L;
+    cfg->vocab_size = f->V;
+    cfg->hidden_size = f->D;
+    cfg->num_layers = f->L;
     cfg->num_heads = H;
     cfg->num_kv_heads = Hkv;
     cfg->head_k_dim = key_dim / H;
     cfg->head_v_dim = value_dim / H;
     cfg->intermediate_size = I;
     cfg->chunk_size = C;
-    cfg->norm_eps = (float)eps;
+    cfg->norm_eps = (float)f->eps;
     return 0;
+}
+
+static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
+{
+    shape_fields f;
+    if (check_kind(root, err) || read_shape(root, &f, err) || read_flags(root, cfg, err) ||
+        read_functions(root, cfg, err))
+        return -1;
+    return set_shape(&f, cfg, err);
 }
 
 int mhla_config_parse(const char *json, size_t len, mhla_config *cfg, mhla_error *err)

@@ -162,19 +162,14 @@ const char *mhla_engine_cpu_isa(const mhla_engine *e)
 
 const char *mhla_engine_cpu_note(const mhla_engine *e)
 {
-    return e->ops == &mhla_cpu_backend ? ((const mhla_cpu *)e->backend)->cpu_note : "";
+    return e->ops->note ? e->ops->note(e->backend) : "";
 }
 
 void mhla_engine_cpu_threads(const mhla_engine *e, mhla_cpu_threads *out)
 {
     memset(out, 0, sizeof *out);
-    if (e->ops != &mhla_cpu_backend)
-        return;
-    tp_stats st;
-    tp_get_stats(((const mhla_cpu *)e->backend)->workers, &st);
-    out->threads = st.threads;
-    out->active = st.active;
-    out->reductions = st.reductions;
+    if (e->ops->threads)
+        e->ops->threads(e->backend, out);
 }
 
 size_t mhla_engine_step_weight_bytes(const mhla_engine *e)

@@ -96,7 +96,7 @@ struct mhla_model {
     float q_scale;    /* dk^-0.5 */
     int copy_weights; /* hold f32 tensors in huge-page memory, not the mapping */
     void **owned;     /* tensors copied or converted out of the mapping */
-    int n_owned;
+    int n_owned, owned_cap;
     size_t weight_bytes;
 };
 
@@ -130,9 +130,6 @@ int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, const mhla_backen
                        void *home, mhla_seq **out, mhla_error *err);
 /* Makes sure pages for blocks [0, n_blocks) exist. */
 int mhla_seq_reserve_pages(mhla_seq *seq, int n_blocks, mhla_error *err);
-/* Recomputes P_i from the pages after the state was attached mid-block (a
- * resume or a snapshot): the mixer itself mixes only at a block's first token. */
-void mhla_mix_restore_prefix(mhla_seq *seq);
 /* The same on whichever device holds the sequence's state. */
 int mhla_seq_restore_prefix(mhla_seq *seq, mhla_error *err);
 
@@ -181,71 +178,5 @@ struct mhla_engine {
     char device_note[600];
     eng_step_rows *rows; /* the logits rows of a step's samples and scores (step_choose.c) */
 };
-
-/* ---- the CPU backend (cpu_backend.c; forward.c is its forward pass) ---- */
-
-typedef struct {
-    const mhla_model *model;
-    int n_threads;
-    tp_pool *workers;    /* the CPU threads of a step, the caller's included */
-    char cpu_note[1200]; /* the kernels' instruction-set path and the thread count, and why */
-    int cap;             /* token rows the scratch buffers hold */
-    float *x, *h, *q, *k, *v, *g, *att, *up, *gate;
-    float *logit_rows, *logit_buf;
-    int *row_item;      /* which batch item each token row belongs to */
-    float *sample_rows; /* logits of sampled positions no caller buffer holds */
-    int sample_cap;
-    /* the bandwidth measurement's buffer, made on its first call and kept, so
-     * that single readings can alternate with steps (bench_decode) */
-    float *bw_mem, *bw_sums;
-    size_t bw_part; /* floats per task */
-    /* when the attention runs as one job (attention.c; MHLA_ATTENTION_JOB) */
-    enum { MHLA_ATTN_JOB_AUTO, MHLA_ATTN_JOB_ALWAYS, MHLA_ATTN_JOB_NEVER } attention_job;
-} mhla_cpu;
-
-/* Rows of final hidden states turned into logits per lm_head call. */
-#define MHLA_LOGIT_ROWS 64
-
-/* gate = silu(gate) * up on columns [c0, c1) of each of T rows of I (ctx: an
- * mhla_swiglu_job): the epilogue of the job that computes those columns of
- * gate and up (forward.c; the products-only pass runs it as a step does). */
-typedef struct {
-    float *gate;
-    const float *up;
-    int T, I;
-} mhla_swiglu_job;
-void mhla_swiglu_cols(void *ctx, int c0, int c1);
-
-/* One validated step on the CPU (the backend's forward). */
-int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
-
-/* The products of one batch-1 step alone, or its head alone, timed
- * (cpu_product_rate.c; the backend's product_pass): *seconds, and *bytes the
- * weight bytes they read. */
-int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
-                          mhla_error *err);
-
-/* The first half of layer `layer` on the CPU (attention.c): from the normed
- * rows in e->h, the q, k, v, g projections, the token mixer and its output
- * norm, into e->att. */
-void mhla_cpu_attention(mhla_cpu *e, int layer, const mhla_batch_item *items, int n_items, int T,
-                        const int *row_start);
-
-/* Runs the token mixer of one layer and one kv head over a run of n tokens of
- * one sequence, starting at its position (which it does not advance).
- * q: [n][q_stride] (head rows at q + j*dk), k, v likewise; out: [n][o_stride]. */
-typedef struct {
-    const float *q;
-    int q_stride;
-    const float *k;
-    int k_stride;
-    const float *v;
-    int v_stride;
-    float *out;
-    int out_stride;
-    int n;
-} mhla_mixer_io;
-
-void mhla_mix_run(mhla_seq *seq, int layer, int kv_head, const mhla_mixer_io *io);
 
 #endif

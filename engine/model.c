@@ -66,12 +66,10 @@ static void *alloc_weights(size_t bytes)
 
 static int keep_owned(mhla_model *m, void *p, mhla_error *err)
 {
-    void **no = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *no);
-    if (!no) {
+    if (mhla_grow(&m->owned, sizeof *m->owned, &m->owned_cap, m->n_owned + 1)) {
         free(p);
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     }
-    m->owned = no;
     m->owned[m->n_owned++] = p;
     return 0;
 }

@@ -100,15 +100,43 @@ static int map_file(const char *path, st_mapping *m, mhla_error *err)
 
 static int add_tensor(st_set *set, int *cap, const st_tensor *t, mhla_error *err)
 {
-    if (set->n_tensors == *cap) {
-        int nc = *cap ? *cap * 2 : 64;
-        st_tensor *nt = realloc(set->tensors, (size_t)nc * sizeof *nt);
-        if (!nt)
-            return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
-        set->tensors = nt;
-        *cap = nc;
-    }
+    if (mhla_grow(&set->tensors, sizeof *set->tensors, cap, set->n_tensors + 1))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     set->tensors[set->n_tensors++] = *t;
+    return 0;
+}
+
+/* The element size of dtype name (0: unknown), with t's dtype and its name set. */
+static int entry_dtype(const char *dtype, st_tensor *t)
+{
+    int esize = 0;
+    for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+        if (strcmp(dtype, DTYPES[i].name) == 0) {
+            t->dtype = DTYPES[i].dtype;
+            esize = DTYPES[i].size;
+        }
+    if (esize)
+        snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dtype);
+    return esize;
+}
+
+/* t's shape from the header's array sh, and its element count in *numel. */
+static int entry_shape(const cJSON *sh, st_tensor *t, uint64_t *numel, const char *fname,
+                       const char *name, mhla_error *err)
+{
+    if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS)
+        return mhla_fail(err, "%s: bad header: tensor '%s' has no valid shape array", fname, name);
+    t->ndim = cJSON_GetArraySize(sh);
+    for (int i = 0; i < t->ndim; i++) {
+        uint64_t d;
+        if (json_uint(cJSON_GetArrayItem(sh, i), &d) || d > (1ull << 40))
+            return mhla_fail(err, "%s: bad header: tensor '%s' has an invalid shape dimension",
+                             fname, name);
+        t->shape[i] = (int64_t)d;
+        if (d && *numel > (UINT64_MAX / 16) / d)
+            return mhla_fail(err, "%s: bad header: tensor '%s' shape is too large", fname, name);
+        *numel *= d;
+    }
     return 0;
 }
 
@@ -125,31 +153,13 @@ static int parse_entry(const cJSON *e, const st_mapping *m, const unsigned char 
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(dt))
         return mhla_fail(err, "%s: bad header: tensor '%s' has no dtype string", fname, name);
-    int esize = 0;
-    for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
-        if (strcmp(dt->valuestring, DTYPES[i].name) == 0) {
-            t->dtype = DTYPES[i].dtype;
-            esize = DTYPES[i].size;
-        }
+    int esize = entry_dtype(dt->valuestring, t);
     if (!esize)
         return mhla_fail(err, "%s: tensor '%s' has unknown dtype '%.15s'", fname, name,
                          dt->valuestring);
-    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", dt->valuestring);
-
-    if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS)
-        return mhla_fail(err, "%s: bad header: tensor '%s' has no valid shape array", fname, name);
-    t->ndim = cJSON_GetArraySize(sh);
     uint64_t numel = 1;
-    for (int i = 0; i < t->ndim; i++) {
-        uint64_t d;
-        if (json_uint(cJSON_GetArrayItem(sh, i), &d) || d > (1ull << 40))
-            return mhla_fail(err, "%s: bad header: tensor '%s' has an invalid shape dimension",
-                             fname, name);
-        t->shape[i] = (int64_t)d;
-        if (d && numel > (UINT64_MAX / 16) / d)
-            return mhla_fail(err, "%s: bad header: tensor '%s' shape is too large", fname, name);
-        numel *= d;
-    }
+    if (entry_shape(sh, t, &numel, fname, name, err))
+        return -1;
     uint64_t begin, end;
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
         json_uint(cJSON_GetArrayItem(off, 0), &begin) ||

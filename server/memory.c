@@ -15,6 +15,7 @@
  * already on it, and the same arithmetic follows. The arithmetic is logged at
  * start.
  */
+#include "base.h"
 #include "server_internal.h"
 
 #include <cJSON.h>
@@ -51,57 +52,6 @@ static size_t meminfo(const char *root, const char *key)
  * this large is no limit. */
 #define CGROUP_NO_LIMIT ((size_t)1 << 62)
 
-/* A number in a cgroup file: 1 with *v, 0 when the file is absent, -1 when it
- * holds no number ("max" in v2: no limit). */
-static int cgroup_value(const char *dir, const char *name, size_t *v)
-{
-    char path[1100];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    char buf[64] = {0};
-    int got = fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9';
-    fclose(f);
-    if (!got)
-        return -1;
-    *v = (size_t)strtoull(buf, NULL, 10);
-    return 1;
-}
-
-/* The process's memory cgroup from <root>/proc/self/cgroup: the v1 line
- * naming the memory controller ("N:memory:/path", controllers may be
- * comma-joined) wins over the v2 unified line ("0::/path"), since on a hybrid
- * machine the memory controller is v1's. The version, 0 when none. */
-static int own_cgroup(const char *root, char *path, size_t pathlen)
-{
-    char file[600], line[1024];
-    snprintf(file, sizeof file, "%s/proc/self/cgroup", root);
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return 0;
-    int version = 0;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c2 = 0;
-        if (strncmp(line, "0:", 2) == 0 && c1 + 1 == c2 && version == 0) {
-            snprintf(path, pathlen, "%s", c2 + 1);
-            version = 2;
-        }
-        char controllers[256];
-        snprintf(controllers, sizeof controllers, ",%s,", c1 + 1);
-        if (strstr(controllers, ",memory,")) {
-            snprintf(path, pathlen, "%s", c2 + 1);
-            version = 1;
-        }
-    }
-    fclose(f);
-    return version;
-}
-
 /* The room the memory cgroup leaves: the smallest of limit - usage over the
  * process's cgroup and the ancestors whose limits bind it (all of them in v2;
  * in v1 those with memory.use_hierarchy 1). Levels without the files are
@@ -110,40 +60,37 @@ static int own_cgroup(const char *root, char *path, size_t pathlen)
  * has a limit; else m's cgroup fields name the level that binds. */
 static size_t cgroup_room(const char *root, srv_memory_plan *m)
 {
-    char rel[512] = {0}, dir[1024];
-    int version = own_cgroup(root, rel, sizeof rel);
+    char file[600], mounts[600], dir[1200];
+    snprintf(file, sizeof file, "%s/proc/self/cgroup", root);
+    snprintf(mounts, sizeof mounts, "%s/sys/fs/cgroup", root);
+    mhla_cgroup cg;
+    int version = mhla_cgroup_find(file, mounts, "memory", &cg);
     if (!version)
         return 0;
     const char *lim_name = version == 1 ? "memory.limit_in_bytes" : "memory.max";
     const char *use_name = version == 1 ? "memory.usage_in_bytes" : "memory.current";
     size_t room = 0;
     int first = 1;
-    for (;;) {
-        size_t len = strlen(rel);
-        while (len > 0 && rel[len - 1] == '/')
-            rel[--len] = 0;
-        snprintf(dir, sizeof dir, "%s/sys/fs/cgroup%s%s", root, version == 1 ? "/memory" : "", rel);
-        size_t lim = 0, use = 0, hier = 1;
-        int has = cgroup_value(dir, lim_name, &lim);
+    do {
+        mhla_cgroup_dir(&cg, dir, sizeof dir);
+        uint64_t lim = 0, use = 0, hier = 1;
+        int has = mhla_cgroup_read(dir, lim_name, &lim, NULL);
         int binds = first || version == 2 ||
-                    cgroup_value(dir, "memory.use_hierarchy", &hier) <= 0 || hier != 0;
+                    mhla_cgroup_read(dir, "memory.use_hierarchy", &hier, NULL) <= 0 || hier != 0;
         if (has == 1 && lim < CGROUP_NO_LIMIT && binds) {
-            cgroup_value(dir, use_name, &use);
-            size_t r = lim > use ? lim - use : 1;
+            mhla_cgroup_read(dir, use_name, &use, NULL);
+            size_t r = lim > use ? (size_t)(lim - use) : 1;
             if (!room || r < room) {
                 room = r;
-                m->cgroup_max = lim;
+                m->cgroup_max = (size_t)lim;
                 m->cgroup_version = version;
-                snprintf(m->cgroup_path, sizeof m->cgroup_path, "%s", rel[0] ? rel : "/");
+                snprintf(m->cgroup_path, sizeof m->cgroup_path, "%.255s",
+                         cg.path[0] ? cg.path : "/");
             }
         }
         if (has)
             first = 0;
-        if (!len)
-            break;
-        char *up = strrchr(rel, '/');
-        *(up ? up : rel) = 0;
-    }
+    } while (mhla_cgroup_up(&cg));
     return room;
 }
 

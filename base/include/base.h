@@ -1,9 +1,9 @@
 /*
  * base.h — helpers every module shares, kept once: the sampling generator,
  * f32 <-> bf16 conversion, UTF-8 decoding, a growable byte buffer, system
- * helpers and the command-line option table every program parses with. The
- * bottom module: it includes no other module's header, and any module may
- * include it.
+ * helpers, the process's cgroup and the command-line option table every
+ * program parses with. The bottom module: it includes no other module's
+ * header, and any module may include it.
  */
 #ifndef MHLA_BASE_H
 #define MHLA_BASE_H
@@ -149,6 +149,35 @@ int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, in
                     char *err, size_t errlen);
 /* --help: spec's usage, a line per row, "--help  this text", the footer. */
 void mhla_opts_help(const mhla_opts *spec, FILE *f);
+
+/* ---- cgroups (cgroup.c) ------------------------------------------------------ */
+
+/* The process's cgroup for one controller. */
+typedef struct {
+    int version;     /* 1 or 2; 0: none found */
+    char path[512];  /* in its hierarchy, without the trailing '/': "" is the root */
+    char mount[640]; /* the folder that hierarchy is mounted at */
+} mhla_cgroup;
+
+/* Finds the cgroup of controller ("cpu", "memory") in proc_cgroup (a
+ * /proc/self/cgroup: "ID:CONTROLLERS:PATH" lines), its hierarchies mounted
+ * under mounts (/sys/fs/cgroup; tests give a fake tree). A v1 line that
+ * names the controller (controllers may be comma-joined) wins over the v2
+ * line "0::PATH", since on a hybrid machine that controller is v1's. v1 is
+ * mounted at mounts/CONTROLLERS as listed (cpu,cpuacct), else at
+ * mounts/CONTROLLER; v2 at mounts, or at mounts/unified on a hybrid layout.
+ * Returns the version, 0 when the file is missing or names neither. */
+int mhla_cgroup_find(const char *proc_cgroup, const char *mounts, const char *controller,
+                     mhla_cgroup *cg);
+/* The folder of cg's cgroup. */
+void mhla_cgroup_dir(const mhla_cgroup *cg, char *dir, size_t len);
+/* Moves cg to its parent cgroup; 0 when it was the hierarchy's root. */
+int mhla_cgroup_up(mhla_cgroup *cg);
+/* A controller file in the cgroup folder dir: its first field into *v and,
+ * when second is not NULL, its second into *second (0 when absent; cpu.max's
+ * period). 1 when the first field is a number, -1 when it is not ("max": no
+ * limit; v1's -1) and *v is left alone, 0 when the file is absent. */
+int mhla_cgroup_read(const char *dir, const char *file, uint64_t *v, uint64_t *second);
 
 #ifdef __cplusplus
 }

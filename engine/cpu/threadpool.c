@@ -21,6 +21,8 @@
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "threadpool.h"
 
+#include "base.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -32,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 /* How long an idle thread spins before it sleeps: long enough to bridge
@@ -134,12 +135,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
+static long now_ns(void) { return (long)(mhla_now() * 1e9); }
 
 /* Spins until *w != v or SPIN_NS pass; returns the last value seen. */
 static uint32_t spin_while(_Atomic uint32_t *w, uint32_t v)
@@ -518,92 +514,43 @@ void tp_run_all(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx)
         set_active(p, (int)active);
 }
 
-/* The quota of one cgroup directory in CPUs (rounded up), 0 without one:
+/* The quota of one cgroup folder in CPUs (rounded up), 0 without one:
  * cgroup v2 cpu.max ("QUOTA PERIOD" or "max PERIOD"), or v1
  * cpu.cfs_quota_us / cpu.cfs_period_us (quota -1: none). */
 static int dir_quota(const char *dir, char *where, size_t len)
 {
-    char file[1240];
-    long quota = -1, period = 0;
-    snprintf(file, sizeof file, "%s/cpu.max", dir);
-    FILE *f = fopen(file, "r");
-    if (f) {
-        char q[32] = "";
-        if (fscanf(f, "%31s %ld", q, &period) == 2 && strcmp(q, "max") != 0)
-            quota = atol(q);
-        fclose(f);
-    } else {
-        snprintf(file, sizeof file, "%s/cpu.cfs_quota_us", dir);
-        if ((f = fopen(file, "r"))) {
-            if (fscanf(f, "%ld", &quota) != 1)
-                quota = -1;
-            fclose(f);
-            char pf[1240];
-            snprintf(pf, sizeof pf, "%s/cpu.cfs_period_us", dir);
-            if ((f = fopen(pf, "r"))) {
-                if (fscanf(f, "%ld", &period) != 1)
-                    period = 0;
-                fclose(f);
-            }
-        }
+    uint64_t quota = 0, period = 0;
+    const char *name = "cpu.max";
+    int got = mhla_cgroup_read(dir, name, &quota, &period);
+    if (!got) {
+        name = "cpu.cfs_quota_us";
+        got = mhla_cgroup_read(dir, name, &quota, NULL);
+        if (got == 1 && mhla_cgroup_read(dir, "cpu.cfs_period_us", &period, NULL) != 1)
+            period = 0;
     }
-    if (quota <= 0 || period <= 0)
+    if (got != 1 || quota == 0 || period == 0)
         return 0;
-    snprintf(where, len, "%s (%ld/%ld)", file, quota, period);
-    int cpus = (int)((quota + period - 1) / period);
-    return cpus < 1 ? 1 : cpus;
+    snprintf(where, len, "%s/%s (%llu/%llu)", dir, name, (unsigned long long)quota,
+             (unsigned long long)period);
+    uint64_t cpus = (quota + period - 1) / period;
+    return cpus > INT_MAX ? INT_MAX : (int)cpus;
 }
 
 int tp_quota_cpus(const char *proc_cgroup, const char *root, char *where, size_t len)
 {
-    FILE *f = fopen(proc_cgroup, "r");
-    if (!f)
-        return 0;
-    /* the cgroup's path, and the folder its hierarchy is mounted at */
-    char line[512], path[512] = "", mount[600] = "";
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2)
-            continue;
-        *c1 = *c2 = 0;
-        const char *ctrl = c1 + 1;
-        if (strcmp(line, "0") == 0 && !ctrl[0] && !mount[0]) { /* v2; v1 cpu wins below */
-            snprintf(path, sizeof path, "%s", c2 + 1);
-            snprintf(mount, sizeof mount, "%s", root);
-            char uni[600];
-            snprintf(uni, sizeof uni, "%s/unified", root);
-            FILE *u = fopen(strcat(uni, "/cgroup.controllers"), "r");
-            if (u) { /* hybrid layout: v2 mounted at unified/ */
-                fclose(u);
-                snprintf(mount, sizeof mount, "%s/unified", root);
-            }
-        } else if (strcmp(ctrl, "cpu") == 0 || strcmp(ctrl, "cpu,cpuacct") == 0 ||
-                   strcmp(ctrl, "cpuacct,cpu") == 0) {
-            snprintf(path, sizeof path, "%s", c2 + 1);
-            snprintf(mount, sizeof mount, "%s/%s", root, ctrl);
-        }
-    }
-    fclose(f);
-    if (!path[0])
+    mhla_cgroup cg;
+    if (!mhla_cgroup_find(proc_cgroup, root, "cpu", &cg))
         return 0;
     int best = 0;
-    for (;;) {
+    do { /* the smallest quota from the process's cgroup up to the root */
         char dir[1200], w[1300];
-        snprintf(dir, sizeof dir, "%s%s", mount, strcmp(path, "/") == 0 ? "" : path);
+        mhla_cgroup_dir(&cg, dir, sizeof dir);
         int q = dir_quota(dir, w, sizeof w);
         if (q > 0 && (!best || q < best)) {
             best = q;
             snprintf(where, len, "%s", w);
         }
-        char *slash = strrchr(path, '/');
-        if (!slash || strcmp(path, "/") == 0)
-            break;
-        if (slash == path)
-            path[1] = 0;
-        else
-            *slash = 0;
-    }
+    } while (mhla_cgroup_up(&cg));
     return best;
 }
 

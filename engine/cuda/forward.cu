@@ -11,7 +11,7 @@
  * it is captured once as a CUDA graph and replayed: only the descriptor
  * buffer's contents change between replays.
  */
-#include "backend_state.h"
+#include "state.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -44,24 +44,29 @@ struct step_need {
     int T, R, n_seg, n_items, n_pages, n_samp, n_pen, n_bias;
 };
 
-static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
+/* The capacities a step that needs nd grows the buffers to. */
+static step_need grown_caps(const mhla_cuda *g, const step_need &nd)
 {
-    step_bufs *sb = &g->sb;
-    if (nd.T <= g->cap_T && nd.R <= g->cap_R && nd.n_seg <= g->cap_seg &&
-        nd.n_items <= sb->cap_items && nd.n_pages <= sb->cap_pages && nd.n_samp <= sb->cap_samp &&
-        nd.n_pen <= sb->cap_pen && nd.n_bias <= sb->cap_bias)
-        return 0;
-    int T = nd.T, R = nd.R, n_seg = nd.n_seg, n_items = nd.n_items, n_pages = nd.n_pages;
+    const step_bufs *sb = &g->sb;
+    step_need cap;
+    cap.T = grow_to(nd.T, g->cap_T, 64);
+    cap.R = grow_to(nd.R, g->cap_R, 64);
+    cap.n_seg = grow_to(nd.n_seg, g->cap_seg, 64);
+    cap.n_items = grow_to(nd.n_items, sb->cap_items, 64);
+    cap.n_pages = grow_to(nd.n_pages, sb->cap_pages, 64);
+    if (cap.n_pages < cap.n_items * g->cfg.num_blocks) /* decode steps then never grow it */
+        cap.n_pages = cap.n_items * g->cfg.num_blocks;
+    cap.n_samp = grow_to(nd.n_samp, sb->cap_samp, 64);
+    cap.n_pen = grow_to(nd.n_pen, sb->cap_pen, 4096);
+    cap.n_bias = grow_to(nd.n_bias, sb->cap_bias, 256);
+    return cap;
+}
+
+/* The activations, logits, mixer scratch and sampling buffers on the device. */
+static int alloc_activations(mhla_cuda *g, const step_need &cap, char *err)
+{
     const mhla_config *c = &g->cfg;
-    int cT = grow_to(T, g->cap_T, 64), cR = grow_to(R, g->cap_R, 64);
-    int cS = grow_to(n_seg, g->cap_seg, 64), cI = grow_to(n_items, sb->cap_items, 64);
-    int cP = grow_to(n_pages, sb->cap_pages, 64);
-    if (cP < cI * c->num_blocks) /* decode steps then never grow it */
-        cP = cI * c->num_blocks;
-    int cSm = grow_to(nd.n_samp, sb->cap_samp, 64), cPen = grow_to(nd.n_pen, sb->cap_pen, 4096);
-    int cB = grow_to(nd.n_bias, sb->cap_bias, 256);
-    CU(cudaStreamSynchronize(g->stream), "finishing earlier work");
-    free_buffers(g);
+    size_t cT = cap.T, cR = cap.R, cS = cap.n_seg, cSm = cap.n_samp;
     size_t D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
     size_t od = (size_t)c->num_heads * c->head_v_dim, hw = D;
     if (od > hw)
@@ -77,48 +82,76 @@ static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
         alloc_dev(g, &g->logits, cR * V * 4, err) ||
         alloc_dev(g, &g->pscr, cS * Hkv * per * 4, err) ||
         alloc_dev(g, &g->pkscr, cS * Hkv * c->head_k_dim * 4, err) ||
-        alloc_dev(g, &g->sample_adj, (size_t)cSm * V * 4, err) ||
-        alloc_dev(g, &g->sample_out, (size_t)cSm * sizeof(sample_result), err))
-        goto fail;
-    sb->cap_T = cT;
-    sb->cap_R = cR;
-    sb->cap_seg = cS;
-    sb->cap_items = cI;
-    sb->cap_pages = cP;
-    sb->cap_samp = cSm;
-    sb->cap_pen = cPen;
-    sb->cap_bias = cB;
+        alloc_dev(g, &g->sample_adj, cSm * V * 4, err) ||
+        alloc_dev(g, &g->sample_out, cSm * sizeof(sample_result), err))
+        return -1;
+    return 0;
+}
+
+/* The descriptor buffer's capacities and layout (its host and device copies
+ * hold the same bytes). */
+static void lay_out_descriptors(step_bufs *sb, const step_need &cap)
+{
+    size_t cT = cap.T, cR = cap.R, cS = cap.n_seg;
+    sb->cap_T = cap.T;
+    sb->cap_R = cap.R;
+    sb->cap_seg = cap.n_seg;
+    sb->cap_items = cap.n_items;
+    sb->cap_pages = cap.n_pages;
+    sb->cap_samp = cap.n_samp;
+    sb->cap_pen = cap.n_pen;
+    sb->cap_bias = cap.n_bias;
     sb->off_tokens = 0;
-    sb->off_rowpos = align256(sb->off_tokens + (size_t)cT * 4);
-    sb->off_segs = align256(sb->off_rowpos + (size_t)cT * 4);
-    sb->off_items = align256(sb->off_segs + (size_t)cS * sizeof(seg_desc));
-    sb->off_pages = align256(sb->off_items + (size_t)cI * sizeof(item_desc));
-    sb->off_lrows = align256(sb->off_pages + (size_t)cP * sizeof(void *));
-    sb->off_samp = align256(sb->off_lrows + (size_t)cR * 4);
-    sb->off_pen = align256(sb->off_samp + (size_t)cSm * sizeof(sample_desc));
-    sb->off_bias = align256(sb->off_pen + (size_t)cPen * sizeof(sample_pen));
-    sb->off_fblocks = align256(sb->off_bias + (size_t)cB * sizeof(sample_bias));
-    sb->bytes = align256(sb->off_fblocks + (size_t)cS * sizeof(int32_t));
-    if (alloc_dev(g, &sb->dev, sb->bytes, err))
-        goto fail;
+    sb->off_rowpos = align256(sb->off_tokens + cT * 4);
+    sb->off_segs = align256(sb->off_rowpos + cT * 4);
+    sb->off_items = align256(sb->off_segs + cS * sizeof(seg_desc));
+    sb->off_pages = align256(sb->off_items + (size_t)cap.n_items * sizeof(item_desc));
+    sb->off_lrows = align256(sb->off_pages + (size_t)cap.n_pages * sizeof(void *));
+    sb->off_samp = align256(sb->off_lrows + cR * 4);
+    sb->off_pen = align256(sb->off_samp + (size_t)cap.n_samp * sizeof(sample_desc));
+    sb->off_bias = align256(sb->off_pen + (size_t)cap.n_pen * sizeof(sample_pen));
+    sb->off_fblocks = align256(sb->off_bias + (size_t)cap.n_bias * sizeof(sample_bias));
+    sb->bytes = align256(sb->off_fblocks + cS * sizeof(int32_t));
+}
+
+/* The host side: pinned descriptors, logits and sampled tokens, and the
+ * runs of whole blocks. */
+static int alloc_host_side(mhla_cuda *g, const step_need &cap, char *err)
+{
+    step_bufs *sb = &g->sb;
+    size_t cR = cap.R, cS = cap.n_seg, V = g->cfg.vocab_size;
     if (cudaMallocHost(reinterpret_cast<void **>(&sb->host), sb->bytes) != cudaSuccess ||
         cudaMallocHost(reinterpret_cast<void **>(&g->logits_host), cR * V * 4) != cudaSuccess ||
         cudaMallocHost(reinterpret_cast<void **>(&g->sample_out_host),
-                       (size_t)cSm * sizeof(sample_result)) != cudaSuccess) {
-        fail(err, "CUDA: out of pinned host memory for step buffers");
+                       (size_t)cap.n_samp * sizeof(sample_result)) != cudaSuccess)
+        return fail(err, "CUDA: out of pinned host memory for step buffers");
+    g->run_f0 = static_cast<int *>(malloc(cS * sizeof(int)));
+    g->run_n = static_cast<int *>(malloc(cS * sizeof(int)));
+    g->run_t0 = static_cast<int *>(malloc(cS * sizeof(int)));
+    g->run_s0 = static_cast<int *>(malloc(cS * sizeof(int)));
+    if (!g->run_f0 || !g->run_n || !g->run_t0 || !g->run_s0)
+        return fail(err, "out of memory");
+    return 0;
+}
+
+static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
+{
+    step_bufs *sb = &g->sb;
+    if (nd.T <= g->cap_T && nd.R <= g->cap_R && nd.n_seg <= g->cap_seg &&
+        nd.n_items <= sb->cap_items && nd.n_pages <= sb->cap_pages && nd.n_samp <= sb->cap_samp &&
+        nd.n_pen <= sb->cap_pen && nd.n_bias <= sb->cap_bias)
+        return 0;
+    step_need cap = grown_caps(g, nd);
+    CU(cudaStreamSynchronize(g->stream), "finishing earlier work");
+    free_buffers(g);
+    if (alloc_activations(g, cap, err))
         goto fail;
-    }
-    g->run_f0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
-    g->run_n = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
-    g->run_t0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
-    g->run_s0 = static_cast<int *>(malloc((size_t)cS * sizeof(int)));
-    if (!g->run_f0 || !g->run_n || !g->run_t0 || !g->run_s0) {
-        fail(err, "out of memory");
+    lay_out_descriptors(sb, cap);
+    if (alloc_dev(g, &sb->dev, sb->bytes, err) || alloc_host_side(g, cap, err))
         goto fail;
-    }
-    g->cap_T = cT;
-    g->cap_R = cR;
-    g->cap_seg = cS;
+    g->cap_T = cap.T;
+    g->cap_R = cap.R;
+    g->cap_seg = cap.n_seg;
     return 0;
 fail:
     free_buffers(g);
@@ -253,26 +286,19 @@ static int mixer_inter(mhla_cuda *g, char *err)
     return 0;
 }
 
-/* Enqueues a whole step whose descriptors are already on the device. */
-static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err)
+/* What the mixer kernels read of a step whose descriptors are on the device
+ * (the layer and its mixing matrix are set per layer). */
+static mix_args mix_args_of(const mhla_cuda *g, int n_seg)
 {
     const mhla_config *c = &g->cfg;
-    cudaStream_t st = g->stream;
-    int D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size, H = c->num_heads;
-    int Hkv = c->num_kv_heads, dk = c->head_k_dim, dv = c->head_v_dim, od = H * dv;
-    float eps = c->norm_eps;
-    unsigned char *d = g->sb.dev;
-    const int32_t *tokens = reinterpret_cast<const int32_t *>(d + g->sb.off_tokens);
-    const int32_t *rowpos = reinterpret_cast<const int32_t *>(d + g->sb.off_rowpos);
-    const int32_t *lrows = reinterpret_cast<const int32_t *>(d + g->sb.off_lrows);
-
+    const unsigned char *d = g->sb.dev;
     mix_args a;
-    a.dk = dk;
-    a.dv = dv;
+    a.dk = c->head_k_dim;
+    a.dv = c->head_v_dim;
     a.C = c->chunk_size;
     a.Lm = c->num_blocks;
-    a.H = H;
-    a.Hkv = Hkv;
+    a.H = c->num_heads;
+    a.Hkv = c->num_kv_heads;
     a.L = c->num_layers;
     a.normalize = c->normalize;
     a.state_bf16 = g->state_bf16;
@@ -289,36 +315,63 @@ static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err
     a.pscr = g->pscr;
     a.pkscr = g->pkscr;
     a.sscr = g->sscr;
+    return a;
+}
+
+/* Enqueues layer l of a step of T rows. */
+static int run_layer(mhla_cuda *g, int l, int T, mix_args &a, char *err)
+{
+    const mhla_config *c = &g->cfg;
+    cudaStream_t st = g->stream;
+    int D = c->hidden_size, I = c->intermediate_size, H = c->num_heads;
+    int Hkv = c->num_kv_heads, dk = c->head_k_dim, dv = c->head_v_dim, od = H * dv;
+    float eps = c->norm_eps;
+    const unsigned char *d = g->sb.dev;
+    const int32_t *rowpos = reinterpret_cast<const int32_t *>(d + g->sb.off_rowpos);
     const int32_t *fblocks = reinterpret_cast<const int32_t *>(d + g->sb.off_fblocks);
+    const dev_layer *ly = &g->layers[l];
+    k_add_norm(g->x, l == 0 ? nullptr : g->y, ly->attn_norm, g->h, g->dt, T, D, eps, st);
+    if (gemm(g, g->h, T, D, ly->w_qkvg, g->W, g->qkvg, g->W, err))
+        return -1;
+    k_qk_prepare(g->qkvg, g->W, g->q_off, g->k_off, rowpos, g->rope_cos, g->rope_sin, T, H, Hkv, dk,
+                 c->feature_map, g->q_scale, st);
+    a.layer = l;
+    a.mix = ly->mix;
+    if (g->n_full > 0 && mixer_products(g, fblocks, ly->mix, err))
+        return -1;
+    k_mixer_close_and_mix(a, st);
+    if (g->n_full > 0 && mixer_inter(g, err))
+        return -1;
+    k_mixer_outputs(a, st);
+    k_out_norm(g->att, g->qkvg, g->W, g->g_off, ly->g_norm, g->h, g->dt, T, H, dv, eps, st);
+    if (gemm(g, g->h, T, od, ly->wo, D, g->y, D, err))
+        return -1;
+    k_add_norm(g->x, g->y, ly->mlp_norm, g->h, g->dt, T, D, eps, st);
+    if (gemm(g, g->h, T, D, ly->w_gu, 2 * I, g->gu, 2 * I, err))
+        return -1;
+    k_swiglu(g->gu, g->h, g->dt, T, I, st);
+    if (gemm(g, g->h, T, I, ly->w_down, D, g->y, D, err))
+        return -1;
+    return 0;
+}
+
+/* Enqueues a whole step whose descriptors are already on the device. */
+static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err)
+{
+    const mhla_config *c = &g->cfg;
+    cudaStream_t st = g->stream;
+    int D = c->hidden_size, V = c->vocab_size;
+    unsigned char *d = g->sb.dev;
+    const int32_t *tokens = reinterpret_cast<const int32_t *>(d + g->sb.off_tokens);
+    const int32_t *lrows = reinterpret_cast<const int32_t *>(d + g->sb.off_lrows);
+    mix_args a = mix_args_of(g, n_seg);
 
     k_embed(g->x, g->emb, g->dt, tokens, T, D, st);
-    for (int l = 0; l < c->num_layers; l++) {
-        const dev_layer *ly = &g->layers[l];
-        k_add_norm(g->x, l == 0 ? nullptr : g->y, ly->attn_norm, g->h, g->dt, T, D, eps, st);
-        if (gemm(g, g->h, T, D, ly->w_qkvg, g->W, g->qkvg, g->W, err))
+    for (int l = 0; l < c->num_layers; l++)
+        if (run_layer(g, l, T, a, err))
             return -1;
-        k_qk_prepare(g->qkvg, g->W, g->q_off, g->k_off, rowpos, g->rope_cos, g->rope_sin, T, H, Hkv,
-                     dk, c->feature_map, g->q_scale, st);
-        a.layer = l;
-        a.mix = ly->mix;
-        if (g->n_full > 0 && mixer_products(g, fblocks, ly->mix, err))
-            return -1;
-        k_mixer_close_and_mix(a, st);
-        if (g->n_full > 0 && mixer_inter(g, err))
-            return -1;
-        k_mixer_outputs(a, st);
-        k_out_norm(g->att, g->qkvg, g->W, g->g_off, ly->g_norm, g->h, g->dt, T, H, dv, eps, st);
-        if (gemm(g, g->h, T, od, ly->wo, D, g->y, D, err))
-            return -1;
-        k_add_norm(g->x, g->y, ly->mlp_norm, g->h, g->dt, T, D, eps, st);
-        if (gemm(g, g->h, T, D, ly->w_gu, 2 * I, g->gu, 2 * I, err))
-            return -1;
-        k_swiglu(g->gu, g->h, g->dt, T, I, st);
-        if (gemm(g, g->h, T, I, ly->w_down, D, g->y, D, err))
-            return -1;
-    }
     if (R > 0) {
-        k_final_norm(g->x, g->y, lrows, g->final_norm, g->hl, g->dt, R, D, eps, st);
+        k_final_norm(g->x, g->y, lrows, g->final_norm, g->hl, g->dt, R, D, c->norm_eps, st);
         if (gemm(g, g->hl, R, D, g->lm_head, V, g->logits, V, err))
             return -1;
     }
@@ -385,11 +438,74 @@ static int host_rows(const mhla_cuda_item *it)
 /* Whether item it needs its last position's logits only for sampling. */
 static int sample_only_row(const mhla_cuda_item *it) { return it->sample && host_rows(it) == 0; }
 
+/* The descriptor of a sampled row, its penalties and its logit biases
+ * appended at pens[*npen] and biases[*nb]. */
+static void fill_sample_desc(const mhla_cuda_sample *q, int row, sample_desc *d, sample_pen *pens,
+                             int *npen, sample_bias *biases, int *nb)
+{
+    d->row = row;
+    d->top_k = q->top_k;
+    d->n_top = q->n_top > 0 ? q->n_top : 0;
+    d->temperature = q->temperature;
+    d->top_p = q->top_p;
+    d->min_p = q->min_p;
+    d->repetition = q->repetition;
+    d->presence = q->presence;
+    d->frequency = q->frequency;
+    d->u = q->u;
+    d->pen0 = *npen;
+    d->n_pen = q->n_pen;
+    for (int j = 0; j < q->n_pen; j++)
+        pens[(*npen)++] = sample_pen{q->pen_ids[j], q->pen_counts[j]};
+    d->bias0 = *nb;
+    d->n_bias = q->n_bias;
+    for (int j = 0; j < q->n_bias; j++)
+        biases[(*nb)++] = sample_bias{q->bias[j].id, q->bias[j].bias};
+}
+
+/* The (sequence, block) segments item b's tokens (from row t_first) fall
+ * in, appended at segs[*ns]; whole blocks also get a slot in fblocks and
+ * join the runs of whole blocks the batched products take. */
+static void add_segments(mhla_cuda *g, const mhla_cuda_item *it, int b, int t_first, seg_desc *segs,
+                         int *ns, int32_t *fblocks)
+{
+    const int C = g->cfg.chunk_size;
+    int end = it->pos + it->n_tokens;
+    for (int p = it->pos; p < end;) {
+        int blk = p / C, r0 = p % C, n = C - r0;
+        if (n > end - p)
+            n = end - p;
+        seg_desc *s = &segs[(*ns)++];
+        s->item = b;
+        s->block = blk;
+        s->t0 = t_first + (p - it->pos);
+        s->n = n;
+        s->r0 = r0;
+        s->final_open = p + n == end && r0 + n < C;
+        /* whole blocks go through the products (mhla_normalize's sums
+         * stay with the mixer kernels) */
+        s->full = r0 == 0 && n == C && !g->cfg.normalize ? g->n_full++ : -1;
+        if (s->full >= 0) {
+            fblocks[s->full] = blk;
+            int run = g->n_runs - 1;
+            if (run >= 0 && g->run_f0[run] + g->run_n[run] == s->full &&
+                g->run_t0[run] + g->run_n[run] * C == s->t0) {
+                g->run_n[run]++;
+            } else {
+                g->run_f0[g->n_runs] = s->full;
+                g->run_s0[g->n_runs] = *ns - 1;
+                g->run_n[g->n_runs] = 1;
+                g->run_t0[g->n_runs++] = s->t0;
+            }
+        }
+        p += n;
+    }
+}
+
 /* Fills the host mirror of the step descriptors. Logit rows: first every row
  * the host gets back, in item order, then the rows only sampled. */
 static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items, int R_host)
 {
-    const int C = g->cfg.chunk_size;
     unsigned char *h = g->sb.host;
     int32_t *tokens = reinterpret_cast<int32_t *>(h + g->sb.off_tokens);
     int32_t *rowpos = reinterpret_cast<int32_t *>(h + g->sb.off_rowpos);
@@ -426,126 +542,74 @@ static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items
             last_row = r_only;
             lrows[r_only++] = t - 1;
         }
-        if (it->sample) {
-            const mhla_cuda_sample *q = it->sample;
-            sample_desc *d = &sd[nsm++];
-            d->row = last_row;
-            d->top_k = q->top_k;
-            d->n_top = q->n_top > 0 ? q->n_top : 0;
-            d->temperature = q->temperature;
-            d->top_p = q->top_p;
-            d->min_p = q->min_p;
-            d->repetition = q->repetition;
-            d->presence = q->presence;
-            d->frequency = q->frequency;
-            d->u = q->u;
-            d->pen0 = npen;
-            d->n_pen = q->n_pen;
-            for (int j = 0; j < q->n_pen; j++)
-                pens[npen++] = sample_pen{q->pen_ids[j], q->pen_counts[j]};
-            d->bias0 = nb;
-            d->n_bias = q->n_bias;
-            for (int j = 0; j < q->n_bias; j++)
-                biases[nb++] = sample_bias{q->bias[j].id, q->bias[j].bias};
-        }
-        int end = it->pos + it->n_tokens;
-        for (int p = it->pos; p < end;) {
-            int blk = p / C, r0 = p % C, n = C - r0;
-            if (n > end - p)
-                n = end - p;
-            seg_desc *s = &segs[ns++];
-            s->item = b;
-            s->block = blk;
-            s->t0 = t_first + (p - it->pos);
-            s->n = n;
-            s->r0 = r0;
-            s->final_open = p + n == end && r0 + n < C;
-            /* whole blocks go through the products (mhla_normalize's sums
-             * stay with the mixer kernels) */
-            s->full = r0 == 0 && n == C && !g->cfg.normalize ? g->n_full++ : -1;
-            if (s->full >= 0) {
-                fblocks[s->full] = blk;
-                int run = g->n_runs - 1;
-                if (run >= 0 && g->run_f0[run] + g->run_n[run] == s->full &&
-                    g->run_t0[run] + g->run_n[run] * C == s->t0) {
-                    g->run_n[run]++;
-                } else {
-                    g->run_f0[g->n_runs] = s->full;
-                    g->run_s0[g->n_runs] = ns - 1;
-                    g->run_n[g->n_runs] = 1;
-                    g->run_t0[g->n_runs++] = s->t0;
-                }
-            }
-            p += n;
-        }
+        if (it->sample)
+            fill_sample_desc(it->sample, last_row, &sd[nsm++], pens, &npen, biases, &nb);
+        add_segments(g, it, b, t_first, segs, &ns, fblocks);
     }
 }
 
-extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items, char *err)
+/* What a step of these items needs room for (*nd), the logit rows the host
+ * gets back, whether it can replay a decode graph, and its whole blocks. */
+static void size_step(const mhla_cuda *g, const mhla_cuda_item *items, int n_items, step_need *nd,
+                      int *R_host, int *decode, int *n_full)
 {
-    if (g->failed)
-        return fail(err, "CUDA backend unusable after an earlier device error; restart");
     const mhla_config *c = &g->cfg;
-    const int C = c->chunk_size, V = c->vocab_size;
-    step_need nd = {};
-    int R_host = 0, decode = 1, sampled = 0;
+    const int C = c->chunk_size;
+    int sampled = 0;
+    *nd = step_need{};
+    *R_host = 0;
+    *decode = 1;
     for (int b = 0; b < n_items; b++) {
         const mhla_cuda_item *it = &items[b];
-        nd.T += it->n_tokens;
-        R_host += host_rows(it);
-        nd.R += host_rows(it) + sample_only_row(it);
-        nd.n_seg += (it->pos + it->n_tokens - 1) / C - it->pos / C + 1;
-        nd.n_pages += it->n_pages;
+        nd->T += it->n_tokens;
+        *R_host += host_rows(it);
+        nd->R += host_rows(it) + sample_only_row(it);
+        nd->n_seg += (it->pos + it->n_tokens - 1) / C - it->pos / C + 1;
+        nd->n_pages += it->n_pages;
         if (it->sample) {
-            nd.n_samp++;
-            nd.n_pen += it->sample->n_pen;
-            nd.n_bias += it->sample->n_bias;
+            nd->n_samp++;
+            nd->n_pen += it->sample->n_pen;
+            nd->n_bias += it->sample->n_bias;
         }
         /* graphs: one token each, all with host logits or all sampled only */
         int kind = it->sample && !it->logits ? 2 : (!it->sample && host_rows(it) == 1) ? 1 : 0;
         if (it->n_tokens != 1 || kind == 0 || (b > 0 && kind != sampled))
-            decode = 0;
+            *decode = 0;
         sampled = kind;
     }
-    if (nd.T == 0)
-        return 0;
-    nd.n_items = n_items;
-    int n_full = 0;
+    nd->n_items = n_items;
+    *n_full = 0;
     for (int b = 0; b < n_items && !c->normalize; b++) {
         const mhla_cuda_item *it = &items[b];
         int first = (it->pos + C - 1) / C, end = (it->pos + it->n_tokens) / C;
-        n_full += end > first ? end - first : 0;
+        *n_full += end > first ? end - first : 0;
     }
-    if (ensure_buffers(g, nd, err) || ensure_full(g, n_full, err))
-        return -1;
-    describe_step(g, items, n_items, R_host);
-    CU(cudaMemcpyAsync(g->sb.dev, g->sb.host, g->sb.bytes, cudaMemcpyHostToDevice, g->stream),
-       "copying the step's descriptors");
-    int rc = decode && !g->no_graphs ? run_decode_graph(g, n_items, nd.n_samp, err)
-                                     : run_step(g, nd.T, nd.R, nd.n_seg, nd.n_samp, err);
-    if (rc == 0 && R_host > 0) {
+}
+
+/* Enqueues the copies of the host's logit rows and the sampled tokens back. */
+static int copy_back(mhla_cuda *g, int R_host, int n_samp, char *err)
+{
+    size_t V = g->cfg.vocab_size;
+    if (R_host > 0) {
         cudaError_t ec = cudaMemcpyAsync(g->logits_host, g->logits, (size_t)R_host * V * 4,
                                          cudaMemcpyDeviceToHost, g->stream);
         if (ec != cudaSuccess)
-            rc = fail(err, "CUDA: copying logits: %s", cudaGetErrorString(ec));
+            return fail(err, "CUDA: copying logits: %s", cudaGetErrorString(ec));
     }
-    if (rc == 0 && nd.n_samp > 0) {
+    if (n_samp > 0) {
         cudaError_t ec = cudaMemcpyAsync(g->sample_out_host, g->sample_out,
-                                         (size_t)nd.n_samp * sizeof(sample_result),
+                                         (size_t)n_samp * sizeof(sample_result),
                                          cudaMemcpyDeviceToHost, g->stream);
         if (ec != cudaSuccess)
-            rc = fail(err, "CUDA: copying sampled tokens: %s", cudaGetErrorString(ec));
+            return fail(err, "CUDA: copying sampled tokens: %s", cudaGetErrorString(ec));
     }
-    cudaError_t ec = cudaStreamSynchronize(g->stream);
-    if (ec != cudaSuccess) {
-        /* A fault inside a kernel leaves the context unusable, and the
-         * sequences' device state half-written. */
-        g->failed = 1;
-        return fail(err, "CUDA: the step failed on the device: %s", cudaGetErrorString(ec));
-    }
-    if (rc)
-        return -1;
-    g->steps++;
+    return 0;
+}
+
+/* Each item's logit rows and sampled token, from the host copies. */
+static void deliver_step(const mhla_cuda *g, const mhla_cuda_item *items, int n_items)
+{
+    size_t V = g->cfg.vocab_size;
     const float *src = g->logits_host;
     const sample_result *res = g->sample_out_host;
     for (int b = 0; b < n_items; b++) {
@@ -565,6 +629,37 @@ extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int 
             q->top[j] = mhla_logprob{res->top_id[j], res->top_lp[j]};
         res++;
     }
+}
+
+extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items, char *err)
+{
+    if (g->failed)
+        return fail(err, "CUDA backend unusable after an earlier device error; restart");
+    step_need nd;
+    int R_host, decode, n_full;
+    size_step(g, items, n_items, &nd, &R_host, &decode, &n_full);
+    if (nd.T == 0)
+        return 0;
+    if (ensure_buffers(g, nd, err) || ensure_full(g, n_full, err))
+        return -1;
+    describe_step(g, items, n_items, R_host);
+    CU(cudaMemcpyAsync(g->sb.dev, g->sb.host, g->sb.bytes, cudaMemcpyHostToDevice, g->stream),
+       "copying the step's descriptors");
+    int rc = decode && !g->no_graphs ? run_decode_graph(g, n_items, nd.n_samp, err)
+                                     : run_step(g, nd.T, nd.R, nd.n_seg, nd.n_samp, err);
+    if (rc == 0)
+        rc = copy_back(g, R_host, nd.n_samp, err);
+    cudaError_t ec = cudaStreamSynchronize(g->stream);
+    if (ec != cudaSuccess) {
+        /* A fault inside a kernel leaves the context unusable, and the
+         * sequences' device state half-written. */
+        g->failed = 1;
+        return fail(err, "CUDA: the step failed on the device: %s", cudaGetErrorString(ec));
+    }
+    if (rc)
+        return -1;
+    g->steps++;
+    deliver_step(g, items, n_items);
     return 0;
 }
 

@@ -5,7 +5,7 @@
  * Activations between kernels are f32; the inputs of matrix products are
  * written in the weights' dtype (cuBLAS multiplies like types) and every
  * product accumulates in f32. The token mixer follows the CPU's
- * mhla_mixer.c: the current block's raw rows are kept, S_b = K_bᵀV_b is
+ * cpu/token_mixer.c: the current block's raw rows are kept, S_b = K_bᵀV_b is
  * formed once when a block closes, P_i = Σ_b m[i][b] S_b once when a block
  * starts, and o = q~ᵀP_i + m[i][i] Σ_{u≤r} (q~·k~_u) v_u — the same sums, in
  * the same order where the order is a plain loop.
@@ -330,6 +330,68 @@ __global__ void mix_prefix_kernel(mix_args a)
 /* Outputs of the segment's tokens for every query head of kv head g, MIX_TT
  * tokens at a time; one thread per output column. grid (segment, kv head,
  * column tiles of blockDim.x). */
+/* The scores q~·k~_u of a tile's nt tokens (queries in qs) for u up to each
+ * token's own row, into sc: a warp per pair. */
+__device__ __forceinline__ void mix_tile_scores(const mix_args &a, const seg_desc &s,
+                                                const item_desc &it, int g, int tt0, int nt,
+                                                const float *qs, float *sc)
+{
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32, dk = a.dk;
+    for (int p = warp; p < nt * a.C; p += nw) {
+        int tt = p / a.C, u = p % a.C;
+        if (u > s.r0 + tt0 + tt)
+            continue;
+        const float *kr = krow(a, s, it, g, u);
+        float d = 0.0f;
+        for (int ai = lane; ai < dk; ai += 32)
+            d = fmaf(qs[tt * dk + ai], kr[ai], d);
+        d = warp_sum(d);
+        if (lane == 0)
+            sc[tt * a.C + u] = d;
+    }
+}
+
+/* Column c of query head j's outputs for a tile's nt tokens:
+ * o = q~ᵀP_i + m[i][i] Σ_{u≤r} (q~·k~_u) v_u, normalised with PK. */
+__device__ __forceinline__ void mix_tile_outputs(const mix_args &a, const seg_desc &s,
+                                                 const item_desc &it, int g, int j, int c, int tt0,
+                                                 int nt, const float *qs, const float *sc,
+                                                 const float *P, const float *PK)
+{
+    int i = s.block, dk = a.dk, dv = a.dv;
+    float m_ii = a.mix[(size_t)i * a.Lm + i];
+    float acc[MIX_TT];
+    for (int tt = 0; tt < MIX_TT; tt++)
+        acc[tt] = 0.0f;
+    if (i > 0)
+        for (int ai = 0; ai < dk; ai++) {
+            float pv = P[(size_t)ai * dv + c];
+            for (int tt = 0; tt < MIX_TT; tt++)
+                acc[tt] = fmaf(qs[tt * dk + ai], pv, acc[tt]);
+        }
+    for (int tt = 0; tt < nt; tt++) {
+        int r = s.r0 + tt0 + tt;
+        float *dst = a.att + (size_t)(s.t0 + tt0 + tt) * a.H * dv + (size_t)j * dv + c;
+        float intra = 0.0f;
+        for (int u = 0; u <= r; u++)
+            intra = fmaf(sc[tt * a.C + u], vrow(a, s, it, g, u)[c], intra);
+        float o = fmaf(m_ii, intra, acc[tt]);
+        if (PK) {
+            float z = 0.0f, zs = 0.0f;
+            if (i > 0)
+                for (int ai = 0; ai < dk; ai++)
+                    z = fmaf(qs[tt * dk + ai], PK[ai], z);
+            for (int u = 0; u <= r; u++)
+                zs += sc[tt * a.C + u];
+            float den = z + m_ii * zs;
+            /* 0/0 (relu features sharing no positive component)
+             * gives 0, as on the CPU */
+            o = den == 0.0f ? 0.0f : o / den;
+        }
+        *dst = o;
+    }
+}
+
 __global__ void mix_output_kernel(mix_args a)
 {
     MHLA_DYNAMIC_SMEM(float, smem);
@@ -337,15 +399,13 @@ __global__ void mix_output_kernel(mix_args a)
     if (s.full >= 0) /* a whole block: its outputs came from the products */
         return;
     const item_desc it = a.items[s.item];
-    int g = blockIdx.y, i = s.block, dk = a.dk, dv = a.dv;
+    int g = blockIdx.y, dk = a.dk, dv = a.dv;
     int c = blockIdx.z * blockDim.x + threadIdx.x;
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
     size_t per = (size_t)dk * dv, slot = (size_t)blockIdx.x * a.Hkv + g;
     const float *P = s.r0 == 0 ? a.pscr + slot * per : it.prefix + head_index(a, g) * per;
     const float *PK = !a.normalize ? nullptr
                       : s.r0 == 0  ? a.pkscr + slot * dk
                                    : it.prefix_k + head_index(a, g) * dk;
-    float m_ii = a.mix[(size_t)i * a.Lm + i];
     float *qs = smem;                       /* [MIX_TT][dk] */
     float *sc = smem + (size_t)MIX_TT * dk; /* [MIX_TT][C] */
     int group = a.H / a.Hkv;
@@ -361,52 +421,10 @@ __global__ void mix_output_kernel(mix_args a)
                         : 0.0f;
             }
             __syncthreads();
-            /* scores q~·k~_u for u up to each token's own row: a warp per pair */
-            for (int p = warp; p < nt * a.C; p += nw) {
-                int tt = p / a.C, u = p % a.C;
-                if (u > s.r0 + tt0 + tt)
-                    continue;
-                const float *kr = krow(a, s, it, g, u);
-                float d = 0.0f;
-                for (int ai = lane; ai < dk; ai += 32)
-                    d = fmaf(qs[tt * dk + ai], kr[ai], d);
-                d = warp_sum(d);
-                if (lane == 0)
-                    sc[tt * a.C + u] = d;
-            }
+            mix_tile_scores(a, s, it, g, tt0, nt, qs, sc);
             __syncthreads();
-            if (c < dv) {
-                float acc[MIX_TT];
-                for (int tt = 0; tt < MIX_TT; tt++)
-                    acc[tt] = 0.0f;
-                if (i > 0)
-                    for (int ai = 0; ai < dk; ai++) {
-                        float pv = P[(size_t)ai * dv + c];
-                        for (int tt = 0; tt < MIX_TT; tt++)
-                            acc[tt] = fmaf(qs[tt * dk + ai], pv, acc[tt]);
-                    }
-                for (int tt = 0; tt < nt; tt++) {
-                    int r = s.r0 + tt0 + tt;
-                    float *dst = a.att + (size_t)(s.t0 + tt0 + tt) * a.H * dv + (size_t)j * dv + c;
-                    float intra = 0.0f;
-                    for (int u = 0; u <= r; u++)
-                        intra = fmaf(sc[tt * a.C + u], vrow(a, s, it, g, u)[c], intra);
-                    float o = fmaf(m_ii, intra, acc[tt]);
-                    if (PK) {
-                        float z = 0.0f, zs = 0.0f;
-                        if (i > 0)
-                            for (int ai = 0; ai < dk; ai++)
-                                z = fmaf(qs[tt * dk + ai], PK[ai], z);
-                        for (int u = 0; u <= r; u++)
-                            zs += sc[tt * a.C + u];
-                        float den = z + m_ii * zs;
-                        /* 0/0 (relu features sharing no positive component)
-                         * gives 0, as on the CPU */
-                        o = den == 0.0f ? 0.0f : o / den;
-                    }
-                    *dst = o;
-                }
-            }
+            if (c < dv)
+                mix_tile_outputs(a, s, it, g, j, c, tt0, nt, qs, sc, P, PK);
             __syncthreads(); /* qs and sc are rewritten by the next tile */
         }
     }

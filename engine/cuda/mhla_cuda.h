@@ -1,6 +1,6 @@
 /*
  * mhla_cuda.h — the CUDA code's C interface: what the engine's CUDA backend
- * (cuda_backend.c) asks of the CUDA C++ side.
+ * (ops.c) asks of the CUDA C++ side.
  *
  * The engine keeps the bookkeeping (validation, kvstate's page tables,
  * prefix cache, admission) and hands the backend plain descriptors: device

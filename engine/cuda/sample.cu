@@ -193,30 +193,20 @@ __device__ unsigned long long radix_select(const row_view &r, int V, bool by_mas
     return prefix;
 }
 
-__global__ void __launch_bounds__(1024)
-    sample_kernel(const float *logits, int V, float *adj_all, const sample_desc *descs,
-                  const sample_pen *pens, const sample_bias *biases, sample_result *results)
+/* The highest key of a NaN logit's id (0: none), for every thread. */
+__device__ unsigned long long first_nan_key(const float *raw, int V)
 {
-    const sample_desc d = descs[blockIdx.x];
-    const float *raw = logits + (size_t)d.row * V;
-    float *adj = adj_all + (size_t)blockIdx.x * V;
-    sample_result *res = &results[blockIdx.x];
-    int tid = threadIdx.x, nt = blockDim.x;
-
     unsigned long long nan_key = 0;
-    for (int i = tid; i < V; i += nt)
+    for (int i = threadIdx.x; i < V; i += blockDim.x)
         if (isnan(raw[i]))
             nan_key = nan_key > cand_key(0.0f, i) ? nan_key : cand_key(0.0f, i);
-    nan_key = max_u64(nan_key);
-    if (nan_key) {
-        if (tid == 0) {
-            res->status = -1;
-            res->nan_id = key_id(nan_key);
-        }
-        return;
-    }
+    return max_u64(nan_key);
+}
 
-    /* log-sum-exp of the raw logits, for the logprobs */
+/* log-sum-exp of the raw logits, for the logprobs */
+__device__ double raw_lse(const float *raw, int V)
+{
+    int tid = threadIdx.x, nt = blockDim.x;
     float mx = -INFINITY;
     for (int i = tid; i < V; i += nt)
         mx = fmaxf(mx, raw[i]);
@@ -224,9 +214,14 @@ __global__ void __launch_bounds__(1024)
     double se = 0.0;
     for (int i = tid; i < V; i += nt)
         se += exp((double)raw[i] - (double)mx);
-    double lse = (double)mx + log(sum_d(se));
+    return (double)mx + log(sum_d(se));
+}
 
-    /* bias, then penalties, on a copy */
+/* bias, then penalties, on a copy of the raw logits in adj */
+__device__ void adjust_logits(const sample_desc &d, const float *raw, float *adj, int V,
+                              const sample_pen *pens, const sample_bias *biases)
+{
+    int tid = threadIdx.x, nt = blockDim.x;
     for (int i = tid; i < V; i += nt)
         adj[i] = raw[i];
     __syncthreads();
@@ -244,86 +239,126 @@ __global__ void __launch_bounds__(1024)
         adj[p.id] = l;
     }
     __syncthreads();
+}
 
+/* The greedy token: the highest logit, the lowest id among equals. */
+__device__ int best_token(const float *adj, int V)
+{
     unsigned long long best = 0;
-    for (int i = tid; i < V; i += nt) {
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
         unsigned long long k = cand_key(adj[i], i);
         best = k > best ? k : best;
     }
-    best = max_u64(best);
-    int token = key_id(best);
+    return key_id(max_u64(best));
+}
 
-    if (d.temperature > 0.0f && isfinite(adj[token])) {
-        row_view r = {adj, adj[token], d.min_p, 1.0 / (double)d.temperature, 0, 0};
-        double w, n_kept = 0.0;
-        for (int i = tid; i < V; i += nt)
-            if (kept(r, i, cand_key(adj[i], i), &w))
-                n_kept += 1.0;
-        n_kept = sum_d(n_kept);
-        double above;
-        if (d.top_k > 0 && (double)d.top_k < n_kept)
-            r.kth = radix_select(r, V, false, (double)d.top_k, &above);
-        double total = 0.0;
-        for (int i = tid; i < V; i += nt)
-            if (kept(r, i, cand_key(adj[i], i), &w))
-                total += w;
-        total = sum_d(total);
-        if (d.top_p < 1.0f) {
-            r.cut = radix_select(r, V, true, (double)d.top_p * total, &above);
-            total = 0.0;
-            for (int i = tid; i < V; i += nt)
-                if (kept(r, i, cand_key(adj[i], i), &w))
-                    total += w;
-            total = sum_d(total);
-        }
-        /* inverse CDF in id order: each thread owns a contiguous run of ids */
-        double target = d.u * total;
-        int chunk = (V + nt - 1) / nt, lo = tid * chunk, hi = lo + chunk < V ? lo + chunk : V;
-        double mine = 0.0;
-        for (int i = lo; i < hi; i++)
-            if (kept(r, i, cand_key(adj[i], i), &w))
-                mine += w;
-        double all, acc = scan_d(mine, &all);
-        unsigned long long pick = 0, last = 0;
-        for (int i = lo; i < hi; i++) {
-            if (!kept(r, i, cand_key(adj[i], i), &w))
-                continue;
-            last = (unsigned long long)i + 1;
-            acc += w;
-            if (acc > target) {
-                pick = cand_key(0.0f, i); /* the lowest such id wins below */
-                break;
-            }
-        }
-        pick = max_u64(pick);
-        last = max_u64(last);
-        if (pick)
-            token = key_id(pick);
-        else if (last) /* rounding put the target at the very end */
-            token = (int)last - 1;
-    }
+/* How many ids survive (mass 0), or their weight (mass 1). */
+__device__ double kept_sum(const row_view &r, int V, bool mass)
+{
+    double w, sum = 0.0;
+    for (int i = threadIdx.x; i < V; i += blockDim.x)
+        if (kept(r, i, cand_key(r.adj[i], i), &w))
+            sum += mass ? w : 1.0;
+    return sum_d(sum);
+}
 
-    if (tid == 0) {
-        res->status = 0;
-        res->token = token;
-        res->token_lp = (float)((double)raw[token] - lse);
+/* The kept id at which the weights, summed in id order, pass target (each
+ * thread owns a contiguous run of ids); -1 when rounding left none. */
+__device__ int inverse_cdf(const row_view &r, int V, double target)
+{
+    const float *adj = r.adj;
+    int tid = threadIdx.x, nt = blockDim.x;
+    int chunk = (V + nt - 1) / nt, lo = tid * chunk, hi = lo + chunk < V ? lo + chunk : V;
+    double w, mine = 0.0;
+    for (int i = lo; i < hi; i++)
+        if (kept(r, i, cand_key(adj[i], i), &w))
+            mine += w;
+    double all, acc = scan_d(mine, &all);
+    unsigned long long pick = 0, last = 0;
+    for (int i = lo; i < hi; i++) {
+        if (!kept(r, i, cand_key(adj[i], i), &w))
+            continue;
+        last = (unsigned long long)i + 1;
+        acc += w;
+        if (acc > target) {
+            pick = cand_key(0.0f, i); /* the lowest such id wins below */
+            break;
+        }
     }
-    /* the n_top best raw logits, best first */
+    pick = max_u64(pick);
+    last = max_u64(last);
+    if (pick)
+        return key_id(pick);
+    if (last) /* rounding put the target at the very end */
+        return (int)last - 1;
+    return -1;
+}
+
+/* A draw with temperature, min_p, top_k and top_p from the adjusted logits
+ * (token: the greedy one, kept when the draw finds none). */
+__device__ int draw_token(const sample_desc &d, const float *adj, int V, int token)
+{
+    row_view r = {adj, adj[token], d.min_p, 1.0 / (double)d.temperature, 0, 0};
+    double n_kept = kept_sum(r, V, false), above;
+    if (d.top_k > 0 && (double)d.top_k < n_kept)
+        r.kth = radix_select(r, V, false, (double)d.top_k, &above);
+    double total = kept_sum(r, V, true);
+    if (d.top_p < 1.0f) {
+        r.cut = radix_select(r, V, true, (double)d.top_p * total, &above);
+        total = kept_sum(r, V, true);
+    }
+    int pick = inverse_cdf(r, V, d.u * total);
+    return pick >= 0 ? pick : token;
+}
+
+/* the n_top best raw logits, best first */
+__device__ void top_logprobs(const float *raw, int V, double lse, int n_top, sample_result *res)
+{
     unsigned long long prev = ~0ull;
-    for (int j = 0; j < d.n_top; j++) {
+    for (int j = 0; j < n_top; j++) {
         unsigned long long b = 0;
-        for (int i = tid; i < V; i += nt) {
+        for (int i = threadIdx.x; i < V; i += blockDim.x) {
             unsigned long long k = cand_key(raw[i], i);
             if (k < prev && k > b)
                 b = k;
         }
         b = max_u64(b);
-        if (tid == 0) {
+        if (threadIdx.x == 0) {
             res->top_id[j] = key_id(b);
             res->top_lp[j] = (float)((double)raw[key_id(b)] - lse);
         }
         prev = b;
     }
+}
+
+__global__ void __launch_bounds__(1024)
+    sample_kernel(const float *logits, int V, float *adj_all, const sample_desc *descs,
+                  const sample_pen *pens, const sample_bias *biases, sample_result *results)
+{
+    const sample_desc d = descs[blockIdx.x];
+    const float *raw = logits + (size_t)d.row * V;
+    float *adj = adj_all + (size_t)blockIdx.x * V;
+    sample_result *res = &results[blockIdx.x];
+
+    unsigned long long nan_key = first_nan_key(raw, V);
+    if (nan_key) {
+        if (threadIdx.x == 0) {
+            res->status = -1;
+            res->nan_id = key_id(nan_key);
+        }
+        return;
+    }
+    double lse = raw_lse(raw, V);
+    adjust_logits(d, raw, adj, V, pens, biases);
+    int token = best_token(adj, V);
+    if (d.temperature > 0.0f && isfinite(adj[token]))
+        token = draw_token(d, adj, V, token);
+    if (threadIdx.x == 0) {
+        res->status = 0;
+        res->token = token;
+        res->token_lp = (float)((double)raw[token] - lse);
+    }
+    top_logprobs(raw, V, lse, d.n_top, res);
 }
 
 void k_sample(const float *logits, int V, float *adj, const sample_desc *descs, int n,

@@ -1,6 +1,6 @@
 // The engine's CUDA backend (engine/cuda), compiled as C++ against the CPU
 // simulator (cudasim.h) so the tests can run every kernel without a GPU.
-#include "backend.cu"
+#include "device.cu"
 #include "forward.cu"
 #include "kernels.cu"
 #include "sample.cu"

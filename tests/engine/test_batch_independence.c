@@ -18,7 +18,7 @@
 
 #define N_SEQ 5
 /* the wide batch: more sequences than the attention's one-job form needs
- * (engine/attention.c, from 16 a step), most of them decoding */
+ * (engine/cpu/attention_job.c, from 16 a step), most of them decoding */
 #define N_WIDE 20
 
 /* Logits of every position of tokens[0..n), fed alone in chunks of `chunk`

@@ -1,5 +1,5 @@
 /*
- * attention.c — the first half of a layer on the CPU: the q, k, v (and g)
+ * attention_job.c — the first half of a layer on the CPU: the q, k, v (and g)
  * projections, φ and the rotary embedding, the token mixer and its output
  * norm (docs/model.md, Forward pass), from the normed rows in e->h to the
  * mixed rows in e->att.
@@ -17,8 +17,8 @@
  *     thread streaming state beside one computing does both in less time
  *     than both threads doing one and then the other (bench/RESULTS.md).
  */
-#include "cpu/kernels.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
 
 #include <sched.h>
 #include <stdatomic.h>

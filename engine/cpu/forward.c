@@ -10,8 +10,8 @@
  * never depends on the other rows (see cpu/kernels.h), so a sequence's logits
  * are the same bits alone or in any batch.
  */
-#include "cpu/kernels.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <stdlib.h>

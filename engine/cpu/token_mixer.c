@@ -1,5 +1,5 @@
 /*
- * mhla_mixer.c — the MHLA token mixer in its streaming form (docs/model.md, Streaming form), for
+ * token_mixer.c — the MHLA token mixer in its streaming form (docs/model.md, Streaming form), for
  * one layer and one kv head of one sequence.
  *
  * For the token at position p in block i:
@@ -12,8 +12,8 @@
  * order as for one token at a time, which is why prefill, decode and any
  * split of a sequence into calls give the same bits.
  */
-#include "cpu/kernels.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
 
 #include <string.h>
 
@@ -142,6 +142,34 @@ static void close_block(const head_view *h, int i)
         }
 }
 
+/* The last part of a pass of block_outputs: each of its nr tokens' output
+ * (q_tᵀ P_i already in ot) gets m[i][i] times its intra-block sum and, with
+ * mhla_normalize, is divided by its normaliser. */
+static void finish_pass(const head_view *h, const float *qt, size_t q_stride, int i, int ra, int nr,
+                        const float *scores, const float *intra, float *ot, size_t out_stride)
+{
+    int dk = h->dk, dv = h->dv, C = h->C;
+    float m_ii = h->mix[(size_t)i * h->Lm + i];
+    for (int t = 0; t < nr; t++) {
+        float *o = ot + (size_t)t * out_stride;
+        k_axpy(m_ii, intra + (size_t)t * dv, o, dv);
+        if (!h->prefix_k)
+            continue;
+        float z = i > 0 ? k_dot(qt + (size_t)t * q_stride, h->prefix_k, dk) : 0.0f, zs = 0.0f;
+        for (int u = 0; u <= ra + t; u++)
+            zs += scores[(size_t)t * C + u];
+        float den = z + m_ii * zs;
+        /* The formula leaves 0/0 undefined (relu features that share no
+         * positive component); its limit, 0, is returned instead of a NaN
+         * that would poison every later position. */
+        if (den == 0.0f)
+            memset(o, 0, (size_t)dv * sizeof(float));
+        else
+            for (int c = 0; c < dv; c++)
+                o[c] /= den;
+    }
+}
+
 /* Outputs of one query head for the n tokens at block offsets r0 .. r0+n-1 of block i
  * (their k and v already in cur_k, cur_v), R tokens per pass:
  *     out_t = q_tᵀ P_i + m[i][i] Σ_{u ≤ r0+t} (q_t · k_u) v_u
@@ -153,7 +181,6 @@ static void block_outputs(const head_view *h, const float *q, size_t q_stride, i
                           float *out, size_t out_stride, float *scratch, int R)
 {
     int dk = h->dk, dv = h->dv, C = h->C;
-    float m_ii = h->mix[(size_t)i * h->Lm + i];
     for (int t0 = 0; t0 < n; t0 += R) {
         int nr = n - t0 < R ? n - t0 : R, ra = r0 + t0;
         const float *qt = q + (size_t)t0 * q_stride;
@@ -183,24 +210,7 @@ static void block_outputs(const head_view *h, const float *q, size_t q_stride, i
             for (int u = ra + 1; u <= ra + t; u++)
                 k_axpy(scores[(size_t)t * C + u], h->cur_v + (size_t)u * dv, intra + (size_t)t * dv,
                        dv);
-        for (int t = 0; t < nr; t++) {
-            float *o = ot + (size_t)t * out_stride;
-            k_axpy(m_ii, intra + (size_t)t * dv, o, dv);
-            if (!h->prefix_k)
-                continue;
-            float z = i > 0 ? k_dot(qt + (size_t)t * q_stride, h->prefix_k, dk) : 0.0f, zs = 0.0f;
-            for (int u = 0; u <= ra + t; u++)
-                zs += scores[(size_t)t * C + u];
-            float den = z + m_ii * zs;
-            /* The formula leaves 0/0 undefined (relu features that share no
-             * positive component); its limit, 0, is returned instead of a NaN
-             * that would poison every later position. */
-            if (den == 0.0f)
-                memset(o, 0, (size_t)dv * sizeof(float));
-            else
-                for (int c = 0; c < dv; c++)
-                    o[c] /= den;
-        }
+        finish_pass(h, qt, q_stride, i, ra, nr, scores, intra, ot, out_stride);
     }
 }
 

@@ -1,5 +1,5 @@
 /*
- * cpu_product_rate.c — the matrix products of a batch-1 decode step run
+ * product_rate.c — the matrix products of a batch-1 decode step run
  * alone, timed (the backend's product_pass; mhla_engine_product_rate).
  *
  * A batch-1 step reads every weight once, so its rate against the memory
@@ -15,18 +15,10 @@
  * head alone (MHLA_PRODUCTS_HEAD: one matrix, one job, the largest a step
  * reads) is the kernels' own streaming rate, with one job's start and end.
  */
-#include "cpu/kernels.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
 
 #include <stdlib.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* x gets small values that change from element to element (what the
  * products compute does not matter; the bytes they read do) */
@@ -34,6 +26,29 @@ static void fill_row(float *x, int n)
 {
     for (int i = 0; i < n; i++)
         x[i] = (float)((i * 37) % 64 - 32) * (1.0f / 256);
+}
+
+/* One layer's products in a step's jobs, on the one row x: q, k, v (and g)
+ * into y, the output projection and down into o, gate and up (with the
+ * step's swiglu epilogue); -1 when the q, k, v products fail. */
+static int layer_products(mhla_cpu *e, const mhla_layer *ly, const float *x, float *y[4], float *o,
+                          float *gate, float *up)
+{
+    const mhla_config *c = &e->model->cfg;
+    int D = c->hidden_size, I = c->intermediate_size;
+    int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
+    int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
+    k_matrix w[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
+    int n[4] = {qd, kd, vd, od};
+    if (k_linear_multi(x, 1, D, w, n, y, n, k_matrix_present(ly->wg) ? 4 : 3, e->workers))
+        return -1;
+    k_linear(x, 1, od, ly->wo, D, o, D, e->workers);
+    k_matrix wgu[2] = {ly->w_gate, ly->w_up};
+    float *ygu[2] = {gate, up};
+    mhla_swiglu_job sw = {gate, up, 1, I};
+    k_linear_pair(x, 1, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, e->workers);
+    k_linear(x, 1, I, ly->w_down, D, o, D, e->workers);
+    return 0;
 }
 
 int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
@@ -60,25 +75,16 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
     float *gate = o + D, *up = gate + I, *logits = up + I;
     fill_row(x, in);
 
-    double t0 = now_s();
+    double t0 = mhla_now();
     for (int l = 0; which == MHLA_PRODUCTS_STEP && l < c->num_layers; l++) {
-        const mhla_layer *ly = &m->layers[l];
-        k_matrix w[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
-        int n[4] = {qd, kd, vd, od};
         float *y[4] = {q, k, v, g};
-        if (k_linear_multi(x, 1, D, w, n, y, n, k_matrix_present(ly->wg) ? 4 : 3, e->workers)) {
+        if (layer_products(e, &m->layers[l], x, y, o, gate, up)) {
             free(buf);
             return mhla_fail_as(err, MHLA_ERR_INTERNAL, "layer %d: the q, k, v products failed", l);
         }
-        k_linear(x, 1, od, ly->wo, D, o, D, e->workers);
-        k_matrix wgu[2] = {ly->w_gate, ly->w_up};
-        float *ygu[2] = {gate, up};
-        mhla_swiglu_job sw = {gate, up, 1, I};
-        k_linear_pair(x, 1, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, e->workers);
-        k_linear(x, 1, I, ly->w_down, D, o, D, e->workers);
     }
     k_linear(x, 1, D, m->lm_head, V, logits, V, e->workers);
-    double dt = now_s() - t0;
+    double dt = mhla_now() - t0;
 
     free(buf);
     if (!(dt > 0))

@@ -1,5 +1,5 @@
 /*
- * backend_state.h — the CUDA backend's state (backend.cu creates it, forward.cu
+ * state.h — the CUDA backend's state (device.cu creates it, forward.cu
  * runs steps on it). C++ only.
  */
 #ifndef MHLA_CUDA_STATE_H

@@ -1,5 +1,5 @@
 /*
- * cuda_backend.c — the CUDA backend as the engine's backend interface sees
+ * ops.c — the CUDA backend as the engine's backend interface sees
  * it (backend.h): describes the model and each step to the CUDA code
  * (mhla_cuda.h) in plain descriptors, and gives kvstate the GPU's memory for
  * pages and buffers. Built only where the build has the CUDA backend (nvcc,
@@ -31,6 +31,25 @@ static void cuda_free(void *ctx)
     free(g);
 }
 
+/* A layer's host tensors as the CUDA code takes them. */
+static mhla_cuda_layer_src layer_src(const mhla_layer *y)
+{
+    return (mhla_cuda_layer_src){
+        .attn_norm = y->attn_norm,
+        .g_norm = y->g_norm,
+        .mlp_norm = y->mlp_norm,
+        .mix = y->mix,
+        .wq = hmat(y->wq),
+        .wk = hmat(y->wk),
+        .wv = hmat(y->wv),
+        .wg = hmat(y->wg),
+        .wo = hmat(y->wo),
+        .w_gate = hmat(y->w_gate),
+        .w_up = hmat(y->w_up),
+        .w_down = hmat(y->w_down),
+    };
+}
+
 static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, mhla_cuda **out,
                     mhla_error *err)
 {
@@ -48,23 +67,8 @@ static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, mhla_cu
     mhla_cuda_layer_src *ls = calloc((size_t)c->num_layers, sizeof *ls);
     if (!ls)
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
-    for (int l = 0; l < c->num_layers; l++) {
-        const mhla_layer *y = &m->layers[l];
-        ls[l] = (mhla_cuda_layer_src){
-            .attn_norm = y->attn_norm,
-            .g_norm = y->g_norm,
-            .mlp_norm = y->mlp_norm,
-            .mix = y->mix,
-            .wq = hmat(y->wq),
-            .wk = hmat(y->wk),
-            .wv = hmat(y->wv),
-            .wg = hmat(y->wg),
-            .wo = hmat(y->wo),
-            .w_gate = hmat(y->w_gate),
-            .w_up = hmat(y->w_up),
-            .w_down = hmat(y->w_down),
-        };
-    }
+    for (int l = 0; l < c->num_layers; l++)
+        ls[l] = layer_src(&m->layers[l]);
     mhla_cuda_model_src src = {
         .cfg = c,
         .embeddings = m->embeddings,
@@ -313,5 +317,7 @@ const mhla_backend_ops mhla_cuda_backend = {
     .product_pass = NULL,
     .device_memory = cuda_device_memory,
     .stats = cuda_stats,
+    .note = NULL,
+    .threads = NULL,
     .samples_on_device = 1,
 };

@@ -1,9 +1,9 @@
 /*
- * backend.cu — the CUDA backend's life: finding the device, putting the
+ * device.cu — the CUDA backend's life: finding the device, putting the
  * weights on it (in bf16, f16 or f32), the state memory kvstate allocates
  * pages from, and tearing it all down.
  */
-#include "backend_state.h"
+#include "state.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -273,6 +273,48 @@ out:
 
 /* ---- create / free ------------------------------------------------------------ */
 
+/* The weights' and the state's types and the fused [q;k;v;g] product's rows. */
+static void create_layout(mhla_cuda *g, const mhla_cuda_model_src *src,
+                          const mhla_cuda_options *opt)
+{
+    const mhla_config *c = src->cfg;
+    g->cfg = *c;
+    g->dev_index = opt->device_index;
+    g->dt = opt->weights == MHLA_GPU_WEIGHTS_F32   ? DT_F32
+            : opt->weights == MHLA_GPU_WEIGHTS_F16 ? DT_F16
+                                                   : DT_BF16;
+    g->dt_bytes = g->dt == DT_F32 ? 4 : 2;
+    g->state_bf16 = opt->state_bf16;
+    g->no_graphs = opt->no_graphs;
+    int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
+    int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
+    g->q_off = 0;
+    g->k_off = qd;
+    g->v_off = qd + kd;
+    g->g_off = src->layers[0].wg.f32 || src->layers[0].wg.bf16 ? qd + kd + vd : -1;
+    g->W = qd + kd + vd + (g->g_off >= 0 ? od : 0);
+    g->q_scale = src->q_scale;
+}
+
+/* The stream and the cuBLAS handle, with a workspace of our own: products
+ * captured in CUDA graphs must not allocate. */
+static int create_handles(mhla_cuda *g, char *err)
+{
+    if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess)
+        return fail(err, "CUDA: cannot create a stream");
+    if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS) {
+        g->blas = nullptr;
+        return fail(err, "cuBLAS: cannot create a handle");
+    }
+    if (dmalloc(g, &g->blas_ws, 32u << 20, err))
+        return -1;
+    if (cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(g->blas, g->blas_ws, 32u << 20) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS)
+        return fail(err, "cuBLAS: cannot configure the handle");
+    return 0;
+}
+
 extern "C" int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_options *opt,
                                 mhla_cuda **out, char *err)
 {
@@ -290,22 +332,7 @@ extern "C" int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_
     mhla_cuda *g = static_cast<mhla_cuda *>(calloc(1, sizeof *g));
     if (!g)
         return fail(err, "out of memory");
-    g->cfg = *c;
-    g->dev_index = opt->device_index;
-    g->dt = opt->weights == MHLA_GPU_WEIGHTS_F32   ? DT_F32
-            : opt->weights == MHLA_GPU_WEIGHTS_F16 ? DT_F16
-                                                   : DT_BF16;
-    g->dt_bytes = g->dt == DT_F32 ? 4 : 2;
-    g->state_bf16 = opt->state_bf16;
-    g->no_graphs = opt->no_graphs;
-    int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
-    int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
-    g->q_off = 0;
-    g->k_off = qd;
-    g->v_off = qd + kd;
-    g->g_off = src->layers[0].wg.f32 || src->layers[0].wg.bf16 ? qd + kd + vd : -1;
-    g->W = qd + kd + vd + (g->g_off >= 0 ? od : 0);
-    g->q_scale = src->q_scale;
+    create_layout(g, src, opt);
 
     cudaDeviceProp p;
     if (cudaSetDevice(g->dev_index) != cudaSuccess ||
@@ -318,34 +345,9 @@ extern "C" int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_
              : g->dt == DT_F16 ? "f16"
                                : "bf16",
              g->state_bf16 ? "bf16" : "f32");
-    int rc = -1;
-    if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess) {
-        fail(err, "CUDA: cannot create a stream");
-        goto out;
-    }
-    if (cublasCreate(&g->blas) != CUBLAS_STATUS_SUCCESS) {
-        g->blas = nullptr;
-        fail(err, "cuBLAS: cannot create a handle");
-        goto out;
-    }
-    /* A workspace of our own: products captured in CUDA graphs must not
-     * allocate. */
-    if (dmalloc(g, &g->blas_ws, 32u << 20, err))
-        goto out;
-    if (cublasSetStream(g->blas, g->stream) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(g->blas, g->blas_ws, 32u << 20) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetMathMode(g->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) {
-        fail(err, "cuBLAS: cannot configure the handle");
-        goto out;
-    }
-    if (upload_model(g, src, err))
-        goto out;
-    if (dmalloc(g, reinterpret_cast<void **>(&g->restore_pages),
-                (size_t)c->num_blocks * sizeof(void *), err))
-        goto out;
-    rc = 0;
-out:
-    if (rc) {
+    if (create_handles(g, err) || upload_model(g, src, err) ||
+        dmalloc(g, reinterpret_cast<void **>(&g->restore_pages),
+                (size_t)c->num_blocks * sizeof(void *), err)) {
         mhla_cuda_free(g);
         return -1;
     }

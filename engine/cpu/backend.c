@@ -1,19 +1,18 @@
 /*
- * cpu_backend.c — the CPU backend, the engine's reference: its scratch
+ * backend.c — the CPU backend, the engine's reference: its scratch
  * buffers (forward.c runs the steps in them), its description, the bytes of
  * weights a step streams and the memory bandwidth it can stream them at.
  * Its state lives in host memory, so it has no memory hooks.
  */
-#include "cpu/kernels.h"
-#include "cpu/kernels_q8.h"
-#include "engine_internal.h"
+#include "cpu_backend.h"
+#include "kernels.h"
+#include "kernels_q8.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 static void cpu_free(void *ctx)
@@ -26,7 +25,6 @@ static void cpu_free(void *ctx)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         free(bufs[i]);
     free(e->row_item);
-    free(e->sample_rows);
     free(e->bw_mem);
     free(e->bw_sums);
     tp_free(e->workers);
@@ -63,7 +61,7 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
                  adapt ? "fewer take part while they do not pay (thread adapt on)"
                        : "all take part in every job (thread adapt off)");
     }
-    /* when the attention runs as one job (attention.c): the option, else MHLA_ATTENTION_JOB */
+    /* when the attention runs as one job (attention_job.c): the option, else MHLA_ATTENTION_JOB */
     const char *aj = opt && opt->attention_job && *opt->attention_job
                          ? opt->attention_job
                          : getenv("MHLA_ATTENTION_JOB");
@@ -123,6 +121,17 @@ static size_t cpu_step_weight_bytes(const void *ctx)
     return mhla_step_weight_bytes(((const mhla_cpu *)ctx)->model);
 }
 
+static const char *cpu_note(const void *ctx) { return ((const mhla_cpu *)ctx)->cpu_note; }
+
+static void cpu_threads(const void *ctx, mhla_cpu_threads *out)
+{
+    tp_stats st;
+    tp_get_stats(((const mhla_cpu *)ctx)->workers, &st);
+    out->threads = st.threads;
+    out->active = st.active;
+    out->reductions = st.reductions;
+}
+
 /* The bandwidth measurement's buffer: 8 times the 32 MiB L3 of the largest
  * CPUs it runs on, so a read of it comes from memory. */
 #define BW_BYTES ((size_t)256 << 20)
@@ -154,11 +163,9 @@ static void read_part(void *ctx, int t)
 
 static double seconds_of(tp_pool *pool, int n_tasks, read_job *j)
 {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = mhla_now();
     tp_run_all(pool, n_tasks, read_part, j);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return mhla_now() - t0;
 }
 
 /* The CPU streams weights, it does not copy them: each repetition reads
@@ -217,4 +224,6 @@ const mhla_backend_ops mhla_cpu_backend = {
     .product_pass = mhla_cpu_product_pass,
     .device_memory = NULL,
     .stats = NULL,
+    .note = cpu_note,
+    .threads = cpu_threads,
 };
