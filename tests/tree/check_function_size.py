@@ -56,7 +56,7 @@ def functions(path):
                 and not lines[k - 1].startswith("#"):
             k -= 1
         header = " ".join(l.strip() for l in lines[k:i])
-        if re.match(r"^(namespace\b|extern\s+\"C\")", header):
+        if re.fullmatch(r"(namespace(\s+\w+)?|extern\s+\"C\")\s*", header):
             i += 1  # a wrapper: its functions are inside
             continue
         depth = deepest = 0
@@ -141,6 +141,7 @@ def self_test(a):
     deep += "".join("    " * (d + 1) + "}\n" for d in reversed(range(a.max_depth + 1))) + "}\n"
     fine = 'int fine(void)\n{\n    const char *s = "{{{{";\n    return s[0];\n}\n'
     ns = "namespace outer\n{\n\nint inside(void)\n{\n    return 1;\n}\n\n} // namespace outer\n"
+    ns += 'extern "C" int c_linkage(void)\n{\n    return 2;\n}\n'
     attr = "static inline __attribute__((always_inline)) int attr_one(void)\n{\n" + "    x++;\n" * 3 + "}\n"
     ok = True
     with tempfile.TemporaryDirectory() as d:
@@ -150,7 +151,7 @@ def self_test(a):
         names = " ".join(bad)
         got = {f[0] for f in functions(p)}
         ok &= "long_one" in names and "deep_one" in names and "fine" not in names
-        ok &= {"inside", "attr_one"} <= got and "outer" not in got
+        ok &= {"inside", "attr_one", "c_linkage"} <= got and "outer" not in got
         # the tree check: a grown entry, an unlisted function and a stale entry
         os.makedirs(os.path.join(d, "base"))
         grown = "int grown(void)\n{\n" + "    x++;\n" * 60 + "}\n"
