@@ -26,6 +26,25 @@ static int grow(float **p, size_t n, mhla_error *err)
     return 0;
 }
 
+/* With q8 weights, the quantized rows of the step's widest product in both
+ * of the pool's slots, now: a product whose rows could not be allocated
+ * half-way through a step would leave the sequences' state changed. */
+static int reserve_q8_rows(mhla_cpu *e, int T, mhla_error *err)
+{
+    const mhla_config *c = &e->model->cfg;
+    if (!e->model->layers[0].wq.q8 && !e->model->lm_head.q8)
+        return 0;
+    int K = c->hidden_size;
+    K = c->intermediate_size > K ? c->intermediate_size : K;
+    K = c->num_heads * c->head_v_dim > K ? c->num_heads * c->head_v_dim : K;
+    size_t bytes = k_q8_rows_bytes(T, K);
+    if (!tp_scratch(e->workers, K_Q8_SLOT_LINEAR, bytes) ||
+        !tp_scratch(e->workers, K_Q8_SLOT_PROD, bytes))
+        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %d rows' quantized activations",
+                            T);
+    return 0;
+}
+
 static int ensure_capacity(mhla_cpu *e, int T, mhla_error *err)
 {
     if (T <= e->cap)
@@ -42,6 +61,8 @@ static int ensure_capacity(mhla_cpu *e, int T, mhla_error *err)
     if (!ri)
         return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->row_item = ri;
+    if (reserve_q8_rows(e, T, err))
+        return -1;
     e->cap = T;
     return 0;
 }

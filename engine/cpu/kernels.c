@@ -250,7 +250,7 @@ void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float
 int k_prod_begin(k_prod *p, const float *x, int T, int K, int q8, tp_pool *pool)
 {
     *p = (k_prod){.x = x, .T = T, .K = K};
-    return q8 ? k_q8_rows_make(x, T, K, pool, &p->q8) : 0;
+    return q8 ? k_q8_rows_make(x, T, K, pool, K_Q8_SLOT_PROD, &p->q8) : 0;
 }
 
 void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy)

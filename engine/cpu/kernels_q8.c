@@ -182,25 +182,32 @@ static void quantize_rows(const float *x, int T, int K, int G, tp_pool *pool, in
     tp_run(pool, qj.n_tasks, quant_task, &qj);
 }
 
-int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, k_q8_rows *out)
+size_t k_q8_rows_bytes(int T, int K)
 {
-    size_t G = (size_t)K / KQ_GROUP;
     /* per row: its scales, its group sums, its int8 values */
-    unsigned char *buf = malloc((size_t)T * ((size_t)K + G * (sizeof(float) + sizeof(int32_t))));
-    if (!buf)
+    size_t G = (size_t)K / KQ_GROUP;
+    return (size_t)T * ((size_t)K + G * (sizeof(float) + sizeof(int32_t)));
+}
+
+int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, int slot, k_q8_rows *out)
+{
+    size_t G = (size_t)K / KQ_GROUP, bytes = k_q8_rows_bytes(T, K);
+    /* the pool's scratch, which a forward pass has reserved; else a buffer of our own */
+    unsigned char *buf = tp_scratch(pool, slot, bytes), *own = NULL;
+    if (!buf && !(buf = own = malloc(bytes)))
         return -1;
     float *d = (float *)buf;
     int32_t *sum = (int32_t *)(buf + (size_t)T * G * 4);
     int8_t *q = (int8_t *)(buf + (size_t)T * G * 8);
     quantize_rows(x, T, K, (int)G, pool, q, d, sum);
-    *out = (k_q8_rows){.act = {K, (int)G, q, d, sum}, .T = T, .buf = buf};
+    *out = (k_q8_rows){.act = {K, (int)G, q, d, sum}, .T = T, .buf = buf, .own = own};
     return 0;
 }
 
 void k_q8_rows_free(k_q8_rows *r)
 {
-    free(r->buf);
-    r->buf = NULL;
+    free(r->own);
+    r->own = r->buf = NULL;
 }
 
 void k_q8_cols(const k_q8_rows *x, const k_q8_matrix *w, int b0, int b1, float *y, int ldy)
@@ -249,7 +256,7 @@ int k_linear_q8_multi(const float *x, int T, const k_q8_matrix *const *w, float 
         j.ldy[i] = ldy[i];
     }
     k_q8_rows rows;
-    if (k_q8_rows_make(x, T, w[0]->K, pool, &rows))
+    if (k_q8_rows_make(x, T, w[0]->K, pool, K_Q8_SLOT_LINEAR, &rows))
         return -1;
     run_rows(&rows, &j, pool);
     k_q8_rows_free(&rows);

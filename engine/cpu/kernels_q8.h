@@ -77,13 +77,21 @@ typedef struct {
 
 /* Activation rows quantized once, for products run a piece at a time
  * (k_q8_cols): k_q8_rows_make quantizes x's T rows of K (its tasks on the
- * pool), -1 when out of memory for them; k_q8_rows_free frees them. */
+ * pool) into the pool's scratch slot (tp_scratch), or a buffer of its own
+ * where the pool has none, -1 when out of memory for them; k_q8_rows_free
+ * frees what it made. The whole products use slot K_Q8_SLOT_LINEAR, a
+ * k_prod (held over a job whose tasks run products) K_Q8_SLOT_PROD; a
+ * forward pass reserves both for its rows (k_q8_rows_bytes) before a step
+ * changes anything, so no product's allocation can fail half-way. */
+enum { K_Q8_SLOT_LINEAR = 0, K_Q8_SLOT_PROD = 1 };
 typedef struct k_q8_rows {
     kq_act act;
     int T;
     void *buf;
+    void *own; /* buf when it is not the pool's */
 } k_q8_rows;
-int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, k_q8_rows *out);
+size_t k_q8_rows_bytes(int T, int K);
+int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, int slot, k_q8_rows *out);
 void k_q8_rows_free(k_q8_rows *r);
 
 /* Row blocks [b0, b1) of w (output columns [16 b0, min(16 b1, N))) against

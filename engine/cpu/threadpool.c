@@ -84,6 +84,8 @@ typedef struct {
 
 struct tp_pool {
     int n_threads;
+    void *scratch[TP_SCRATCH_SLOTS]; /* the caller's buffers between jobs (tp_scratch) */
+    size_t scratch_bytes[TP_SCRATCH_SLOTS];
     pthread_t *workers;
     tp_worker *worker_args;
     int n_started;
@@ -397,10 +399,26 @@ void tp_free(tp_pool *p)
         pthread_join(p->workers[i], NULL);
     free(p->workers);
     free(p->worker_args);
+    for (int i = 0; i < TP_SCRATCH_SLOTS; i++)
+        free(p->scratch[i]);
     free(p);
 }
 
 int tp_threads(const tp_pool *p) { return p ? p->n_threads : 1; }
+
+void *tp_scratch(tp_pool *p, int slot, size_t bytes)
+{
+    if (!p || slot < 0 || slot >= TP_SCRATCH_SLOTS)
+        return NULL;
+    if (bytes > p->scratch_bytes[slot]) {
+        void *b = realloc(p->scratch[slot], bytes);
+        if (!b)
+            return NULL;
+        p->scratch[slot] = b;
+        p->scratch_bytes[slot] = bytes;
+    }
+    return p->scratch[slot];
+}
 
 void tp_set_adaptive(tp_pool *p, int on)
 {

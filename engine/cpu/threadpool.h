@@ -26,6 +26,15 @@ int tp_create(int n_threads, tp_pool **out, char *err, size_t errlen);
 void tp_free(tp_pool *pool);
 int tp_threads(const tp_pool *pool);
 
+/* A buffer of at least bytes for the pool's caller to use between and
+ * during its jobs (the q8 products' quantized rows), grown here and kept
+ * until tp_free: a caller that asks for the most it will need before it
+ * starts a step (the CPU forward pass does) gets it during the step without
+ * an allocation that could fail half-way. NULL when out of memory or with
+ * no pool. Slots keep buffers that are in use at once apart. */
+enum { TP_SCRATCH_SLOTS = 2 };
+void *tp_scratch(tp_pool *pool, int slot, size_t bytes);
+
 /* Runs fn(ctx, task) for every task in [0, n_tasks) and returns when all
  * are done. One job at a time per pool (the engine's forward thread). A
  * NULL pool, one thread or one task runs everything on the caller. */
