@@ -63,12 +63,12 @@ typedef struct {
      * the device, so that only the results cross to the host); 0: the
      * engine samples every slot from the logits rows forward returns. */
     int samples_on_device;
-} mhla_backend_ops;
+} eng_backend_ops;
 
-extern const mhla_backend_ops mhla_cpu_backend;
-extern const mhla_backend_ops mhla_cuda_backend; /* builds with CUDA only */
+extern const eng_backend_ops eng_cpu_backend;
+extern const eng_backend_ops eng_cuda_backend; /* builds with CUDA only */
 
 /* The backends of this build, NULL-terminated (backend_registry.c). */
-extern const mhla_backend_ops *const mhla_backends[];
+extern const eng_backend_ops *const eng_backends[];
 
 #endif

@@ -8,10 +8,10 @@
 
 #include <stddef.h>
 
-const mhla_backend_ops *const mhla_backends[] = {
+const eng_backend_ops *const eng_backends[] = {
 #ifdef MHLA_BACKEND_CUDA
-    &mhla_cuda_backend,
+    &eng_cuda_backend,
 #endif
-    &mhla_cpu_backend,
+    &eng_cpu_backend,
     NULL,
 };

@@ -12,10 +12,10 @@ static int get_int(const cJSON *root, const char *key, long lo, long hi, int *ou
     if (!it || cJSON_IsNull(it))
         return 0;
     if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble))
-        return mhla_fail(err, "config.json: field '%s' must be an integer", key);
+        return eng_fail(err, "config.json: field '%s' must be an integer", key);
     if (it->valuedouble < (double)lo || it->valuedouble > (double)hi)
-        return mhla_fail(err, "config.json: field '%s' = %.0f is out of range [%ld, %ld]", key,
-                         it->valuedouble, lo, hi);
+        return eng_fail(err, "config.json: field '%s' = %.0f is out of range [%ld, %ld]", key,
+                        it->valuedouble, lo, hi);
     *out = (int)it->valuedouble;
     return 0;
 }
@@ -27,10 +27,10 @@ static int get_num(const cJSON *root, const char *key, double lo, double hi, dou
     if (!it || cJSON_IsNull(it))
         return 0;
     if (!cJSON_IsNumber(it))
-        return mhla_fail(err, "config.json: field '%s' must be a number", key);
+        return eng_fail(err, "config.json: field '%s' must be a number", key);
     if (!(it->valuedouble >= lo && it->valuedouble <= hi))
-        return mhla_fail(err, "config.json: field '%s' = %g is out of range [%g, %g]", key,
-                         it->valuedouble, lo, hi);
+        return eng_fail(err, "config.json: field '%s' = %g is out of range [%g, %g]", key,
+                        it->valuedouble, lo, hi);
     *out = it->valuedouble;
     return 0;
 }
@@ -41,7 +41,7 @@ static int get_bool(const cJSON *root, const char *key, int *out, mhla_error *er
     if (!it || cJSON_IsNull(it))
         return 0;
     if (!cJSON_IsBool(it))
-        return mhla_fail(err, "config.json: field '%s' must be true or false", key);
+        return eng_fail(err, "config.json: field '%s' must be true or false", key);
     *out = cJSON_IsTrue(it);
     return 0;
 }
@@ -54,7 +54,7 @@ static int get_str(const cJSON *root, const char *key, const char **out, mhla_er
     if (!it || cJSON_IsNull(it))
         return 0;
     if (!cJSON_IsString(it))
-        return mhla_fail(err, "config.json: field '%s' must be a string", key);
+        return eng_fail(err, "config.json: field '%s' must be a string", key);
     *out = it->valuestring;
     return 0;
 }
@@ -68,7 +68,7 @@ static int get_token_id(const cJSON *root, const char *key, int *out, mhla_error
             return 0;
         it = cJSON_GetArrayItem(it, 0);
         if (!cJSON_IsNumber(it))
-            return mhla_fail(err, "config.json: field '%s' must hold integers", key);
+            return eng_fail(err, "config.json: field '%s' must hold integers", key);
         *out = (int)it->valuedouble;
         return 0;
     }
@@ -83,22 +83,22 @@ static int check_kind(const cJSON *root, mhla_error *err)
     if (get_str(root, "model_type", &s, err))
         return -1;
     if (s && strcmp(s, "gla") != 0)
-        return mhla_fail(err, "config.json: model_type '%s' is not supported (expected 'gla')", s);
+        return eng_fail(err, "config.json: model_type '%s' is not supported (expected 'gla')", s);
     if (get_str(root, "attn_extends", &s, err))
         return -1;
     if (s && strcmp(s, "mhla") != 0)
-        return mhla_fail(err, "config.json: attn_extends '%s' is not supported (expected 'mhla')",
-                         s);
+        return eng_fail(err, "config.json: attn_extends '%s' is not supported (expected 'mhla')",
+                        s);
 
     int short_conv = 0;
     if (get_bool(root, "use_short_conv", &short_conv, err))
         return -1;
     if (short_conv)
-        return mhla_fail(err, "config.json: use_short_conv = true is not supported yet");
+        return eng_fail(err, "config.json: use_short_conv = true is not supported yet");
     const cJSON *attn = cJSON_GetObjectItemCaseSensitive(root, "attn");
     if (attn && !cJSON_IsNull(attn))
-        return mhla_fail(err, "config.json: hybrid softmax-attention layers ('attn') are not "
-                              "supported yet");
+        return eng_fail(err, "config.json: hybrid softmax-attention layers ('attn') are not "
+                             "supported yet");
     return 0;
 }
 
@@ -161,13 +161,12 @@ static int read_functions(const cJSON *root, mhla_config *cfg, mhla_error *err)
     if (get_str(root, "hidden_act", &s, err))
         return -1;
     if (s && strcmp(s, "swish") != 0 && strcmp(s, "silu") != 0)
-        return mhla_fail(err, "config.json: hidden_act '%s' is not supported (expected 'swish')",
-                         s);
+        return eng_fail(err, "config.json: hidden_act '%s' is not supported (expected 'swish')", s);
 
     if (get_str(root, "feature_map", &s, err))
         return -1;
     if (!s)
-        return mhla_fail(err, "config.json: feature_map is missing (relu, elu or identity)");
+        return eng_fail(err, "config.json: feature_map is missing (relu, elu or identity)");
     if (strcmp(s, "relu") == 0)
         cfg->feature_map = MHLA_FEATURE_RELU;
     else if (strcmp(s, "elu") == 0)
@@ -175,8 +174,8 @@ static int read_functions(const cJSON *root, mhla_config *cfg, mhla_error *err)
     else if (strcmp(s, "identity") == 0)
         cfg->feature_map = MHLA_FEATURE_IDENTITY;
     else
-        return mhla_fail(err,
-                         "config.json: feature_map '%s' is not supported (relu, elu, identity)", s);
+        return eng_fail(err, "config.json: feature_map '%s' is not supported (relu, elu, identity)",
+                        s);
     return 0;
 }
 
@@ -187,27 +186,27 @@ static int set_shape(const shape_fields *f, mhla_config *cfg, mhla_error *err)
     /* Integer arithmetic exactly as the reference: int(D * expand). */
     int key_dim = (int)((double)f->D * f->expand_k), value_dim = (int)((double)f->D * f->expand_v);
     if (key_dim < H || key_dim % H)
-        return mhla_fail(err,
-                         "config.json: key_dim %d (hidden_size * expand_k) is not a multiple "
-                         "of num_heads %d",
-                         key_dim, H);
+        return eng_fail(err,
+                        "config.json: key_dim %d (hidden_size * expand_k) is not a multiple "
+                        "of num_heads %d",
+                        key_dim, H);
     if (value_dim < H || value_dim % H)
-        return mhla_fail(err,
-                         "config.json: value_dim %d (hidden_size * expand_v) is not a "
-                         "multiple of num_heads %d",
-                         value_dim, H);
+        return eng_fail(err,
+                        "config.json: value_dim %d (hidden_size * expand_v) is not a "
+                        "multiple of num_heads %d",
+                        value_dim, H);
     if (H % Hkv)
-        return mhla_fail(err, "config.json: num_heads %d is not a multiple of num_kv_heads %d", H,
-                         Hkv);
+        return eng_fail(err, "config.json: num_heads %d is not a multiple of num_kv_heads %d", H,
+                        Hkv);
     if ((key_dim / H) % 2)
-        return mhla_fail(err, "config.json: head_k_dim %d must be even for the rotary embedding",
-                         key_dim / H);
+        return eng_fail(err, "config.json: head_k_dim %d must be even for the rotary embedding",
+                        key_dim / H);
     /* Bounds that keep every per-head buffer small enough for the stack. */
     if (key_dim / H > 4096 || value_dim / H > 4096)
-        return mhla_fail(err, "config.json: head dimensions %d x %d exceed the limit of 4096",
-                         key_dim / H, value_dim / H);
+        return eng_fail(err, "config.json: head dimensions %d x %d exceed the limit of 4096",
+                        key_dim / H, value_dim / H);
     if (C > 4096)
-        return mhla_fail(err, "config.json: mhla_chunk_size %d exceeds the limit of 4096", C);
+        return eng_fail(err, "config.json: mhla_chunk_size %d exceeds the limit of 4096", C);
     if (I < 0) {
         int raw = (int)((double)f->D * f->hidden_ratio * 2.0 / 3.0);
         I = 256 * ((raw + 255) / 256);
@@ -234,15 +233,15 @@ static int parse_fields(const cJSON *root, mhla_config *cfg, mhla_error *err)
     return set_shape(&f, cfg, err);
 }
 
-int mhla_config_parse(const char *json, size_t len, mhla_config *cfg, mhla_error *err)
+int eng_config_parse(const char *json, size_t len, mhla_config *cfg, mhla_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root)
-        return mhla_fail(err, "config.json: not valid JSON");
+        return eng_fail(err, "config.json: not valid JSON");
     int rc = 0;
     if (!cJSON_IsObject(root))
-        rc = mhla_fail(err, "config.json: top level must be a JSON object");
+        rc = eng_fail(err, "config.json: top level must be a JSON object");
     else
         rc = parse_fields(root, cfg, err);
     cJSON_Delete(root);

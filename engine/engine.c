@@ -19,7 +19,7 @@ int mhla_device_parse(const char *name, mhla_device *out, mhla_error *err)
     else if (name && strcmp(name, "cuda") == 0)
         *out = MHLA_DEVICE_CUDA;
     else
-        return mhla_fail(err, "device '%.64s' is not auto, cpu or cuda", name ? name : "");
+        return eng_fail(err, "device '%.64s' is not auto, cpu or cuda", name ? name : "");
     return 0;
 }
 
@@ -32,7 +32,7 @@ int mhla_gpu_weights_parse(const char *name, mhla_gpu_weights *out, mhla_error *
     else if (name && strcmp(name, "f32") == 0)
         *out = MHLA_GPU_WEIGHTS_F32;
     else
-        return mhla_fail(err, "GPU weights '%.64s' are not bf16, f16 or f32", name ? name : "");
+        return eng_fail(err, "GPU weights '%.64s' are not bf16, f16 or f32", name ? name : "");
     return 0;
 }
 
@@ -45,7 +45,7 @@ int mhla_weight_dtype_parse(const char *name, mhla_weight_dtype *out, mhla_error
     else if (name && strcmp(name, "q8") == 0)
         *out = MHLA_WEIGHTS_Q8;
     else
-        return mhla_fail(err, "'%.64s' is not f32, bf16 or q8", name ? name : "");
+        return eng_fail(err, "'%.64s' is not f32, bf16 or q8", name ? name : "");
     return 0;
 }
 
@@ -54,11 +54,11 @@ const char *mhla_weight_dtype_name(mhla_weight_dtype wd)
     return wd == MHLA_WEIGHTS_Q8 ? "q8" : wd == MHLA_WEIGHTS_BF16 ? "bf16" : "f32";
 }
 
-static const mhla_backend_ops *backend_for(mhla_device device)
+static const eng_backend_ops *backend_for(mhla_device device)
 {
-    for (int i = 0; mhla_backends[i]; i++)
-        if (mhla_backends[i]->device == device)
-            return mhla_backends[i];
+    for (int i = 0; eng_backends[i]; i++)
+        if (eng_backends[i]->device == device)
+            return eng_backends[i];
     return NULL;
 }
 
@@ -69,9 +69,9 @@ static int open_backend(mhla_engine *e, const mhla_engine_options *opt, mhla_err
 {
     mhla_device want = opt ? opt->device : MHLA_DEVICE_CPU;
     if (want != MHLA_DEVICE_CPU && want != MHLA_DEVICE_AUTO && want != MHLA_DEVICE_CUDA)
-        return mhla_fail(err, "unknown device %d", (int)want);
+        return eng_fail(err, "unknown device %d", (int)want);
     if (want != MHLA_DEVICE_CPU) {
-        const mhla_backend_ops *gpu = backend_for(MHLA_DEVICE_CUDA);
+        const eng_backend_ops *gpu = backend_for(MHLA_DEVICE_CUDA);
         mhla_error why;
         if (!gpu)
             snprintf(why.msg, sizeof why.msg,
@@ -82,10 +82,10 @@ static int open_backend(mhla_engine *e, const mhla_engine_options *opt, mhla_err
             return 0;
         }
         if (want == MHLA_DEVICE_CUDA)
-            return mhla_fail_as(err, MHLA_ERR_DEVICE, "device cuda: %s", why.msg);
+            return eng_fail_as(err, MHLA_ERR_DEVICE, "device cuda: %s", why.msg);
         snprintf(e->device_note, sizeof e->device_note, "no GPU used: %s", why.msg);
     }
-    e->ops = &mhla_cpu_backend;
+    e->ops = &eng_cpu_backend;
     return e->ops->create(e->model, opt, &e->backend, err);
 }
 
@@ -95,10 +95,10 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     *out = NULL;
     mhla_engine *e = calloc(1, sizeof *e);
     if (!e)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->model = model;
     kv_pool_options po = {
-        .geo = mhla_state_geometry(&model->cfg),
+        .geo = eng_state_geometry(&model->cfg),
         .dtype = opt && opt->state_dtype == MHLA_STATE_BF16 ? KV_DTYPE_BF16 : KV_DTYPE_F32,
         .budget_bytes = opt ? opt->state_bytes : 0,
         .resume_slots = opt ? opt->resume_slots : 0,
@@ -106,7 +106,7 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     kv_error ke;
     if (opt && opt->state_dtype != MHLA_STATE_F32 && opt->state_dtype != MHLA_STATE_BF16) {
         mhla_engine_free(e);
-        return mhla_fail(err, "unknown state dtype %d", (int)opt->state_dtype);
+        return eng_fail(err, "unknown state dtype %d", (int)opt->state_dtype);
     }
     if (open_backend(e, opt, err)) {
         mhla_engine_free(e);
@@ -120,13 +120,13 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
     }
     if (kv_pool_create(&po, &e->pool, &ke)) {
         mhla_engine_free(e);
-        return mhla_fail_kv(err, &ke);
+        return eng_fail_kv(err, &ke);
     }
     size_t page_bytes = kv_pool_page_bytes(e->pool);
     if (po.budget_bytes > 0 && po.budget_bytes < page_bytes) {
         mhla_engine_free(e);
-        return mhla_fail(err, "state memory of %zu bytes holds no page of %zu bytes",
-                         po.budget_bytes, page_bytes);
+        return eng_fail(err, "state memory of %zu bytes holds no page of %zu bytes",
+                        po.budget_bytes, page_bytes);
     }
     *out = e;
     return 0;
@@ -147,7 +147,7 @@ void mhla_engine_free(mhla_engine *e)
 
 int mhla_engine_seq_create(mhla_engine *e, mhla_seq **out, mhla_error *err)
 {
-    return mhla_seq_create_in(e->model, e->pool, e->ops, e->home, out, err);
+    return eng_seq_create_in(e->model, e->pool, e->ops, e->home, out, err);
 }
 
 mhla_device mhla_engine_device(const mhla_engine *e) { return e->ops->device; }
@@ -180,8 +180,7 @@ size_t mhla_engine_step_weight_bytes(const mhla_engine *e)
 int mhla_engine_memory_bandwidth(mhla_engine *e, double *rates, int reps, mhla_error *err)
 {
     if (reps < 1)
-        return mhla_fail(err, "a bandwidth measurement needs at least one repetition, not %d",
-                         reps);
+        return eng_fail(err, "a bandwidth measurement needs at least one repetition, not %d", reps);
     return e->ops->memory_bandwidth(e->backend, rates, reps, err);
 }
 
@@ -193,7 +192,7 @@ int mhla_engine_product_rate(mhla_engine *e, mhla_products which, double *bytes_
     if (bytes)
         *bytes = 0;
     if (!e->ops->product_pass)
-        return mhla_fail(err, "the %s engine does not time its products alone", e->ops->name);
+        return eng_fail(err, "the %s engine does not time its products alone", e->ops->name);
     if (e->ops->product_pass(e->backend, which, &s, &b, err))
         return -1;
     *bytes_per_s = b / s;
@@ -207,8 +206,8 @@ int mhla_engine_device_memory(mhla_engine *e, size_t *free_bytes, size_t *total_
 {
     *free_bytes = *total_bytes = 0;
     if (!e->ops->device_memory)
-        return mhla_fail(err, "the %s engine keeps its state in host memory: no device memory",
-                         e->ops->name);
+        return eng_fail(err, "the %s engine keeps its state in host memory: no device memory",
+                        e->ops->name);
     return e->ops->device_memory(e->backend, free_bytes, total_bytes, err);
 }
 
@@ -244,7 +243,7 @@ int mhla_engine_test_control(mhla_engine *e, mhla_error *err, int op, ...)
     int rc = 0;
     switch (op) {
     case MHLA_TESTCTRL_PREFIX_HASH_BITS: kv_pool_set_hash_bits(e->pool, va_arg(ap, int)); break;
-    default: rc = mhla_fail(err, "unknown test-control op %d", op);
+    default: rc = eng_fail(err, "unknown test-control op %d", op);
     }
     va_end(ap);
     return rc;

@@ -13,19 +13,19 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-/* Formats a message into err (if non-NULL), sets its code (mhla_fail:
+/* Formats a message into err (if non-NULL), sets its code (eng_fail:
  * MHLA_ERR_INVALID) and returns -1. */
-int mhla_fail(mhla_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int mhla_fail_as(mhla_error *err, mhla_status code, const char *fmt, ...)
+int eng_fail(mhla_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int eng_fail_as(mhla_error *err, mhla_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Passes a kvstate error on with its message and the matching code. */
-int mhla_fail_kv(mhla_error *err, const kv_error *ke);
+int eng_fail_kv(mhla_error *err, const kv_error *ke);
 
 /* ---- config.json ---------------------------------------------------------- */
 
 /* Parses config.json text into cfg. num_blocks / max_positions stay 0: they
  * come from the mixing matrix's shape. */
-int mhla_config_parse(const char *json, size_t len, mhla_config *cfg, mhla_error *err);
+int eng_config_parse(const char *json, size_t len, mhla_config *cfg, mhla_error *err);
 
 /* ---- safetensors ------------------------------------------------------------ */
 
@@ -82,7 +82,7 @@ typedef struct {
     k_matrix w_gate;        /* [I, D] */
     k_matrix w_up;          /* [I, D] */
     k_matrix w_down;        /* [D, I] */
-} mhla_layer;
+} eng_layer;
 
 struct mhla_model {
     mhla_config cfg;
@@ -90,7 +90,7 @@ struct mhla_model {
     const float *embeddings; /* [V, D] */
     const float *final_norm; /* [D] */
     k_matrix lm_head;        /* [V, D] */
-    mhla_layer *layers;
+    eng_layer *layers;
     float *rope_cos; /* [max_positions, dk/2] */
     float *rope_sin;
     float q_scale;    /* dk^-0.5 */
@@ -103,8 +103,8 @@ struct mhla_model {
 /* The bytes matrix w of n weights is held in (its q8 scales and padding
  * included), and the weight bytes one step reads (the model's, less the
  * embedding table unless the head is it: a step gathers only a few rows). */
-size_t mhla_matrix_bytes(k_matrix w, size_t n);
-size_t mhla_step_weight_bytes(const mhla_model *m);
+size_t eng_matrix_bytes(k_matrix w, size_t n);
+size_t eng_step_weight_bytes(const mhla_model *m);
 
 /* ---- per-sequence state --------------------------------------------------- */
 
@@ -118,20 +118,20 @@ size_t mhla_step_weight_bytes(const mhla_model *m);
 struct mhla_seq {
     const mhla_model *model;
     kv_seq *kv;
-    const mhla_backend_ops *ops; /* restores its state: the CPU's, or its engine's backend's */
+    const eng_backend_ops *ops; /* restores its state: the CPU's, or its engine's backend's */
     void *home; /* the backend whose device memory holds its state; NULL: host memory */
 };
 
 /* The state geometry kvstate is given for a model. */
-kv_geometry mhla_state_geometry(const mhla_config *cfg);
+kv_geometry eng_state_geometry(const mhla_config *cfg);
 /* A fresh sequence whose pages come from pool, its state restored by ops
  * (in home's memory when home is not NULL). */
-int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, const mhla_backend_ops *ops,
-                       void *home, mhla_seq **out, mhla_error *err);
+int eng_seq_create_in(const mhla_model *model, kv_pool *pool, const eng_backend_ops *ops,
+                      void *home, mhla_seq **out, mhla_error *err);
 /* Makes sure pages for blocks [0, n_blocks) exist. */
-int mhla_seq_reserve_pages(mhla_seq *seq, int n_blocks, mhla_error *err);
+int eng_seq_reserve_pages(mhla_seq *seq, int n_blocks, mhla_error *err);
 /* The same on whichever device holds the sequence's state. */
-int mhla_seq_restore_prefix(mhla_seq *seq, mhla_error *err);
+int eng_seq_restore_prefix(mhla_seq *seq, mhla_error *err);
 
 /* ---- sampler.c: what sampling on a GPU needs of a sampler ---- */
 
@@ -141,14 +141,14 @@ typedef struct {
     const unsigned char *in_prompt;
     const int32_t *seen; /* distinct ids with counts[id] > 0 or in_prompt[id] */
     int n_seen;
-} mhla_sampler_view;
+} eng_sampler_view;
 
-void mhla_sampler_view_of(const mhla_sampler *s, mhla_sampler_view *v);
+void eng_sampler_view_of(const mhla_sampler *s, eng_sampler_view *v);
 /* The one uniform mhla_sampler_next would draw for this token (0 and none
  * drawn when greedy). */
-double mhla_sampler_draw(mhla_sampler *s);
+double eng_sampler_draw(mhla_sampler *s);
 /* Counts a chosen token for the penalties, as mhla_sampler_next does. */
-void mhla_sampler_record(mhla_sampler *s, int32_t tok);
+void eng_sampler_record(mhla_sampler *s, int32_t tok);
 
 /* ---- the engine (engine.c creates it, step.c runs its steps) ---- */
 
@@ -169,11 +169,11 @@ void eng_step_rows_free(eng_step_rows *r);
 
 struct mhla_engine {
     const mhla_model *model;
-    const mhla_backend_ops *ops; /* the backend the steps run on */
-    void *backend;               /* its state */
-    void *home;                  /* backend when its state lives in device memory, else NULL */
-    kv_memory memory;            /* kvstate's hooks for that memory */
-    kv_pool *pool;               /* state memory of mhla_engine_seq_create's sequences */
+    const eng_backend_ops *ops; /* the backend the steps run on */
+    void *backend;              /* its state */
+    void *home;                 /* backend when its state lives in device memory, else NULL */
+    kv_memory memory;           /* kvstate's hooks for that memory */
+    kv_pool *pool;              /* state memory of mhla_engine_seq_create's sequences */
     char device_name[420];
     char device_note[600];
     eng_step_rows *rows; /* the logits rows of a step's samples and scores (step_choose.c) */

@@ -15,7 +15,7 @@ static int vfail(mhla_error *err, mhla_status code, const char *fmt, va_list ap)
     return -1;
 }
 
-int mhla_fail(mhla_error *err, const char *fmt, ...)
+int eng_fail(mhla_error *err, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -24,7 +24,7 @@ int mhla_fail(mhla_error *err, const char *fmt, ...)
     return -1;
 }
 
-int mhla_fail_as(mhla_error *err, mhla_status code, const char *fmt, ...)
+int eng_fail_as(mhla_error *err, mhla_status code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -33,7 +33,7 @@ int mhla_fail_as(mhla_error *err, mhla_status code, const char *fmt, ...)
     return -1;
 }
 
-int mhla_fail_kv(mhla_error *err, const kv_error *ke)
+int eng_fail_kv(mhla_error *err, const kv_error *ke)
 {
     mhla_status code;
     switch (ke->code) {
@@ -43,5 +43,5 @@ int mhla_fail_kv(mhla_error *err, const kv_error *ke)
     case KV_ERR_INTERNAL: code = MHLA_ERR_INTERNAL; break;
     default: code = MHLA_ERR_INVALID; break;
     }
-    return mhla_fail_as(err, code, "%s", ke->msg);
+    return eng_fail_as(err, code, "%s", ke->msg);
 }

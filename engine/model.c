@@ -68,7 +68,7 @@ static int keep_owned(mhla_model *m, void *p, mhla_error *err)
 {
     if (mhla_grow(&m->owned, sizeof *m->owned, &m->owned_cap, m->n_owned + 1)) {
         free(p);
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     }
     m->owned[m->n_owned++] = p;
     return 0;
@@ -80,7 +80,7 @@ static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape,
 {
     const st_tensor *t = st_find(&m->st, name);
     if (!t)
-        return mhla_fail(err, "tensor '%s' is missing from the checkpoint", name);
+        return eng_fail(err, "tensor '%s' is missing from the checkpoint", name);
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
         ok = t->shape[i] == shape[i];
@@ -92,13 +92,13 @@ static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape,
         for (int i = 0; i < t->ndim; i++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "",
                      (long long)t->shape[i]);
-        return mhla_fail(err, "tensor '%s' has shape [%s], config.json implies [%s]", name, got,
-                         want);
+        return eng_fail(err, "tensor '%s' has shape [%s], config.json implies [%s]", name, got,
+                        want);
     }
     size_t n = t->nbytes / (t->dtype == ST_F32 ? 4 : 2);
     if (t->dtype == ST_OTHER)
-        return mhla_fail(err, "tensor '%s' has dtype %s; weights must be F32, F16 or BF16", name,
-                         t->dtype_name);
+        return eng_fail(err, "tensor '%s' has dtype %s; weights must be F32, F16 or BF16", name,
+                        t->dtype_name);
     /* Tensors about to be narrowed to bf16 are read from the mapping. */
     if (t->dtype == ST_F32 && ((uintptr_t)t->data % sizeof(float)) == 0 && !m->copy_weights) {
         *out = t->data;
@@ -106,7 +106,7 @@ static int bind(mhla_model *m, const char *name, int ndim, const int64_t *shape,
     }
     float *buf = alloc_weights(n * sizeof(float));
     if (!buf)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory converting tensor '%s'", name);
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory converting tensor '%s'", name);
     const unsigned char *src = t->data;
     for (size_t i = 0; i < n; i++) {
         if (t->dtype == ST_F32) {
@@ -143,19 +143,19 @@ static int bind_mixing(mhla_model *m, int l, float **out, mhla_error *err)
     snprintf(name, sizeof name, "model.layers.%d.attn.mixing_matrix", l);
     const st_tensor *t = st_find(&m->st, name);
     if (!t)
-        return mhla_fail(err, "tensor '%s' is missing from the checkpoint", name);
+        return eng_fail(err, "tensor '%s' is missing from the checkpoint", name);
     int ok =
         t->ndim >= 2 && t->shape[0] == t->shape[1] && t->shape[0] > 0 && t->shape[0] <= 1 << 16;
     for (int i = 2; ok && i < t->ndim; i++)
         ok = t->shape[i] == 1;
     if (!ok)
-        return mhla_fail(err, "tensor '%s' has a bad shape: expected [Lm, Lm, 1, 1, 1, 1]", name);
+        return eng_fail(err, "tensor '%s' has a bad shape: expected [Lm, Lm, 1, 1, 1, 1]", name);
     int Lm = (int)t->shape[0];
     if (m->cfg.num_blocks == 0) {
         m->cfg.num_blocks = Lm;
     } else if (Lm != m->cfg.num_blocks) {
-        return mhla_fail(err, "tensor '%s' has shape [%d, %d, ...], layer 0 has %d blocks", name,
-                         Lm, Lm, m->cfg.num_blocks);
+        return eng_fail(err, "tensor '%s' has shape [%d, %d, ...], layer 0 has %d blocks", name, Lm,
+                        Lm, m->cfg.num_blocks);
     }
     int64_t shape[ST_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
@@ -164,14 +164,14 @@ static int bind_mixing(mhla_model *m, int l, float **out, mhla_error *err)
         return -1;
     float *mix = malloc((size_t)Lm * Lm * sizeof(float));
     if (!mix || keep_owned(m, mix, err))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < (size_t)Lm * Lm; i++) {
         float v = raw[i];
         /* Only b <= i is ever read. A NaN there would poison every output
          * after it, so it is refused rather than clamped. */
         if (i % (size_t)Lm <= i / (size_t)Lm && v != v)
-            return mhla_fail(err, "tensor '%s' holds NaN at [%zu, %zu]", name, i / (size_t)Lm,
-                             i % (size_t)Lm);
+            return eng_fail(err, "tensor '%s' holds NaN at [%zu, %zu]", name, i / (size_t)Lm,
+                            i % (size_t)Lm);
         mix[i] = v < 1e-5f ? 1e-5f : (v > 1.0f ? 1.0f : v);
     }
     *out = mix;
@@ -183,7 +183,7 @@ static int bind_layer(mhla_model *m, int l, mhla_error *err)
     const mhla_config *c = &m->cfg;
     int64_t D = c->hidden_size, H = c->num_heads, Hkv = c->num_kv_heads, dk = c->head_k_dim,
             dv = c->head_v_dim, I = c->intermediate_size;
-    mhla_layer *y = &m->layers[l];
+    eng_layer *y = &m->layers[l];
     char n[160];
 #define LNAME(suffix) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), n)
     if (BIND(m, LNAME("attn_norm.weight"), &y->attn_norm, D) ||
@@ -215,7 +215,7 @@ static int build_rope(mhla_model *m, mhla_error *err)
     m->rope_cos = malloc(n * sizeof(float));
     m->rope_sin = malloc(n * sizeof(float));
     if (!m->rope_cos || !m->rope_sin)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the rotary tables");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the rotary tables");
     for (int r = 0; r < half; r++) {
         /* The reference computes the frequency and the angle in fp32. */
         float inv_freq = 1.0f / powf(10000.0f, (float)(2 * r) / (float)c->head_k_dim);
@@ -232,24 +232,24 @@ static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
-        return mhla_fail(err, "model directory path is too long");
+        return eng_fail(err, "model directory path is too long");
     FILE *f = fopen(path, "rb");
     if (!f)
-        return mhla_fail_as(err, MHLA_ERR_IO,
-                            "cannot open %s: no config.json in the model directory", path);
+        return eng_fail_as(err, MHLA_ERR_IO,
+                           "cannot open %s: no config.json in the model directory", path);
     char *buf = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
     for (;;) {
         if (n == cap) {
             if (cap > (1u << 24)) {
-                rc = mhla_fail(err, "config.json is larger than 16 MiB");
+                rc = eng_fail(err, "config.json is larger than 16 MiB");
                 break;
             }
             cap = cap ? cap * 2 : 4096;
             char *nb = realloc(buf, cap);
             if (!nb) {
-                rc = mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory reading config.json");
+                rc = eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory reading config.json");
                 break;
             }
             buf = nb;
@@ -261,7 +261,7 @@ static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
     }
     fclose(f);
     if (rc == 0)
-        rc = mhla_config_parse(buf ? buf : "", n, cfg, err);
+        rc = eng_config_parse(buf ? buf : "", n, cfg, err);
     free(buf);
     return rc;
 }
@@ -318,7 +318,7 @@ static int to_bf16(mhla_model *m, weight_arena *a, k_matrix *w, size_t n, mhla_e
     if (!a->base)
         return 0;
     if (!h)
-        return mhla_fail(err, "the bf16 weights outgrew the region counted for them");
+        return eng_fail(err, "the bf16 weights outgrew the region counted for them");
     for (size_t i = 0; i < n; i++)
         h[i] = mhla_bf16_from_f32(w->f32[i]);
     if (w->f32 != m->embeddings)
@@ -342,16 +342,16 @@ static int to_q8(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K
     if (!a->base)
         return 0;
     if (!q || !sc)
-        return mhla_fail(err, "the q8 weights outgrew the region counted for them");
+        return eng_fail(err, "the q8 weights outgrew the region counted for them");
     k_q8_matrix *qm = malloc(sizeof *qm);
     if (!qm || keep_owned(m, qm, err))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q8");
     char why[160];
     if (k_q8_quantize(w->f32, (int)N, (int)K, q, sc, qm, why, sizeof why))
-        return mhla_fail(err,
-                         "--weights q8 cannot quantize tensor '%s' [%zu, %zu]: %s (load it "
-                         "with --weights f32 or bf16)",
-                         name, N, K, why);
+        return eng_fail(err,
+                        "--weights q8 cannot quantize tensor '%s' [%zu, %zu]: %s (load it "
+                        "with --weights f32 or bf16)",
+                        name, N, K, why);
     if (w->f32 != m->embeddings)
         release_owned(m, w->f32);
     *w = (k_matrix){NULL, NULL, qm};
@@ -375,7 +375,7 @@ static int convert_into(mhla_model *m, weight_arena *a, mhla_weight_dtype wd, mh
     size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
     size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
     for (int l = 0; l < c->num_layers; l++) {
-        mhla_layer *y = &m->layers[l];
+        eng_layer *y = &m->layers[l];
         char n[160];
 #define LNAME(suffix) (snprintf(n, sizeof n, "model.layers.%d.%s", l, suffix), n)
         if (convert_one(m, a, wd, &y->wq, qd, D, LNAME("attn.q_proj.weight"), err) ||
@@ -404,12 +404,12 @@ static int convert_weights(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
     a.used = 0;
     a.base = alloc_weights(a.size);
     if (!a.base || keep_owned(m, a.base, err))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu MB of %s weights",
-                            a.size >> 20, wd == MHLA_WEIGHTS_Q8 ? "q8" : "bf16");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu MB of %s weights",
+                           a.size >> 20, wd == MHLA_WEIGHTS_Q8 ? "q8" : "bf16");
     return convert_into(m, &a, wd, err);
 }
 
-size_t mhla_matrix_bytes(k_matrix w, size_t n)
+size_t eng_matrix_bytes(k_matrix w, size_t n)
 {
     if (w.q8) {
         size_t qb, sb;
@@ -427,16 +427,16 @@ static size_t weight_bytes(const mhla_model *m)
     size_t vd = (size_t)c->num_kv_heads * c->head_v_dim, od = (size_t)c->num_heads * c->head_v_dim;
     size_t n = V * D * 4 + D * 4; /* embeddings, final norm */
     for (int l = 0; l < c->num_layers; l++) {
-        const mhla_layer *y = &m->layers[l];
-        n += mhla_matrix_bytes(y->wq, qd * D) + mhla_matrix_bytes(y->wk, kd * D) +
-             mhla_matrix_bytes(y->wv, vd * D) + mhla_matrix_bytes(y->wg, od * D) +
-             mhla_matrix_bytes(y->wo, D * od) + mhla_matrix_bytes(y->w_gate, I * D) +
-             mhla_matrix_bytes(y->w_up, I * D) + mhla_matrix_bytes(y->w_down, D * I);
+        const eng_layer *y = &m->layers[l];
+        n += eng_matrix_bytes(y->wq, qd * D) + eng_matrix_bytes(y->wk, kd * D) +
+             eng_matrix_bytes(y->wv, vd * D) + eng_matrix_bytes(y->wg, od * D) +
+             eng_matrix_bytes(y->wo, D * od) + eng_matrix_bytes(y->w_gate, I * D) +
+             eng_matrix_bytes(y->w_up, I * D) + eng_matrix_bytes(y->w_down, D * I);
         n += (2 * D + (size_t)c->head_v_dim + (size_t)c->num_blocks * c->num_blocks) * 4;
     }
     /* A tied head in f32 is the embedding matrix, already counted. */
     if (m->lm_head.bf16 || m->lm_head.q8 || m->lm_head.f32 != m->embeddings)
-        n += mhla_matrix_bytes(m->lm_head, V * D);
+        n += eng_matrix_bytes(m->lm_head, V * D);
     return n;
 }
 
@@ -451,19 +451,19 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     *out = NULL;
     mhla_model *m = calloc(1, sizeof *m);
     if (!m)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     if (load_config(dir, &m->cfg, err) || st_open_dir(dir, &m->st, err))
         goto fail;
     mhla_weight_dtype wd = opt ? opt->weights : MHLA_WEIGHTS_F32;
     if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8) {
-        mhla_fail(err, "unknown weight storage %d (f32, bf16 or q8)", (int)wd);
+        eng_fail(err, "unknown weight storage %d (f32, bf16 or q8)", (int)wd);
         goto fail;
     }
     m->copy_weights = wd == MHLA_WEIGHTS_F32;
     mhla_config *c = &m->cfg;
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
     if (!m->layers) {
-        mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
         goto fail;
     }
     int64_t V = c->vocab_size, D = c->hidden_size;
@@ -480,8 +480,8 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
         m->lm_head = (k_matrix){m->embeddings, NULL, NULL};
     }
     if ((long)c->num_blocks * c->chunk_size > (1L << 24)) {
-        mhla_fail(err, "context of %d blocks x %d tokens is too large", c->num_blocks,
-                  c->chunk_size);
+        eng_fail(err, "context of %d blocks x %d tokens is too large", c->num_blocks,
+                 c->chunk_size);
         goto fail;
     }
     c->max_positions = c->num_blocks * c->chunk_size;
@@ -516,7 +516,7 @@ const mhla_config *mhla_model_config(const mhla_model *m) { return &m->cfg; }
 
 size_t mhla_model_weight_bytes(const mhla_model *m) { return m->weight_bytes; }
 
-size_t mhla_step_weight_bytes(const mhla_model *m)
+size_t eng_step_weight_bytes(const mhla_model *m)
 {
     size_t V = m->cfg.vocab_size, D = m->cfg.hidden_size;
     /* a step gathers a few embedding rows, unless the head is the table */

@@ -69,16 +69,16 @@ static int map_file(const char *path, st_mapping *m, mhla_error *err)
     const char *name = base_name(path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return mhla_fail_as(err, MHLA_ERR_IO, "cannot open %s: %s", name, strerror(errno));
+        return eng_fail_as(err, MHLA_ERR_IO, "cannot open %s: %s", name, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return mhla_fail_as(err, MHLA_ERR_IO, "cannot stat %s: %s", name, strerror(e));
+        return eng_fail_as(err, MHLA_ERR_IO, "cannot stat %s: %s", name, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return mhla_fail(err, "%s is not a regular file", name);
+        return eng_fail(err, "%s is not a regular file", name);
     }
     m->size = (size_t)sb.st_size;
     m->base = NULL;
@@ -87,21 +87,21 @@ static int map_file(const char *path, st_mapping *m, mhla_error *err)
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return mhla_fail_as(err, MHLA_ERR_IO, "cannot map %s: %s", name, strerror(e));
+            return eng_fail_as(err, MHLA_ERR_IO, "cannot map %s: %s", name, strerror(e));
         }
         m->base = p;
     }
     close(fd);
     m->path = strdup(path);
     if (!m->path)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     return 0;
 }
 
 static int add_tensor(st_set *set, int *cap, const st_tensor *t, mhla_error *err)
 {
     if (mhla_grow(&set->tensors, sizeof *set->tensors, cap, set->n_tensors + 1))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     set->tensors[set->n_tensors++] = *t;
     return 0;
 }
@@ -125,16 +125,16 @@ static int entry_shape(const cJSON *sh, st_tensor *t, uint64_t *numel, const cha
                        const char *name, mhla_error *err)
 {
     if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > ST_MAX_DIMS)
-        return mhla_fail(err, "%s: bad header: tensor '%s' has no valid shape array", fname, name);
+        return eng_fail(err, "%s: bad header: tensor '%s' has no valid shape array", fname, name);
     t->ndim = cJSON_GetArraySize(sh);
     for (int i = 0; i < t->ndim; i++) {
         uint64_t d;
         if (json_uint(cJSON_GetArrayItem(sh, i), &d) || d > (1ull << 40))
-            return mhla_fail(err, "%s: bad header: tensor '%s' has an invalid shape dimension",
-                             fname, name);
+            return eng_fail(err, "%s: bad header: tensor '%s' has an invalid shape dimension",
+                            fname, name);
         t->shape[i] = (int64_t)d;
         if (d && *numel > (UINT64_MAX / 16) / d)
-            return mhla_fail(err, "%s: bad header: tensor '%s' shape is too large", fname, name);
+            return eng_fail(err, "%s: bad header: tensor '%s' shape is too large", fname, name);
         *numel *= d;
     }
     return 0;
@@ -146,17 +146,16 @@ static int parse_entry(const cJSON *e, const st_mapping *m, const unsigned char 
     const char *fname = base_name(m->path);
     const char *name = e->string;
     if (!cJSON_IsObject(e))
-        return mhla_fail(err, "%s: bad header: entry for tensor '%s' is not an object", fname,
-                         name);
+        return eng_fail(err, "%s: bad header: entry for tensor '%s' is not an object", fname, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
     if (!cJSON_IsString(dt))
-        return mhla_fail(err, "%s: bad header: tensor '%s' has no dtype string", fname, name);
+        return eng_fail(err, "%s: bad header: tensor '%s' has no dtype string", fname, name);
     int esize = entry_dtype(dt->valuestring, t);
     if (!esize)
-        return mhla_fail(err, "%s: tensor '%s' has unknown dtype '%.15s'", fname, name,
-                         dt->valuestring);
+        return eng_fail(err, "%s: tensor '%s' has unknown dtype '%.15s'", fname, name,
+                        dt->valuestring);
     uint64_t numel = 1;
     if (entry_shape(sh, t, &numel, fname, name, err))
         return -1;
@@ -164,26 +163,26 @@ static int parse_entry(const cJSON *e, const st_mapping *m, const unsigned char 
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
         json_uint(cJSON_GetArrayItem(off, 0), &begin) ||
         json_uint(cJSON_GetArrayItem(off, 1), &end))
-        return mhla_fail(err, "%s: bad header: tensor '%s' has no valid data_offsets", fname, name);
+        return eng_fail(err, "%s: bad header: tensor '%s' has no valid data_offsets", fname, name);
     if (end < begin)
-        return mhla_fail(err, "%s: tensor '%s' has data_offsets end %llu before begin %llu", fname,
-                         name, (unsigned long long)end, (unsigned long long)begin);
+        return eng_fail(err, "%s: tensor '%s' has data_offsets end %llu before begin %llu", fname,
+                        name, (unsigned long long)end, (unsigned long long)begin);
     if (end - begin != numel * (uint64_t)esize)
-        return mhla_fail(err,
-                         "%s: tensor '%s' occupies %llu bytes but its shape and dtype need %llu",
-                         fname, name, (unsigned long long)(end - begin),
-                         (unsigned long long)(numel * (uint64_t)esize));
+        return eng_fail(err,
+                        "%s: tensor '%s' occupies %llu bytes but its shape and dtype need %llu",
+                        fname, name, (unsigned long long)(end - begin),
+                        (unsigned long long)(numel * (uint64_t)esize));
     if (end > data_len)
-        return mhla_fail(err,
-                         "%s: tensor '%s' data ends at byte %llu but the file holds only %llu "
-                         "data bytes (file truncated?)",
-                         fname, name, (unsigned long long)end, (unsigned long long)data_len);
+        return eng_fail(err,
+                        "%s: tensor '%s' data ends at byte %llu but the file holds only %llu "
+                        "data bytes (file truncated?)",
+                        fname, name, (unsigned long long)end, (unsigned long long)data_len);
     t->data = data + begin;
     t->nbytes = (size_t)(end - begin);
     t->file = m->path;
     t->name = strdup(name);
     if (!t->name)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     return 0;
 }
 
@@ -192,32 +191,32 @@ static int parse_file(st_set *set, int *cap, const st_mapping *m, mhla_error *er
 {
     const char *fname = base_name(m->path);
     if (m->size < 8)
-        return mhla_fail(err, "%s: file truncated: %zu bytes, too short for a safetensors header",
-                         fname, m->size);
+        return eng_fail(err, "%s: file truncated: %zu bytes, too short for a safetensors header",
+                        fname, m->size);
     const unsigned char *base = m->base;
     uint64_t hlen;
     read_u64_le(base, &hlen);
     if (hlen > m->size - 8)
-        return mhla_fail(err,
-                         "%s: header of %llu bytes does not fit in the %zu-byte file (file "
-                         "truncated?)",
-                         fname, (unsigned long long)hlen, m->size);
+        return eng_fail(err,
+                        "%s: header of %llu bytes does not fit in the %zu-byte file (file "
+                        "truncated?)",
+                        fname, (unsigned long long)hlen, m->size);
     if (hlen > MAX_HEADER_BYTES)
-        return mhla_fail(err, "%s: header of %llu bytes exceeds the %u-byte limit", fname,
-                         (unsigned long long)hlen, MAX_HEADER_BYTES);
+        return eng_fail(err, "%s: header of %llu bytes exceeds the %u-byte limit", fname,
+                        (unsigned long long)hlen, MAX_HEADER_BYTES);
     cJSON *root = cJSON_ParseWithLength((const char *)base + 8, (size_t)hlen);
     if (!root)
-        return mhla_fail(err, "%s: bad header: not valid JSON", fname);
+        return eng_fail(err, "%s: bad header: not valid JSON", fname);
     int rc = 0;
     if (!cJSON_IsObject(root))
-        rc = mhla_fail(err, "%s: bad header: not a JSON object", fname);
+        rc = eng_fail(err, "%s: bad header: not a JSON object", fname);
     const unsigned char *data = base + 8 + hlen;
     uint64_t data_len = m->size - 8 - hlen;
     for (const cJSON *e = root->child; rc == 0 && e; e = e->next) {
         if (strcmp(e->string, "__metadata__") == 0)
             continue;
         if (st_find(set, e->string)) {
-            rc = mhla_fail(err, "%s: tensor '%s' appears more than once", fname, e->string);
+            rc = eng_fail(err, "%s: tensor '%s' appears more than once", fname, e->string);
             break;
         }
         st_tensor t;
@@ -234,7 +233,7 @@ static int add_mapping(st_set *set, const char *path, mhla_error *err)
 {
     st_mapping *nm = realloc(set->maps, (size_t)(set->n_maps + 1) * sizeof *nm);
     if (!nm)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     set->maps = nm;
     memset(&set->maps[set->n_maps], 0, sizeof set->maps[0]);
     if (map_file(path, &set->maps[set->n_maps], err))
@@ -247,7 +246,7 @@ static char *read_small_file(const char *path, size_t *len, mhla_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        mhla_fail_as(err, MHLA_ERR_IO, "cannot open %s: %s", base_name(path), strerror(errno));
+        eng_fail_as(err, MHLA_ERR_IO, "cannot open %s: %s", base_name(path), strerror(errno));
         return NULL;
     }
     char *buf = NULL;
@@ -255,7 +254,7 @@ static char *read_small_file(const char *path, size_t *len, mhla_error *err)
     for (;;) {
         if (n == cap) {
             if (cap >= MAX_HEADER_BYTES) {
-                mhla_fail(err, "%s is larger than %u bytes", base_name(path), MAX_HEADER_BYTES);
+                eng_fail(err, "%s is larger than %u bytes", base_name(path), MAX_HEADER_BYTES);
                 free(buf);
                 fclose(f);
                 return NULL;
@@ -263,7 +262,7 @@ static char *read_small_file(const char *path, size_t *len, mhla_error *err)
             cap = cap ? cap * 2 : 4096;
             char *nb = realloc(buf, cap + 1);
             if (!nb) {
-                mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+                eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
                 free(buf);
                 fclose(f);
                 return NULL;
@@ -278,7 +277,7 @@ static char *read_small_file(const char *path, size_t *len, mhla_error *err)
     int bad = ferror(f);
     fclose(f);
     if (bad) {
-        mhla_fail_as(err, MHLA_ERR_IO, "error reading %s", base_name(path));
+        eng_fail_as(err, MHLA_ERR_IO, "error reading %s", base_name(path));
         free(buf);
         return NULL;
     }
@@ -299,17 +298,17 @@ static int open_sharded(const char *dir, const char *index_path, st_set *set, in
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     if (!root)
-        return mhla_fail(err, "model.safetensors.index.json: not valid JSON");
+        return eng_fail(err, "model.safetensors.index.json: not valid JSON");
     int rc = 0;
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(wm)) {
-        rc = mhla_fail(err, "model.safetensors.index.json: no 'weight_map' object");
+        rc = eng_fail(err, "model.safetensors.index.json: no 'weight_map' object");
         goto done;
     }
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || !e->valuestring[0]) {
-            rc = mhla_fail(err, "model.safetensors.index.json: bad shard name for tensor '%s'",
-                           e->string);
+            rc = eng_fail(err, "model.safetensors.index.json: bad shard name for tensor '%s'",
+                          e->string);
             goto done;
         }
         int known = 0;
@@ -320,7 +319,7 @@ static int open_sharded(const char *dir, const char *index_path, st_set *set, in
             continue;
         char *path = path_join(dir, e->valuestring);
         if (!path) {
-            rc = mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+            rc = eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
             goto done;
         }
         rc = add_mapping(set, path, err);
@@ -331,8 +330,8 @@ static int open_sharded(const char *dir, const char *index_path, st_set *set, in
     for (const cJSON *e = wm->child; e; e = e->next) {
         const st_tensor *t = st_find(set, e->string);
         if (!t || strcmp(base_name(t->file), e->valuestring) != 0) {
-            rc = mhla_fail(err, "tensor '%s' is missing from shard %s named by the index",
-                           e->string, e->valuestring);
+            rc = eng_fail(err, "tensor '%s' is missing from shard %s named by the index", e->string,
+                          e->valuestring);
             goto done;
         }
     }
@@ -348,7 +347,7 @@ int st_open_dir(const char *dir, st_set *set, mhla_error *err)
     char *single = path_join(dir, "model.safetensors");
     char *index = path_join(dir, "model.safetensors.index.json");
     if (!single || !index) {
-        rc = mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        rc = eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     } else if (access(single, F_OK) == 0) {
         rc = add_mapping(set, single, err);
         if (rc == 0)
@@ -356,8 +355,8 @@ int st_open_dir(const char *dir, st_set *set, mhla_error *err)
     } else if (access(index, F_OK) == 0) {
         rc = open_sharded(dir, index, set, &cap, err);
     } else {
-        rc = mhla_fail(err, "%s holds neither model.safetensors nor model.safetensors.index.json",
-                       dir);
+        rc = eng_fail(err, "%s holds neither model.safetensors nor model.safetensors.index.json",
+                      dir);
     }
     free(single);
     free(index);

@@ -72,30 +72,30 @@ void mhla_sampling_defaults(mhla_sampling_params *p)
 static int check_params(const mhla_sampling_params *p, int vocab, mhla_error *err)
 {
     if (vocab <= 0)
-        return mhla_fail(err, "sampler: vocabulary size %d is not positive", vocab);
+        return eng_fail(err, "sampler: vocabulary size %d is not positive", vocab);
     if (!isfinite(p->temperature) || p->temperature < 0.0f)
-        return mhla_fail(err, "sampler: temperature %g must be finite and >= 0",
-                         (double)p->temperature);
+        return eng_fail(err, "sampler: temperature %g must be finite and >= 0",
+                        (double)p->temperature);
     if (p->top_k < 0)
-        return mhla_fail(err, "sampler: top_k %d must be >= 0 (0: off)", p->top_k);
+        return eng_fail(err, "sampler: top_k %d must be >= 0 (0: off)", p->top_k);
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return mhla_fail(err, "sampler: top_p %g must be in (0, 1]", (double)p->top_p);
+        return eng_fail(err, "sampler: top_p %g must be in (0, 1]", (double)p->top_p);
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
-        return mhla_fail(err, "sampler: min_p %g must be in [0, 1]", (double)p->min_p);
+        return eng_fail(err, "sampler: min_p %g must be in [0, 1]", (double)p->min_p);
     if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
-        return mhla_fail(err, "sampler: presence and frequency penalties must be finite");
+        return eng_fail(err, "sampler: presence and frequency penalties must be finite");
     if (!(p->repetition_penalty > 0.0f) || !isfinite(p->repetition_penalty))
-        return mhla_fail(err, "sampler: repetition_penalty %g must be finite and > 0",
-                         (double)p->repetition_penalty);
+        return eng_fail(err, "sampler: repetition_penalty %g must be finite and > 0",
+                        (double)p->repetition_penalty);
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
-        return mhla_fail(err, "sampler: %d logit biases given without an array", p->n_logit_bias);
+        return eng_fail(err, "sampler: %d logit biases given without an array", p->n_logit_bias);
     for (int i = 0; i < p->n_logit_bias; i++) {
         if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= vocab)
-            return mhla_fail(err, "sampler: logit_bias token id %d is outside [0, %d)",
-                             (int)p->logit_bias[i].id, vocab);
+            return eng_fail(err, "sampler: logit_bias token id %d is outside [0, %d)",
+                            (int)p->logit_bias[i].id, vocab);
         if (!isfinite(p->logit_bias[i].bias))
-            return mhla_fail(err, "sampler: logit_bias of token %d is not finite",
-                             (int)p->logit_bias[i].id);
+            return eng_fail(err, "sampler: logit_bias of token %d is not finite",
+                            (int)p->logit_bias[i].id);
     }
     return 0;
 }
@@ -145,8 +145,8 @@ int mhla_sampler_create(const mhla_sampling_params *p, int vocab, const int32_t 
     return 0;
 oom:
     mhla_sampler_free(s);
-    return mhla_fail_as(err, MHLA_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d ids",
-                        vocab);
+    return eng_fail_as(err, MHLA_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d ids",
+                       vocab);
 }
 
 void mhla_sampler_free(mhla_sampler *s)
@@ -324,7 +324,7 @@ static int apply_mask(mhla_sampler *s, const mhla_token_mask *mask, mhla_error *
     for (int i = 0; i < s->vocab; i++)
         if (s->scratch[i] != -INFINITY)
             return 0;
-    return mhla_fail(err, "sampler: the token mask allows no token here");
+    return eng_fail(err, "sampler: the token mask allows no token here");
 }
 
 int mhla_sampler_next(mhla_sampler *s, const float *logits, const mhla_token_mask *mask,
@@ -333,14 +333,14 @@ int mhla_sampler_next(mhla_sampler *s, const float *logits, const mhla_token_mas
     int V = s->vocab;
     for (int i = 0; i < V; i++)
         if (isnan(logits[i]))
-            return mhla_fail(err, "sampler: the logit of token %d is NaN", i);
+            return eng_fail(err, "sampler: the logit of token %d is NaN", i);
     int32_t tok;
     if (s->plain && !mask) {
         tok = (int32_t)mhla_sample(logits, V, s->p.temperature, &s->rng);
     } else {
         /* a plain sampler makes its copy of the row the first time a mask comes */
         if (!s->scratch && !(s->scratch = malloc((size_t)V * sizeof *s->scratch)))
-            return mhla_fail_as(err, MHLA_ERR_NOMEM, "sampler: out of memory for the token mask");
+            return eng_fail_as(err, MHLA_ERR_NOMEM, "sampler: out of memory for the token mask");
         memcpy(s->scratch, logits, (size_t)V * sizeof *s->scratch);
         adjust(s, s->scratch);
         if (mask && apply_mask(s, mask, err))
@@ -348,12 +348,12 @@ int mhla_sampler_next(mhla_sampler *s, const float *logits, const mhla_token_mas
         tok =
             s->plain ? (int32_t)mhla_sample(s->scratch, V, s->p.temperature, &s->rng) : filtered(s);
     }
-    mhla_sampler_record(s, tok);
+    eng_sampler_record(s, tok);
     *token = tok;
     return mask && mask->accept ? mask->accept(mask->ctx, tok, err) : 0;
 }
 
-void mhla_sampler_view_of(const mhla_sampler *s, mhla_sampler_view *v)
+void eng_sampler_view_of(const mhla_sampler *s, eng_sampler_view *v)
 {
     v->p = &s->p;
     v->counts = s->counts;
@@ -362,12 +362,12 @@ void mhla_sampler_view_of(const mhla_sampler *s, mhla_sampler_view *v)
     v->n_seen = s->n_seen;
 }
 
-double mhla_sampler_draw(mhla_sampler *s)
+double eng_sampler_draw(mhla_sampler *s)
 {
     return s->p.temperature > 0.0f ? mhla_rng_uniform(&s->rng) : 0.0;
 }
 
-void mhla_sampler_record(mhla_sampler *s, int32_t tok)
+void eng_sampler_record(mhla_sampler *s, int32_t tok)
 {
     if (!s->counts || tok < 0 || tok >= s->vocab)
         return;
@@ -379,14 +379,13 @@ int mhla_logprobs(const float *logits, int V, int32_t token, int n_top, float *t
                   mhla_logprob *top, mhla_error *err)
 {
     if (V <= 0 || token < 0 || token >= V)
-        return mhla_fail(err, "logprobs: token %d is outside the vocabulary [0, %d)", (int)token,
-                         V);
+        return eng_fail(err, "logprobs: token %d is outside the vocabulary [0, %d)", (int)token, V);
     if (n_top < 0 || n_top > V || (n_top > 0 && !top))
-        return mhla_fail(err, "logprobs: %d alternatives asked of a vocabulary of %d", n_top, V);
+        return eng_fail(err, "logprobs: %d alternatives asked of a vocabulary of %d", n_top, V);
     double max = -INFINITY;
     for (int i = 0; i < V; i++) {
         if (isnan(logits[i]))
-            return mhla_fail(err, "logprobs: the logit of token %d is NaN", i);
+            return eng_fail(err, "logprobs: the logit of token %d is NaN", i);
         if (logits[i] > max)
             max = logits[i];
     }

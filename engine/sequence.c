@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-kv_geometry mhla_state_geometry(const mhla_config *c)
+kv_geometry eng_state_geometry(const mhla_config *c)
 {
     kv_geometry g = {
         .layers = c->num_layers,
@@ -22,17 +22,17 @@ kv_geometry mhla_state_geometry(const mhla_config *c)
     return g;
 }
 
-int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, const mhla_backend_ops *ops,
-                       void *home, mhla_seq **out, mhla_error *err)
+int eng_seq_create_in(const mhla_model *model, kv_pool *pool, const eng_backend_ops *ops,
+                      void *home, mhla_seq **out, mhla_error *err)
 {
     *out = NULL;
     mhla_seq *s = calloc(1, sizeof *s);
     if (!s)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a sequence");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a sequence");
     kv_error ke;
     if (kv_seq_create(pool, &s->kv, &ke)) {
         free(s);
-        return mhla_fail_kv(err, &ke);
+        return eng_fail_kv(err, &ke);
     }
     s->model = model;
     s->ops = ops;
@@ -43,13 +43,13 @@ int mhla_seq_create_in(const mhla_model *model, kv_pool *pool, const mhla_backen
 
 int mhla_seq_create(const mhla_model *model, mhla_seq **out, mhla_error *err)
 {
-    kv_pool_options o = {.geo = mhla_state_geometry(&model->cfg), .dtype = KV_DTYPE_F32};
+    kv_pool_options o = {.geo = eng_state_geometry(&model->cfg), .dtype = KV_DTYPE_F32};
     kv_pool *pool;
     kv_error ke;
     *out = NULL;
     if (kv_pool_create(&o, &pool, &ke))
-        return mhla_fail_kv(err, &ke);
-    int rc = mhla_seq_create_in(model, pool, &mhla_cpu_backend, NULL, out, err);
+        return eng_fail_kv(err, &ke);
+    int rc = eng_seq_create_in(model, pool, &eng_cpu_backend, NULL, out, err);
     kv_pool_release(pool); /* the sequence holds it now */
     return rc;
 }
@@ -59,11 +59,11 @@ int mhla_seq_clone(const mhla_seq *src, mhla_seq **out, mhla_error *err)
     *out = NULL;
     mhla_seq *s = calloc(1, sizeof *s);
     if (!s)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory cloning a sequence");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory cloning a sequence");
     kv_error ke;
     if (kv_seq_clone(src->kv, &s->kv, &ke)) {
         free(s);
-        return mhla_fail_kv(err, &ke);
+        return eng_fail_kv(err, &ke);
     }
     s->model = src->model;
     s->ops = src->ops;
@@ -92,17 +92,17 @@ int mhla_seq_pos(const mhla_seq *s) { return kv_seq_pos(s->kv); }
 
 size_t mhla_seq_state_bytes(const mhla_seq *s) { return kv_seq_bytes(s->kv); }
 
-int mhla_seq_reserve_pages(mhla_seq *s, int n_blocks, mhla_error *err)
+int eng_seq_reserve_pages(mhla_seq *s, int n_blocks, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_ensure_pages(s->kv, n_blocks, &ke))
-        return mhla_fail_kv(err, &ke);
+        return eng_fail_kv(err, &ke);
     return 0;
 }
 
 int mhla_state_pages_needed(const mhla_model *model, long n_positions)
 {
-    kv_geometry g = mhla_state_geometry(&model->cfg);
+    kv_geometry g = eng_state_geometry(&model->cfg);
     return kv_pages_needed(&g, n_positions);
 }
 
@@ -110,7 +110,7 @@ int mhla_seq_reserve(mhla_seq *s, long n_positions, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_reserve(s->kv, n_positions, &ke))
-        return mhla_fail_kv(err, &ke);
+        return eng_fail_kv(err, &ke);
     return 0;
 }
 
@@ -118,16 +118,16 @@ int mhla_seq_match_prefix(mhla_seq *s, const int32_t *tokens, int n, mhla_error 
 {
     const mhla_config *c = &s->model->cfg;
     if (n < 0 || (n > 0 && !tokens))
-        return mhla_fail(err, "prefix match: no tokens");
+        return eng_fail(err, "prefix match: no tokens");
     for (int t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= c->vocab_size)
-            return mhla_fail(err, "prefix match: token id %d outside the vocabulary [0, %d)",
-                             tokens[t], c->vocab_size);
+            return eng_fail(err, "prefix match: token id %d outside the vocabulary [0, %d)",
+                            tokens[t], c->vocab_size);
     kv_error ke;
     int pos = kv_seq_match(s->kv, tokens, n, &ke);
     if (pos < 0)
-        return mhla_fail_kv(err, &ke);
-    if (pos % c->chunk_size != 0 && mhla_seq_restore_prefix(s, err))
+        return eng_fail_kv(err, &ke);
+    if (pos % c->chunk_size != 0 && eng_seq_restore_prefix(s, err))
         return -1;
     return pos;
 }
@@ -154,7 +154,7 @@ int mhla_seq_save(const mhla_seq *s, const char *path, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_save(s->kv, model_fingerprint(s->model), path, &ke))
-        return mhla_fail_kv(err, &ke);
+        return eng_fail_kv(err, &ke);
     return 0;
 }
 
@@ -162,13 +162,13 @@ int mhla_seq_load(mhla_seq *s, const char *path, mhla_error *err)
 {
     kv_error ke;
     if (kv_seq_load(s->kv, model_fingerprint(s->model), path, &ke))
-        return mhla_fail_kv(err, &ke);
-    if (mhla_seq_pos(s) % s->model->cfg.chunk_size != 0 && mhla_seq_restore_prefix(s, err))
+        return eng_fail_kv(err, &ke);
+    if (mhla_seq_pos(s) % s->model->cfg.chunk_size != 0 && eng_seq_restore_prefix(s, err))
         return -1;
     return 0;
 }
 
-int mhla_seq_restore_prefix(mhla_seq *s, mhla_error *err)
+int eng_seq_restore_prefix(mhla_seq *s, mhla_error *err)
 {
     return s->ops->restore_prefix(s->home, s, err);
 }

@@ -13,38 +13,38 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
     for (int b = 0; b < n_items; b++) {
         const mhla_batch_item *it = &items[b];
         if (!it->seq || it->seq->model != e->model)
-            return mhla_fail(err, "batch item %d: no sequence of this model", b);
+            return eng_fail(err, "batch item %d: no sequence of this model", b);
         if (it->seq->home != e->home)
-            return mhla_fail(err,
-                             "batch item %d: the sequence's state is on another device (make "
-                             "sequences with mhla_engine_seq_create)",
-                             b);
+            return eng_fail(err,
+                            "batch item %d: the sequence's state is on another device (make "
+                            "sequences with mhla_engine_seq_create)",
+                            b);
         if (it->n_tokens < 1 || !it->tokens)
-            return mhla_fail(err, "batch item %d: no tokens", b);
+            return eng_fail(err, "batch item %d: no tokens", b);
         if (it->logits_from < 0 || it->logits_from > it->n_tokens)
-            return mhla_fail(err, "batch item %d: logits_from %d outside [0, %d]", b,
-                             it->logits_from, it->n_tokens);
+            return eng_fail(err, "batch item %d: logits_from %d outside [0, %d]", b,
+                            it->logits_from, it->n_tokens);
         if (it->logits_from < it->n_tokens && !it->logits && !it->sample && !it->scores)
-            return mhla_fail(err, "batch item %d: logits requested without a buffer", b);
+            return eng_fail(err, "batch item %d: logits requested without a buffer", b);
         if (eng_step_check_choices(it, b, c->vocab_size, err))
             return -1;
         int pos = mhla_seq_pos(it->seq);
         if ((long)pos + it->n_tokens > c->max_positions)
-            return mhla_fail_as(
+            return eng_fail_as(
                 err, MHLA_ERR_CONTEXT,
                 "context length exceeded: position %d + %d tokens passes the model's "
                 "context of %d tokens (%d blocks of %d)",
                 pos, it->n_tokens, c->max_positions, c->num_blocks, c->chunk_size);
         for (int t = 0; t < it->n_tokens; t++)
             if (it->tokens[t] < 0 || it->tokens[t] >= c->vocab_size)
-                return mhla_fail(err, "batch item %d: token id %d outside the vocabulary [0, %d)",
-                                 b, it->tokens[t], c->vocab_size);
+                return eng_fail(err, "batch item %d: token id %d outside the vocabulary [0, %d)", b,
+                                it->tokens[t], c->vocab_size);
         for (int o = 0; o < b; o++)
             if (items[o].seq == it->seq)
-                return mhla_fail(err, "batch items %d and %d feed the same sequence", o, b);
+                return eng_fail(err, "batch items %d and %d feed the same sequence", o, b);
         total += it->n_tokens;
         if (total > (1L << 24))
-            return mhla_fail(err, "batch of more than %ld tokens", 1L << 24);
+            return eng_fail(err, "batch of more than %ld tokens", 1L << 24);
     }
     *T = (int)total;
     return 0;
@@ -55,14 +55,14 @@ int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhl
     const mhla_config *c = &e->model->cfg;
     int T = 0;
     if (n_items < 0 || (n_items > 0 && !items))
-        return mhla_fail(err, "bad batch");
+        return eng_fail(err, "bad batch");
     if (validate(e, items, n_items, &T, err))
         return -1;
     if (T == 0)
         return 0;
     for (int b = 0; b < n_items; b++) {
         mhla_seq *s = items[b].seq;
-        if (mhla_seq_reserve_pages(s, (mhla_seq_pos(s) + items[b].n_tokens) / c->chunk_size, err))
+        if (eng_seq_reserve_pages(s, (mhla_seq_pos(s) + items[b].n_tokens) / c->chunk_size, err))
             return -1;
     }
     mhla_batch_item *run;

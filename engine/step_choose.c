@@ -39,16 +39,16 @@ static int bad_slot(const mhla_batch_item *it, int b, int i, int prev_at, mhla_e
 {
     const mhla_sample_slot *sl = &it->sample[i];
     if (!sl->sampler || sl->n_top < -1 || sl->n_top > MHLA_MAX_TOP_LOGPROBS)
-        return mhla_fail(err, "batch item %d: sample slot %d needs a sampler and n_top in [-1, %d]",
-                         b, i, MHLA_MAX_TOP_LOGPROBS);
+        return eng_fail(err, "batch item %d: sample slot %d needs a sampler and n_top in [-1, %d]",
+                        b, i, MHLA_MAX_TOP_LOGPROBS);
     if (sl->at < prev_at || sl->at >= it->n_tokens)
-        return mhla_fail(
+        return eng_fail(
             err,
             "batch item %d: sample slot %d samples position %d: outside [%d, %d) (slots "
             "go in position order)",
             b, i, sl->at, prev_at, it->n_tokens);
     if (sl->mask && !sl->mask->apply)
-        return mhla_fail(err, "batch item %d: sample slot %d has a mask without apply", b, i);
+        return eng_fail(err, "batch item %d: sample slot %d has a mask without apply", b, i);
     return 0;
 }
 
@@ -56,23 +56,23 @@ static int bad_scores(const mhla_batch_item *it, int b, int V, mhla_error *err)
 {
     const mhla_token_scores *sc = it->scores;
     if (sc->n_next < 0 || sc->n_next > it->n_tokens || (sc->n_next && (!sc->next || !sc->logprob)))
-        return mhla_fail(err, "batch item %d: scores of %d tokens for an item of %d", b, sc->n_next,
-                         it->n_tokens);
+        return eng_fail(err, "batch item %d: scores of %d tokens for an item of %d", b, sc->n_next,
+                        it->n_tokens);
     if (sc->n_top < 0 || sc->n_top > MHLA_MAX_TOP_LOGPROBS || (sc->n_top && !sc->top))
-        return mhla_fail(err, "batch item %d: scores need n_top in [0, %d] and room for them", b,
-                         MHLA_MAX_TOP_LOGPROBS);
+        return eng_fail(err, "batch item %d: scores need n_top in [0, %d] and room for them", b,
+                        MHLA_MAX_TOP_LOGPROBS);
     for (int j = 0; j < sc->n_next; j++)
         if (sc->next[j] < 0 || sc->next[j] >= V)
-            return mhla_fail(err, "batch item %d: scored token %d outside the vocabulary [0, %d)",
-                             b, sc->next[j], V);
+            return eng_fail(err, "batch item %d: scored token %d outside the vocabulary [0, %d)", b,
+                            sc->next[j], V);
     return 0;
 }
 
 int eng_step_check_choices(const mhla_batch_item *it, int b, int vocab_size, mhla_error *err)
 {
     if (it->n_samples < 0 || (it->n_samples > 0) != (it->sample != NULL))
-        return mhla_fail(err, "batch item %d: %d sample slots at %p", b, it->n_samples,
-                         (void *)it->sample);
+        return eng_fail(err, "batch item %d: %d sample slots at %p", b, it->n_samples,
+                        (void *)it->sample);
     for (int i = 0, at = 0; i < it->n_samples; at = it->sample[i++].at)
         if (bad_slot(it, b, i, at, err))
             return -1;
@@ -104,11 +104,11 @@ static int grow(eng_step_rows *r, int n_items, size_t floats, mhla_error *err)
 {
     if (mhla_grow(&r->run, sizeof *r->run, &r->cap_run, n_items) ||
         mhla_grow(&r->at, sizeof *r->at, &r->cap_at, n_items))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a step of %d items", n_items);
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a step of %d items", n_items);
     if (floats > r->cap_floats) {
         float *l = realloc(r->logits, floats * sizeof *l);
         if (!l)
-            return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu logits", floats);
+            return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu logits", floats);
         r->logits = l;
         r->cap_floats = floats;
     }
@@ -139,7 +139,7 @@ int eng_step_rows_plan(mhla_engine *e, const mhla_batch_item *items, int n_items
                        mhla_batch_item **run, mhla_error *err)
 {
     if (!e->rows && !(e->rows = calloc(1, sizeof *e->rows)))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a step");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a step");
     eng_step_rows *r = e->rows;
     size_t rows = 0, V = (size_t)e->model->cfg.vocab_size;
     for (int b = 0; b < n_items; b++) {

@@ -47,10 +47,10 @@ static void rope(const mhla_model *m, int pos, float *x, int dk)
 }
 
 typedef struct {
-    mhla_cpu *e;
+    eng_cpu *e;
     const mhla_batch_item *items;
     const int *row_start;
-    const mhla_layer *ly;
+    const eng_layer *ly;
     int layer;
 } step_job;
 
@@ -58,7 +58,7 @@ typedef struct {
  * kv heads [g0, g1). */
 static void prepare_qk_heads(const step_job *sj, int t, int h0, int h1, int g0, int g1)
 {
-    mhla_cpu *e = sj->e;
+    eng_cpu *e = sj->e;
     const mhla_model *m = e->model;
     const mhla_config *c = &m->cfg;
     int dk = c->head_k_dim, H = c->num_heads, Hkv = c->num_kv_heads;
@@ -86,7 +86,7 @@ static void prepare_qk_row(void *ctx, int t)
 }
 
 /* o = RMSNorm_dv(o) * w, times swish(g) with the output gate: head j of row t. */
-static void output_norm(mhla_cpu *e, const mhla_layer *ly, int t, int j)
+static void output_norm(eng_cpu *e, const eng_layer *ly, int t, int j)
 {
     const mhla_config *c = &e->model->cfg;
     int H = c->num_heads, dv = c->head_v_dim;
@@ -100,7 +100,7 @@ static void output_norm(mhla_cpu *e, const mhla_layer *ly, int t, int j)
 static void token_mixer_unit(void *ctx, int u)
 {
     const step_job *sj = ctx;
-    mhla_cpu *e = sj->e;
+    eng_cpu *e = sj->e;
     const mhla_batch_item *items = sj->items;
     const int *row_start = sj->row_start;
     const mhla_config *c = &e->model->cfg;
@@ -109,7 +109,7 @@ static void token_mixer_unit(void *ctx, int u)
     size_t vs = (size_t)Hkv * c->head_v_dim, os = (size_t)c->num_heads * c->head_v_dim;
     int b = u / Hkv, g = u % Hkv;
     size_t r0 = (size_t)row_start[b];
-    mhla_mixer_io io = {
+    eng_token_mixer_io io = {
         .q = e->q + r0 * qs,
         .q_stride = (int)qs,
         .k = e->k + r0 * ks,
@@ -120,7 +120,7 @@ static void token_mixer_unit(void *ctx, int u)
         .out_stride = (int)os,
         .n = items[b].n_tokens,
     };
-    mhla_mix_run(items[b].seq, sj->layer, g, &io);
+    eng_token_mixer_run(items[b].seq, sj->layer, g, &io);
     int group = c->num_heads / Hkv;
     for (int t = row_start[b]; t < row_start[b + 1]; t++)
         for (int j = g * group; j < (g + 1) * group; j++)
@@ -129,10 +129,10 @@ static void token_mixer_unit(void *ctx, int u)
 
 /* ---- in turn ---- */
 
-static void attention_in_turn(mhla_cpu *e, const step_job *sj, int n_items, int T)
+static void attention_in_turn(eng_cpu *e, const step_job *sj, int n_items, int T)
 {
     const mhla_config *c = &e->model->cfg;
-    const mhla_layer *ly = sj->ly;
+    const eng_layer *ly = sj->ly;
     int qd = c->num_heads * c->head_k_dim, kd = c->num_kv_heads * c->head_k_dim;
     int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
     /* q, k, v (and g) in one job of the pool */
@@ -249,10 +249,10 @@ static void job_thread(void *ctx, int task)
  * takes the in-turn form (one thread, fewer than ATTN_JOB_MIN_SEQS sequences
  * unless MHLA_ATTENTION_JOB=always, a kv head's columns not whole blocks of
  * q8 rows, out of memory for the quantized rows). */
-static int attention_as_job(mhla_cpu *e, const step_job *sj, int n_items, int T)
+static int attention_as_job(eng_cpu *e, const step_job *sj, int n_items, int T)
 {
     const mhla_config *c = &e->model->cfg;
-    const mhla_layer *ly = sj->ly;
+    const eng_layer *ly = sj->ly;
     int threads = tp_threads(e->workers), Hkv = c->num_kv_heads, grp = c->num_heads / Hkv;
     if (e->attention_job == MHLA_ATTN_JOB_NEVER || threads < 2 || Hkv > ATTN_MAX_KV_HEADS ||
         (e->attention_job == MHLA_ATTN_JOB_AUTO && n_items < ATTN_JOB_MIN_SEQS))
@@ -286,8 +286,8 @@ static int attention_as_job(mhla_cpu *e, const step_job *sj, int n_items, int T)
     return 0;
 }
 
-void mhla_cpu_attention(mhla_cpu *e, int layer, const mhla_batch_item *items, int n_items, int T,
-                        const int *row_start)
+void eng_cpu_token_mixer(eng_cpu *e, int layer, const mhla_batch_item *items, int n_items, int T,
+                         const int *row_start)
 {
     step_job sj = {.e = e,
                    .items = items,

@@ -17,7 +17,7 @@
 
 static void cpu_free(void *ctx)
 {
-    mhla_cpu *e = ctx;
+    eng_cpu *e = ctx;
     if (!e)
         return;
     float *bufs[] = {e->x,   e->h,  e->q,    e->k,          e->v,        e->g,
@@ -32,11 +32,11 @@ static void cpu_free(void *ctx)
 }
 
 /* The kernels' instruction-set path (process-wide) and the backend's threads. */
-static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *err)
+static int cpu_setup(eng_cpu *e, const mhla_engine_options *opt, mhla_error *err)
 {
     char msg[400], why[800];
     if (k_isa_select(opt ? opt->cpu_isa : NULL, msg, sizeof msg))
-        return mhla_fail(err, "%s", msg);
+        return eng_fail(err, "%s", msg);
     int dflt = tp_default_threads(why, sizeof why);
     e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : dflt;
     if (opt && opt->n_threads > 0)
@@ -45,13 +45,13 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
     snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s%s%s", k_isa_reason(), why,
              q8 ? "; q8 products with " : "", q8 ? k_q8_kernel_name() : "");
     if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
     /* whether the threads that take part adapt (threadpool.c): the option, else
      * MHLA_THREAD_ADAPT */
     const char *ta = opt && opt->thread_adapt && *opt->thread_adapt ? opt->thread_adapt
                                                                     : getenv("MHLA_THREAD_ADAPT");
     if (ta && *ta && strcmp(ta, "on") && strcmp(ta, "off"))
-        return mhla_fail(
+        return eng_fail(
             err, "thread adapt '%.40s' (the option or MHLA_THREAD_ADAPT): expected on or off", ta);
     int adapt = !(ta && !strcmp(ta, "off"));
     tp_set_adaptive(e->workers, adapt);
@@ -72,7 +72,7 @@ static int cpu_setup(mhla_cpu *e, const mhla_engine_options *opt, mhla_error *er
     else if (!strcmp(aj, "never"))
         e->attention_job = MHLA_ATTN_JOB_NEVER;
     else
-        return mhla_fail(
+        return eng_fail(
             err,
             "attention job '%.40s' (the option or MHLA_ATTENTION_JOB): expected auto, always or never",
             aj);
@@ -83,9 +83,9 @@ static int cpu_create(const mhla_model *model, const mhla_engine_options *opt, v
                       mhla_error *err)
 {
     *ctx = NULL;
-    mhla_cpu *e = calloc(1, sizeof *e);
+    eng_cpu *e = calloc(1, sizeof *e);
     if (!e)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->model = model;
     if (cpu_setup(e, opt, err)) {
         cpu_free(e);
@@ -96,7 +96,7 @@ static int cpu_create(const mhla_model *model, const mhla_engine_options *opt, v
     e->logit_buf = malloc((size_t)MHLA_LOGIT_ROWS * c->vocab_size * sizeof(float));
     if (!e->logit_rows || !e->logit_buf) {
         cpu_free(e);
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the engine's buffers");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the engine's buffers");
     }
     *ctx = e;
     return 0;
@@ -106,27 +106,27 @@ static int cpu_restore_prefix(void *ctx, mhla_seq *seq, mhla_error *err)
 {
     (void)ctx;
     (void)err;
-    mhla_mix_restore_prefix(seq);
+    eng_token_mixer_restore_prefix(seq);
     return 0;
 }
 
 static void cpu_describe(const void *ctx, char *buf, size_t len)
 {
-    const mhla_cpu *e = ctx;
+    const eng_cpu *e = ctx;
     snprintf(buf, len, "cpu (%d threads, %s)", e->n_threads, k_isa_name());
 }
 
 static size_t cpu_step_weight_bytes(const void *ctx)
 {
-    return mhla_step_weight_bytes(((const mhla_cpu *)ctx)->model);
+    return eng_step_weight_bytes(((const eng_cpu *)ctx)->model);
 }
 
-static const char *cpu_note(const void *ctx) { return ((const mhla_cpu *)ctx)->cpu_note; }
+static const char *cpu_note(const void *ctx) { return ((const eng_cpu *)ctx)->cpu_note; }
 
 static void cpu_threads(const void *ctx, mhla_cpu_threads *out)
 {
     tp_stats st;
-    tp_get_stats(((const mhla_cpu *)ctx)->workers, &st);
+    tp_get_stats(((const eng_cpu *)ctx)->workers, &st);
     out->threads = st.threads;
     out->active = st.active;
     out->reductions = st.reductions;
@@ -176,7 +176,7 @@ static double seconds_of(tp_pool *pool, int n_tasks, read_job *j)
  * repetition's rate, so the reading is never below what either pattern got. */
 static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *err)
 {
-    mhla_cpu *e = ctx;
+    eng_cpu *e = ctx;
     int n_tasks = e->n_threads * BW_TASKS_PER_THREAD;
     if (!e->bw_mem) {
         /* made once: a reading can then be a single repetition between two
@@ -187,7 +187,7 @@ static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *
         if (!sums ||
             posix_memalign(&mem, (size_t)2 << 20, part * (size_t)n_tasks * sizeof(float))) {
             free(sums);
-            return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the bandwidth measurement");
+            return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the bandwidth measurement");
         }
         (void)madvise(mem, part * (size_t)n_tasks * sizeof(float), MADV_HUGEPAGE);
         read_job fill = {mem, part, 1, sums};
@@ -210,18 +210,18 @@ static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *
     return 0;
 }
 
-const mhla_backend_ops mhla_cpu_backend = {
+const eng_backend_ops eng_cpu_backend = {
     .name = "cpu",
     .device = MHLA_DEVICE_CPU,
     .create = cpu_create,
     .free = cpu_free,
-    .forward = mhla_cpu_forward,
+    .forward = eng_cpu_forward,
     .restore_prefix = cpu_restore_prefix,
     .memory = NULL,
     .describe = cpu_describe,
     .step_weight_bytes = cpu_step_weight_bytes,
     .memory_bandwidth = cpu_memory_bandwidth,
-    .product_pass = mhla_cpu_product_pass,
+    .product_pass = eng_cpu_product_pass,
     .device_memory = NULL,
     .stats = NULL,
     .note = cpu_note,

@@ -3,7 +3,7 @@
  * engine/cpu): its state, the forward pass (forward.c), the attention job
  * (attention_job.c), the token mixer (token_mixer.c) and the products-only
  * pass (product_rate.c). The engine's core sees the backend only through its
- * table, mhla_cpu_backend (backend.c; engine/backend.h).
+ * table, eng_cpu_backend (backend.c; engine/backend.h).
  */
 #ifndef MHLA_ENGINE_CPU_BACKEND_H
 #define MHLA_ENGINE_CPU_BACKEND_H
@@ -26,35 +26,35 @@ typedef struct {
     size_t bw_part; /* floats per task */
     /* when the attention runs as one job (attention_job.c; MHLA_ATTENTION_JOB) */
     enum { MHLA_ATTN_JOB_AUTO, MHLA_ATTN_JOB_ALWAYS, MHLA_ATTN_JOB_NEVER } attention_job;
-} mhla_cpu;
+} eng_cpu;
 
 /* Rows of final hidden states turned into logits per lm_head call. */
 #define MHLA_LOGIT_ROWS 64
 
 /* gate = silu(gate) * up on columns [c0, c1) of each of T rows of I (ctx: an
- * mhla_swiglu_job): the epilogue of the job that computes those columns of
+ * eng_swiglu_job): the epilogue of the job that computes those columns of
  * gate and up (forward.c; the products-only pass runs it as a step does). */
 typedef struct {
     float *gate;
     const float *up;
     int T, I;
-} mhla_swiglu_job;
-void mhla_swiglu_cols(void *ctx, int c0, int c1);
+} eng_swiglu_job;
+void eng_swiglu_cols(void *ctx, int c0, int c1);
 
 /* One validated step on the CPU (the backend's forward). */
-int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
+int eng_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
 
 /* The products of one batch-1 step alone, or its head alone, timed
  * (product_rate.c; the backend's product_pass): *seconds, and *bytes the
  * weight bytes they read. */
-int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
-                          mhla_error *err);
+int eng_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
+                         mhla_error *err);
 
 /* The first half of layer `layer` on the CPU (attention_job.c): from the normed
  * rows in e->h, the q, k, v, g projections, the token mixer and its output
  * norm, into e->att. */
-void mhla_cpu_attention(mhla_cpu *e, int layer, const mhla_batch_item *items, int n_items, int T,
-                        const int *row_start);
+void eng_cpu_token_mixer(eng_cpu *e, int layer, const mhla_batch_item *items, int n_items, int T,
+                         const int *row_start);
 
 /* Runs the token mixer of one layer and one kv head over a run of n tokens of
  * one sequence, starting at its position (which it does not advance).
@@ -69,12 +69,12 @@ typedef struct {
     float *out;
     int out_stride;
     int n;
-} mhla_mixer_io;
+} eng_token_mixer_io;
 
-void mhla_mix_run(mhla_seq *seq, int layer, int kv_head, const mhla_mixer_io *io);
+void eng_token_mixer_run(mhla_seq *seq, int layer, int kv_head, const eng_token_mixer_io *io);
 
 /* Recomputes P_i from the pages after the state was attached mid-block (a
  * resume or a snapshot): the mixer (token_mixer.c) itself mixes only at a block's first token. */
-void mhla_mix_restore_prefix(mhla_seq *seq);
+void eng_token_mixer_restore_prefix(mhla_seq *seq);
 
 #endif

@@ -21,7 +21,7 @@ static int grow(float **p, size_t n, mhla_error *err)
 {
     float *np = realloc(*p, n * sizeof(float));
     if (!np)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu activation values", n);
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu activation values", n);
     *p = np;
     return 0;
 }
@@ -29,7 +29,7 @@ static int grow(float **p, size_t n, mhla_error *err)
 /* With q8 weights, the quantized rows of the step's widest product in both
  * of the pool's slots, now: a product whose rows could not be allocated
  * half-way through a step would leave the sequences' state changed. */
-static int reserve_q8_rows(mhla_cpu *e, int T, mhla_error *err)
+static int reserve_q8_rows(eng_cpu *e, int T, mhla_error *err)
 {
     const mhla_config *c = &e->model->cfg;
     if (!e->model->layers[0].wq.q8 && !e->model->lm_head.q8)
@@ -40,12 +40,12 @@ static int reserve_q8_rows(mhla_cpu *e, int T, mhla_error *err)
     size_t bytes = k_q8_rows_bytes(T, K);
     if (!tp_scratch(e->workers, K_Q8_SLOT_LINEAR, bytes) ||
         !tp_scratch(e->workers, K_Q8_SLOT_PROD, bytes))
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %d rows' quantized activations",
-                            T);
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %d rows' quantized activations",
+                           T);
     return 0;
 }
 
-static int ensure_capacity(mhla_cpu *e, int T, mhla_error *err)
+static int ensure_capacity(eng_cpu *e, int T, mhla_error *err)
 {
     if (T <= e->cap)
         return 0;
@@ -59,7 +59,7 @@ static int ensure_capacity(mhla_cpu *e, int T, mhla_error *err)
         return -1;
     int *ri = realloc(e->row_item, n * sizeof *ri);
     if (!ri)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     e->row_item = ri;
     if (reserve_q8_rows(e, T, err))
         return -1;
@@ -80,7 +80,7 @@ static void rmsnorm_row(void *ctx, int t)
     k_rmsnorm(j->x + (size_t)t * D, j->w, D, j->c->norm_eps, j->out + (size_t)t * D);
 }
 
-static void rmsnorm_rows(mhla_cpu *e, const float *x, const float *w, float *out, int T)
+static void rmsnorm_rows(eng_cpu *e, const float *x, const float *w, float *out, int T)
 {
     rmsnorm_job j = {&e->model->cfg, x, w, out};
     tp_run(T > 16 ? e->workers : NULL, T, rmsnorm_row, &j);
@@ -92,26 +92,26 @@ static void add_rows(float *x, const float *y, size_t n)
         x[i] += y[i];
 }
 
-void mhla_swiglu_cols(void *ctx, int c0, int c1)
+void eng_swiglu_cols(void *ctx, int c0, int c1)
 {
-    const mhla_swiglu_job *j = ctx;
+    const eng_swiglu_job *j = ctx;
     for (int t = 0; t < j->T; t++) {
         float *g = j->gate + (size_t)t * j->I;
         k_silu_mul(g + c0, j->up + (size_t)t * j->I + c0, g + c0, c1 - c0);
     }
 }
 
-static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_items, int T,
+static void layer_forward(eng_cpu *e, int l, mhla_batch_item *items, int n_items, int T,
                           const int *row_start)
 {
     const mhla_config *c = &e->model->cfg;
-    const mhla_layer *ly = &e->model->layers[l];
+    const eng_layer *ly = &e->model->layers[l];
     int D = c->hidden_size, I = c->intermediate_size;
     tp_pool *nt = e->workers;
     int od = c->num_heads * c->head_v_dim;
 
     rmsnorm_rows(e, e->x, ly->attn_norm, e->h, T);
-    mhla_cpu_attention(e, l, items, n_items, T, row_start);
+    eng_cpu_token_mixer(e, l, items, n_items, T, row_start);
     k_linear(e->att, T, od, ly->wo, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);
 
@@ -119,14 +119,14 @@ static void layer_forward(mhla_cpu *e, int l, mhla_batch_item *items, int n_item
     /* gate and up in one job, silu(gate) * up in its tasks */
     k_matrix wgu[2] = {ly->w_gate, ly->w_up};
     float *ygu[2] = {e->gate, e->up};
-    mhla_swiglu_job sw = {e->gate, e->up, T, I};
-    k_linear_pair(e->h, T, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, nt);
+    eng_swiglu_job sw = {e->gate, e->up, T, I};
+    k_linear_pair(e->h, T, D, wgu, I, ygu, I, eng_swiglu_cols, &sw, nt);
     k_linear(e->gate, T, I, ly->w_down, D, e->h, D, nt);
     add_rows(e->x, e->h, (size_t)T * D);
 }
 
 /* Final norm and lm_head for the requested rows, MHLA_LOGIT_ROWS at a time. */
-static void flush_logits(mhla_cpu *e, float **dst, int n)
+static void flush_logits(eng_cpu *e, float **dst, int n)
 {
     const mhla_model *m = e->model;
     int V = m->cfg.vocab_size;
@@ -135,7 +135,7 @@ static void flush_logits(mhla_cpu *e, float **dst, int n)
         memcpy(dst[r], e->logit_buf + (size_t)r * V, (size_t)V * sizeof(float));
 }
 
-static void compute_logits(mhla_cpu *e, mhla_batch_item *items, int n_items, const int *row_start)
+static void compute_logits(eng_cpu *e, mhla_batch_item *items, int n_items, const int *row_start)
 {
     const mhla_model *m = e->model;
     int D = m->cfg.hidden_size, V = m->cfg.vocab_size, n = 0;
@@ -157,9 +157,9 @@ static void compute_logits(mhla_cpu *e, mhla_batch_item *items, int n_items, con
         flush_logits(e, dst, n);
 }
 
-int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err)
+int eng_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err)
 {
-    mhla_cpu *e = ctx;
+    eng_cpu *e = ctx;
     const mhla_model *m = e->model;
     const mhla_config *c = &m->cfg;
     int T = 0;
@@ -169,7 +169,7 @@ int mhla_cpu_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error 
         return -1;
     int *row_start = malloc(((size_t)n_items + 1) * sizeof *row_start);
     if (!row_start)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     int D = c->hidden_size, t = 0;
     for (int b = 0; b < n_items; b++) {
         row_start[b] = t;

@@ -31,7 +31,7 @@ static void fill_row(float *x, int n)
 /* One layer's products in a step's jobs, on the one row x: q, k, v (and g)
  * into y, the output projection and down into o, gate and up (with the
  * step's swiglu epilogue); -1 when the q, k, v products fail. */
-static int layer_products(mhla_cpu *e, const mhla_layer *ly, const float *x, float *y[4], float *o,
+static int layer_products(eng_cpu *e, const eng_layer *ly, const float *x, float *y[4], float *o,
                           float *gate, float *up)
 {
     const mhla_config *c = &e->model->cfg;
@@ -45,16 +45,16 @@ static int layer_products(mhla_cpu *e, const mhla_layer *ly, const float *x, flo
     k_linear(x, 1, od, ly->wo, D, o, D, e->workers);
     k_matrix wgu[2] = {ly->w_gate, ly->w_up};
     float *ygu[2] = {gate, up};
-    mhla_swiglu_job sw = {gate, up, 1, I};
-    k_linear_pair(x, 1, D, wgu, I, ygu, I, mhla_swiglu_cols, &sw, e->workers);
+    eng_swiglu_job sw = {gate, up, 1, I};
+    k_linear_pair(x, 1, D, wgu, I, ygu, I, eng_swiglu_cols, &sw, e->workers);
     k_linear(x, 1, I, ly->w_down, D, o, D, e->workers);
     return 0;
 }
 
-int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
-                          mhla_error *err)
+int eng_cpu_product_pass(void *ctx, mhla_products which, double *seconds, double *bytes,
+                         mhla_error *err)
 {
-    mhla_cpu *e = ctx;
+    eng_cpu *e = ctx;
     const mhla_model *m = e->model;
     const mhla_config *c = &m->cfg;
     int D = c->hidden_size, I = c->intermediate_size, V = c->vocab_size;
@@ -62,7 +62,7 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
     int vd = c->num_kv_heads * c->head_v_dim, od = c->num_heads * c->head_v_dim;
     *seconds = *bytes = 0;
     if (which != MHLA_PRODUCTS_STEP && which != MHLA_PRODUCTS_HEAD)
-        return mhla_fail(err, "products to time: %d is neither the step's nor the head's", which);
+        return eng_fail(err, "products to time: %d is neither the step's nor the head's", which);
     /* one row in, every output of the step's products out: x (up to I wide),
      * q k v g, the projections' D, gate and up, the head's V */
     int in = I > od ? I : od;
@@ -70,7 +70,7 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
     size_t outs = (size_t)qd + kd + vd + od + D + 2 * (size_t)I + V;
     float *buf = malloc(((size_t)in + outs) * sizeof *buf);
     if (!buf)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the products-only pass");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for the products-only pass");
     float *x = buf, *q = x + in, *k = q + qd, *v = k + kd, *g = v + vd, *o = g + od;
     float *gate = o + D, *up = gate + I, *logits = up + I;
     fill_row(x, in);
@@ -80,7 +80,7 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
         float *y[4] = {q, k, v, g};
         if (layer_products(e, &m->layers[l], x, y, o, gate, up)) {
             free(buf);
-            return mhla_fail_as(err, MHLA_ERR_INTERNAL, "layer %d: the q, k, v products failed", l);
+            return eng_fail_as(err, MHLA_ERR_INTERNAL, "layer %d: the q, k, v products failed", l);
         }
     }
     k_linear(x, 1, D, m->lm_head, V, logits, V, e->workers);
@@ -88,11 +88,11 @@ int mhla_cpu_product_pass(void *ctx, mhla_products which, double *seconds, doubl
 
     free(buf);
     if (!(dt > 0))
-        return mhla_fail_as(err, MHLA_ERR_INTERNAL, "the products-only pass took no time");
+        return eng_fail_as(err, MHLA_ERR_INTERNAL, "the products-only pass took no time");
     *seconds = dt;
     /* the step's weight bytes hold its norms' and mixing coefficients' too,
      * which the products do not read: ~0.05 % of them on the 340M shape */
-    *bytes = which == MHLA_PRODUCTS_HEAD ? (double)mhla_matrix_bytes(m->lm_head, (size_t)V * D)
-                                         : (double)mhla_step_weight_bytes(m);
+    *bytes = which == MHLA_PRODUCTS_HEAD ? (double)eng_matrix_bytes(m->lm_head, (size_t)V * D)
+                                         : (double)eng_step_weight_bytes(m);
     return 0;
 }

@@ -214,7 +214,7 @@ static void block_outputs(const head_view *h, const float *q, size_t q_stride, i
     }
 }
 
-void mhla_mix_run(mhla_seq *s, int layer, int kv_head, const mhla_mixer_io *io)
+void eng_token_mixer_run(mhla_seq *s, int layer, int kv_head, const eng_token_mixer_io *io)
 {
     head_view h = view_of(s, layer, kv_head);
     const mhla_config *c = &s->model->cfg;
@@ -253,7 +253,7 @@ void mhla_mix_run(mhla_seq *s, int layer, int kv_head, const mhla_mixer_io *io)
     }
 }
 
-void mhla_mix_restore_prefix(mhla_seq *s)
+void eng_token_mixer_restore_prefix(mhla_seq *s)
 {
     const mhla_config *c = &s->model->cfg;
     int i = kv_seq_pos(s->kv) / c->chunk_size;

@@ -15,8 +15,8 @@
 #include <cuda_runtime.h>
 #define MHLA_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
 #define MHLA_DYNAMIC_SMEM(T, name)                                                                 \
-    extern __shared__ __align__(16) unsigned char mhla_dsmem_[];                                   \
-    T *name = reinterpret_cast<T *>(mhla_dsmem_)
+    extern __shared__ __align__(16) unsigned char eng_dsmem_[];                                    \
+    T *name = reinterpret_cast<T *>(eng_dsmem_)
 #endif
 
 #endif

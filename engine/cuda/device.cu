@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-using namespace mhla_gpu;
+using namespace eng_gpu;
 
-int mhla_gpu::fail(char *err, const char *fmt, ...)
+int eng_gpu::fail(char *err, const char *fmt, ...)
 {
     if (err) {
         va_list ap;
@@ -26,7 +26,7 @@ int mhla_gpu::fail(char *err, const char *fmt, ...)
     return -1;
 }
 
-extern "C" int mhla_cuda_probe(int index, char *why)
+extern "C" int eng_cuda_probe(int index, char *why)
 {
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
@@ -49,7 +49,7 @@ extern "C" int mhla_cuda_probe(int index, char *why)
 
 /* ---- device memory --------------------------------------------------------- */
 
-static int dmalloc(mhla_cuda *g, void **p, size_t bytes, char *err)
+static int dmalloc(eng_cuda *g, void **p, size_t bytes, char *err)
 {
     *p = nullptr;
     cudaError_t rc = cudaMalloc(p, bytes ? bytes : 16);
@@ -60,7 +60,7 @@ static int dmalloc(mhla_cuda *g, void **p, size_t bytes, char *err)
     return 0;
 }
 
-static void dfree(mhla_cuda *g, void *p, size_t bytes)
+static void dfree(eng_cuda *g, void *p, size_t bytes)
 {
     if (p) {
         cudaFree(p);
@@ -89,9 +89,9 @@ static void cache_drop_all()
     cache_free.clear();
 }
 
-extern "C" void *mhla_cuda_mem_alloc(void *ctx, size_t bytes)
+extern "C" void *eng_cuda_mem_alloc(void *ctx, size_t bytes)
 {
-    mhla_cuda *g = static_cast<mhla_cuda *>(ctx);
+    eng_cuda *g = static_cast<eng_cuda *>(ctx);
     size_t n = bytes ? bytes : 16;
     void *p = nullptr;
     {
@@ -117,7 +117,7 @@ extern "C" void *mhla_cuda_mem_alloc(void *ctx, size_t bytes)
     return p;
 }
 
-extern "C" void mhla_cuda_mem_release(void *ctx, void *p)
+extern "C" void eng_cuda_mem_release(void *ctx, void *p)
 {
     (void)ctx;
     if (!p)
@@ -136,9 +136,9 @@ extern "C" void mhla_cuda_mem_release(void *ctx, void *p)
     cudaFree(p);
 }
 
-extern "C" int mhla_cuda_mem_copy(void *ctx, void *dst, const void *src, size_t bytes, int dir)
+extern "C" int eng_cuda_mem_copy(void *ctx, void *dst, const void *src, size_t bytes, int dir)
 {
-    mhla_cuda *g = static_cast<mhla_cuda *>(ctx);
+    eng_cuda *g = static_cast<eng_cuda *>(ctx);
     cudaMemcpyKind kind = dir == 0   ? cudaMemcpyDeviceToHost
                           : dir == 1 ? cudaMemcpyHostToDevice
                                      : cudaMemcpyDeviceToDevice;
@@ -152,7 +152,7 @@ extern "C" int mhla_cuda_mem_copy(void *ctx, void *dst, const void *src, size_t 
 
 /* Host values go through a device staging buffer and are converted there. */
 struct uploader {
-    mhla_cuda *g;
+    eng_cuda *g;
     void *stage;
     size_t stage_bytes;
 };
@@ -176,7 +176,7 @@ static int upload(uploader *u, const void *host, int host_dt, size_t n, void *ds
     return 0;
 }
 
-static int upload_mat(uploader *u, mhla_cuda_hmat m, size_t n, void *dst, char *err)
+static int upload_mat(uploader *u, eng_cuda_hmat m, size_t n, void *dst, char *err)
 {
     if (m.f32)
         return upload(u, m.f32, DT_F32, n, dst, u->g->dt, err);
@@ -191,9 +191,9 @@ static int upload_f32(uploader *u, const float *host, size_t n, float **dst, cha
     return 0;
 }
 
-static int upload_layer(uploader *u, const mhla_cuda_layer_src *s, dev_layer *d, char *err)
+static int upload_layer(uploader *u, const eng_cuda_layer_src *s, dev_layer *d, char *err)
 {
-    mhla_cuda *g = u->g;
+    eng_cuda *g = u->g;
     const mhla_config *c = &g->cfg;
     size_t D = c->hidden_size, I = c->intermediate_size, eb = g->dt_bytes;
     size_t qd = (size_t)c->num_heads * c->head_k_dim, kd = (size_t)c->num_kv_heads * c->head_k_dim;
@@ -223,7 +223,7 @@ static int upload_layer(uploader *u, const mhla_cuda_layer_src *s, dev_layer *d,
     return 0;
 }
 
-static int upload_model(mhla_cuda *g, const mhla_cuda_model_src *src, char *err)
+static int upload_model(eng_cuda *g, const eng_cuda_model_src *src, char *err)
 {
     const mhla_config *c = &g->cfg;
     size_t V = c->vocab_size, D = c->hidden_size, L = c->num_layers, Lm = c->num_blocks;
@@ -274,8 +274,7 @@ out:
 /* ---- create / free ------------------------------------------------------------ */
 
 /* The weights' and the state's types and the fused [q;k;v;g] product's rows. */
-static void create_layout(mhla_cuda *g, const mhla_cuda_model_src *src,
-                          const mhla_cuda_options *opt)
+static void create_layout(eng_cuda *g, const eng_cuda_model_src *src, const eng_cuda_options *opt)
 {
     const mhla_config *c = src->cfg;
     g->cfg = *c;
@@ -298,7 +297,7 @@ static void create_layout(mhla_cuda *g, const mhla_cuda_model_src *src,
 
 /* The stream and the cuBLAS handle, with a workspace of our own: products
  * captured in CUDA graphs must not allocate. */
-static int create_handles(mhla_cuda *g, char *err)
+static int create_handles(eng_cuda *g, char *err)
 {
     if (cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking) != cudaSuccess)
         return fail(err, "CUDA: cannot create a stream");
@@ -315,11 +314,11 @@ static int create_handles(mhla_cuda *g, char *err)
     return 0;
 }
 
-extern "C" int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_options *opt,
-                                mhla_cuda **out, char *err)
+extern "C" int eng_cuda_create(const eng_cuda_model_src *src, const eng_cuda_options *opt,
+                               eng_cuda **out, char *err)
 {
     *out = nullptr;
-    if (mhla_cuda_probe(opt->device_index, err))
+    if (eng_cuda_probe(opt->device_index, err))
         return -1;
     const mhla_config *c = src->cfg;
     if (c->head_k_dim % 2 || c->num_heads % c->num_kv_heads)
@@ -329,7 +328,7 @@ extern "C" int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_
                     "CUDA backend: head_k_dim %d with blocks of %d tokens needs %zu bytes of "
                     "shared memory per mixer block (at most 49152)",
                     c->head_k_dim, c->chunk_size, mixer_smem_bytes(c->head_k_dim, c->chunk_size));
-    mhla_cuda *g = static_cast<mhla_cuda *>(calloc(1, sizeof *g));
+    eng_cuda *g = static_cast<eng_cuda *>(calloc(1, sizeof *g));
     if (!g)
         return fail(err, "out of memory");
     create_layout(g, src, opt);
@@ -348,14 +347,14 @@ extern "C" int mhla_cuda_create(const mhla_cuda_model_src *src, const mhla_cuda_
     if (create_handles(g, err) || upload_model(g, src, err) ||
         dmalloc(g, reinterpret_cast<void **>(&g->restore_pages),
                 (size_t)c->num_blocks * sizeof(void *), err)) {
-        mhla_cuda_free(g);
+        eng_cuda_free(g);
         return -1;
     }
     *out = g;
     return 0;
 }
 
-void mhla_gpu::free_buffers(mhla_cuda *g)
+void eng_gpu::free_buffers(eng_cuda *g)
 {
     drop_graphs(g);
     void *dev[] = {g->x,      g->y,          g->qkvg,       g->att,  g->gu,
@@ -387,7 +386,7 @@ void mhla_gpu::free_buffers(mhla_cuda *g)
     g->buf_bytes = 0;
 }
 
-extern "C" void mhla_cuda_free(mhla_cuda *g)
+extern "C" void eng_cuda_free(eng_cuda *g)
 {
     if (!g)
         return;
@@ -420,9 +419,9 @@ extern "C" void mhla_cuda_free(mhla_cuda *g)
     free(g);
 }
 
-extern "C" const char *mhla_cuda_name(const mhla_cuda *g) { return g->name; }
+extern "C" const char *eng_cuda_name(const eng_cuda *g) { return g->name; }
 
-extern "C" int mhla_cuda_mem_info(mhla_cuda *g, size_t *free_bytes, size_t *total_bytes, char *err)
+extern "C" int eng_cuda_mem_info(eng_cuda *g, size_t *free_bytes, size_t *total_bytes, char *err)
 {
     *free_bytes = *total_bytes = 0;
     if (cudaSetDevice(g->dev_index) != cudaSuccess ||
@@ -431,7 +430,7 @@ extern "C" int mhla_cuda_mem_info(mhla_cuda *g, size_t *free_bytes, size_t *tota
     return 0;
 }
 
-extern "C" int mhla_cuda_copy_bandwidth(mhla_cuda *g, double *bytes_per_s, char *err)
+extern "C" int eng_cuda_copy_bandwidth(eng_cuda *g, double *bytes_per_s, char *err)
 {
     const size_t n = 512u << 20;
     void *a = nullptr, *b = nullptr;

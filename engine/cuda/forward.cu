@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 
-using namespace mhla_gpu;
+using namespace eng_gpu;
 
 static size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
@@ -28,7 +28,7 @@ static int grow_to(int need, int have, int floor)
     return n < need ? need : n;
 }
 
-static int alloc_dev(mhla_cuda *g, void *p, size_t bytes, char *err)
+static int alloc_dev(eng_cuda *g, void *p, size_t bytes, char *err)
 {
     void **pp = static_cast<void **>(p);
     CU(cudaMalloc(pp, bytes ? bytes : 16), "out of GPU memory for step buffers");
@@ -45,7 +45,7 @@ struct step_need {
 };
 
 /* The capacities a step that needs nd grows the buffers to. */
-static step_need grown_caps(const mhla_cuda *g, const step_need &nd)
+static step_need grown_caps(const eng_cuda *g, const step_need &nd)
 {
     const step_bufs *sb = &g->sb;
     step_need cap;
@@ -63,7 +63,7 @@ static step_need grown_caps(const mhla_cuda *g, const step_need &nd)
 }
 
 /* The activations, logits, mixer scratch and sampling buffers on the device. */
-static int alloc_activations(mhla_cuda *g, const step_need &cap, char *err)
+static int alloc_activations(eng_cuda *g, const step_need &cap, char *err)
 {
     const mhla_config *c = &g->cfg;
     size_t cT = cap.T, cR = cap.R, cS = cap.n_seg, cSm = cap.n_samp;
@@ -116,7 +116,7 @@ static void lay_out_descriptors(step_bufs *sb, const step_need &cap)
 
 /* The host side: pinned descriptors, logits and sampled tokens, and the
  * runs of whole blocks. */
-static int alloc_host_side(mhla_cuda *g, const step_need &cap, char *err)
+static int alloc_host_side(eng_cuda *g, const step_need &cap, char *err)
 {
     step_bufs *sb = &g->sb;
     size_t cR = cap.R, cS = cap.n_seg, V = g->cfg.vocab_size;
@@ -134,7 +134,7 @@ static int alloc_host_side(mhla_cuda *g, const step_need &cap, char *err)
     return 0;
 }
 
-static int ensure_buffers(mhla_cuda *g, const step_need &nd, char *err)
+static int ensure_buffers(eng_cuda *g, const step_need &nd, char *err)
 {
     step_bufs *sb = &g->sb;
     if (nd.T <= g->cap_T && nd.R <= g->cap_R && nd.n_seg <= g->cap_seg &&
@@ -158,7 +158,7 @@ fail:
     return -1;
 }
 
-void mhla_gpu::drop_graphs(mhla_cuda *g)
+void eng_gpu::drop_graphs(eng_cuda *g)
 {
     for (int i = 0; i < g->n_graphs; i++)
         cudaGraphExecDestroy(g->graphs[i].exec);
@@ -166,7 +166,7 @@ void mhla_gpu::drop_graphs(mhla_cuda *g)
 }
 
 /* y[T, ldy] = x[T, K] · w[N, K]ᵀ — column-major for cuBLAS: yᵀ = w · xᵀ. */
-static int gemm(mhla_cuda *g, const void *x, int T, int K, const void *w, int N, float *y, int ldy,
+static int gemm(eng_cuda *g, const void *x, int T, int K, const void *w, int N, float *y, int ldy,
                 char *err)
 {
     const float one = 1.0f, zero = 0.0f;
@@ -182,7 +182,7 @@ static int gemm(mhla_cuda *g, const void *x, int T, int K, const void *w, int N,
 
 /* Scratch for n_full whole blocks (grown apart from the other buffers:
  * decode steps never have any, unless blocks are one token long). */
-static int ensure_full(mhla_cuda *g, int n_full, char *err)
+static int ensure_full(eng_cuda *g, int n_full, char *err)
 {
     if (n_full <= g->cap_full)
         return 0;
@@ -206,7 +206,7 @@ static int ensure_full(mhla_cuda *g, int n_full, char *err)
 
 /* Batched C = op(A) op(B) over f32 operands: on tensor cores (TF32) when the
  * weights are bf16/f16, in plain f32 when they are f32. */
-static int strided(mhla_cuda *g, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+static int strided(eng_cuda *g, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                    const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
                    float *C, int ldc, long long sc, int batch, char *err, float beta = 0.0f)
 {
@@ -227,7 +227,7 @@ static int strided(mhla_cuda *g, cublasOperation_t ta, cublasOperation_t tb, int
  * scaled by m[i][i], and their product with V_b into the outputs — each a
  * batched product over the run's blocks. close_kernel then writes S_b into
  * the pages and mix_prefix_kernel mixes P_i; mixer_inter adds q~ᵀP_i. */
-static int mixer_products(mhla_cuda *g, const int32_t *fblocks, const float *mix, char *err)
+static int mixer_products(eng_cuda *g, const int32_t *fblocks, const float *mix, char *err)
 {
     const mhla_config *c = &g->cfg;
     int C = c->chunk_size, dk = c->head_k_dim, dv = c->head_v_dim, H = c->num_heads;
@@ -265,7 +265,7 @@ static int mixer_products(mhla_cuda *g, const int32_t *fblocks, const float *mix
 }
 
 /* Whole blocks: att += Q_b P_i (P_i of each block, mixed in this step). */
-static int mixer_inter(mhla_cuda *g, char *err)
+static int mixer_inter(eng_cuda *g, char *err)
 {
     const mhla_config *c = &g->cfg;
     int C = c->chunk_size, dk = c->head_k_dim, dv = c->head_v_dim, H = c->num_heads;
@@ -288,7 +288,7 @@ static int mixer_inter(mhla_cuda *g, char *err)
 
 /* What the mixer kernels read of a step whose descriptors are on the device
  * (the layer and its mixing matrix are set per layer). */
-static mix_args mix_args_of(const mhla_cuda *g, int n_seg)
+static mix_args mix_args_of(const eng_cuda *g, int n_seg)
 {
     const mhla_config *c = &g->cfg;
     const unsigned char *d = g->sb.dev;
@@ -319,7 +319,7 @@ static mix_args mix_args_of(const mhla_cuda *g, int n_seg)
 }
 
 /* Enqueues layer l of a step of T rows. */
-static int run_layer(mhla_cuda *g, int l, int T, mix_args &a, char *err)
+static int run_layer(eng_cuda *g, int l, int T, mix_args &a, char *err)
 {
     const mhla_config *c = &g->cfg;
     cudaStream_t st = g->stream;
@@ -356,7 +356,7 @@ static int run_layer(mhla_cuda *g, int l, int T, mix_args &a, char *err)
 }
 
 /* Enqueues a whole step whose descriptors are already on the device. */
-static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err)
+static int run_step(eng_cuda *g, int T, int R, int n_seg, int n_samp, char *err)
 {
     const mhla_config *c = &g->cfg;
     cudaStream_t st = g->stream;
@@ -384,7 +384,7 @@ static int run_step(mhla_cuda *g, int T, int R, int n_seg, int n_samp, char *err
 
 /* A decode step of n sequences (sampled on the device or not: n_samp is 0 or
  * n): replay its graph, capturing it first. */
-static int run_decode_graph(mhla_cuda *g, int n, int n_samp, char *err)
+static int run_decode_graph(eng_cuda *g, int n, int n_samp, char *err)
 {
     graph_entry *e = nullptr;
     int key = n_samp ? -n : n;
@@ -430,17 +430,17 @@ static int run_decode_graph(mhla_cuda *g, int n, int n_samp, char *err)
 }
 
 /* Rows of logits the host gets back for item it (the rest stay on the GPU). */
-static int host_rows(const mhla_cuda_item *it)
+static int host_rows(const eng_cuda_item *it)
 {
     return it->logits ? it->n_tokens - it->logits_from : 0;
 }
 
 /* Whether item it needs its last position's logits only for sampling. */
-static int sample_only_row(const mhla_cuda_item *it) { return it->sample && host_rows(it) == 0; }
+static int sample_only_row(const eng_cuda_item *it) { return it->sample && host_rows(it) == 0; }
 
 /* The descriptor of a sampled row, its penalties and its logit biases
  * appended at pens[*npen] and biases[*nb]. */
-static void fill_sample_desc(const mhla_cuda_sample *q, int row, sample_desc *d, sample_pen *pens,
+static void fill_sample_desc(const eng_cuda_sample *q, int row, sample_desc *d, sample_pen *pens,
                              int *npen, sample_bias *biases, int *nb)
 {
     d->row = row;
@@ -466,7 +466,7 @@ static void fill_sample_desc(const mhla_cuda_sample *q, int row, sample_desc *d,
 /* The (sequence, block) segments item b's tokens (from row t_first) fall
  * in, appended at segs[*ns]; whole blocks also get a slot in fblocks and
  * join the runs of whole blocks the batched products take. */
-static void add_segments(mhla_cuda *g, const mhla_cuda_item *it, int b, int t_first, seg_desc *segs,
+static void add_segments(eng_cuda *g, const eng_cuda_item *it, int b, int t_first, seg_desc *segs,
                          int *ns, int32_t *fblocks)
 {
     const int C = g->cfg.chunk_size;
@@ -504,7 +504,7 @@ static void add_segments(mhla_cuda *g, const mhla_cuda_item *it, int b, int t_fi
 
 /* Fills the host mirror of the step descriptors. Logit rows: first every row
  * the host gets back, in item order, then the rows only sampled. */
-static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items, int R_host)
+static void describe_step(eng_cuda *g, const eng_cuda_item *items, int n_items, int R_host)
 {
     unsigned char *h = g->sb.host;
     int32_t *tokens = reinterpret_cast<int32_t *>(h + g->sb.off_tokens);
@@ -520,7 +520,7 @@ static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items
     int t = 0, r = 0, r_only = R_host, ns = 0, np = 0, nsm = 0, npen = 0, nb = 0;
     g->n_full = g->n_runs = 0;
     for (int b = 0; b < n_items; b++) {
-        const mhla_cuda_item *it = &items[b];
+        const eng_cuda_item *it = &items[b];
         its[b].prefix = it->prefix;
         its[b].prefix_k = it->prefix_k;
         its[b].cur_k = it->cur_k;
@@ -550,7 +550,7 @@ static void describe_step(mhla_cuda *g, const mhla_cuda_item *items, int n_items
 
 /* What a step of these items needs room for (*nd), the logit rows the host
  * gets back, whether it can replay a decode graph, and its whole blocks. */
-static void size_step(const mhla_cuda *g, const mhla_cuda_item *items, int n_items, step_need *nd,
+static void size_step(const eng_cuda *g, const eng_cuda_item *items, int n_items, step_need *nd,
                       int *R_host, int *decode, int *n_full)
 {
     const mhla_config *c = &g->cfg;
@@ -560,7 +560,7 @@ static void size_step(const mhla_cuda *g, const mhla_cuda_item *items, int n_ite
     *R_host = 0;
     *decode = 1;
     for (int b = 0; b < n_items; b++) {
-        const mhla_cuda_item *it = &items[b];
+        const eng_cuda_item *it = &items[b];
         nd->T += it->n_tokens;
         *R_host += host_rows(it);
         nd->R += host_rows(it) + sample_only_row(it);
@@ -580,14 +580,14 @@ static void size_step(const mhla_cuda *g, const mhla_cuda_item *items, int n_ite
     nd->n_items = n_items;
     *n_full = 0;
     for (int b = 0; b < n_items && !c->normalize; b++) {
-        const mhla_cuda_item *it = &items[b];
+        const eng_cuda_item *it = &items[b];
         int first = (it->pos + C - 1) / C, end = (it->pos + it->n_tokens) / C;
         *n_full += end > first ? end - first : 0;
     }
 }
 
 /* Enqueues the copies of the host's logit rows and the sampled tokens back. */
-static int copy_back(mhla_cuda *g, int R_host, int n_samp, char *err)
+static int copy_back(eng_cuda *g, int R_host, int n_samp, char *err)
 {
     size_t V = g->cfg.vocab_size;
     if (R_host > 0) {
@@ -607,20 +607,20 @@ static int copy_back(mhla_cuda *g, int R_host, int n_samp, char *err)
 }
 
 /* Each item's logit rows and sampled token, from the host copies. */
-static void deliver_step(const mhla_cuda *g, const mhla_cuda_item *items, int n_items)
+static void deliver_step(const eng_cuda *g, const eng_cuda_item *items, int n_items)
 {
     size_t V = g->cfg.vocab_size;
     const float *src = g->logits_host;
     const sample_result *res = g->sample_out_host;
     for (int b = 0; b < n_items; b++) {
-        const mhla_cuda_item *it = &items[b];
+        const eng_cuda_item *it = &items[b];
         size_t n = (size_t)host_rows(it) * V;
         if (n)
             memcpy(it->logits, src, n * sizeof(float));
         src += n;
         if (!it->sample)
             continue;
-        mhla_cuda_sample *q = it->sample;
+        eng_cuda_sample *q = it->sample;
         q->status = res->status;
         q->nan_id = res->nan_id;
         q->token = res->token;
@@ -631,7 +631,7 @@ static void deliver_step(const mhla_cuda *g, const mhla_cuda_item *items, int n_
     }
 }
 
-extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int n_items, char *err)
+extern "C" int eng_cuda_forward(eng_cuda *g, const eng_cuda_item *items, int n_items, char *err)
 {
     if (g->failed)
         return fail(err, "CUDA backend unusable after an earlier device error; restart");
@@ -663,7 +663,7 @@ extern "C" int mhla_cuda_forward(mhla_cuda *g, const mhla_cuda_item *items, int 
     return 0;
 }
 
-extern "C" int mhla_cuda_restore_prefix(mhla_cuda *g, const mhla_cuda_item *it, char *err)
+extern "C" int eng_cuda_restore_prefix(eng_cuda *g, const eng_cuda_item *it, char *err)
 {
     if (g->failed)
         return fail(err, "CUDA backend unusable after an earlier device error; restart");
@@ -687,8 +687,8 @@ extern "C" int mhla_cuda_restore_prefix(mhla_cuda *g, const mhla_cuda_item *it, 
     return 0;
 }
 
-extern "C" void mhla_cuda_stats(const mhla_cuda *g, uint64_t *steps, uint64_t *captures,
-                                uint64_t *replays)
+extern "C" void eng_cuda_stats(const eng_cuda *g, uint64_t *steps, uint64_t *captures,
+                               uint64_t *replays)
 {
     *steps = g->steps;
     *captures = g->captures;

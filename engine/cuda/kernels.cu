@@ -14,7 +14,7 @@
 
 #include <cmath>
 
-namespace mhla_gpu
+namespace eng_gpu
 {
 
 __device__ __forceinline__ float ld_dt(const void *p, size_t i, int dt)
@@ -545,4 +545,4 @@ void k_restore_prefix(void *const *pages, int block, const float *mix_all, float
     (pages, block, mix_all, prefix, prefix_k, L, Hkv, dk, dv, Lm, normalize, state_bf16);
 }
 
-} // namespace mhla_gpu
+} // namespace eng_gpu

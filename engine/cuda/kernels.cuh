@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace mhla_gpu
+namespace eng_gpu
 {
 
 /* Element types of weights and GEMM inputs. */
@@ -90,6 +90,6 @@ void k_restore_prefix(void *const *pages, int block, const float *mix_all, float
 constexpr int MIX_TT = 8;
 inline size_t mixer_smem_bytes(int dk, int C) { return (size_t)MIX_TT * (dk + C) * sizeof(float); }
 
-} // namespace mhla_gpu
+} // namespace eng_gpu
 
 #endif

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mhla_cuda_hmat hmat(k_matrix m) { return (mhla_cuda_hmat){m.f32, m.bf16}; }
+static eng_cuda_hmat hmat(k_matrix m) { return (eng_cuda_hmat){m.f32, m.bf16}; }
 
 /* The engine's side of the backend: the CUDA one and what the engine
  * accounts with it. */
 typedef struct {
-    mhla_cuda *gpu;
+    eng_cuda *gpu;
     const mhla_model *model;
     size_t weight_elem; /* bytes per weight on the GPU */
 } cuda_ctx;
@@ -27,14 +27,14 @@ static void cuda_free(void *ctx)
     cuda_ctx *g = ctx;
     if (!g)
         return;
-    mhla_cuda_free(g->gpu);
+    eng_cuda_free(g->gpu);
     free(g);
 }
 
 /* A layer's host tensors as the CUDA code takes them. */
-static mhla_cuda_layer_src layer_src(const mhla_layer *y)
+static eng_cuda_layer_src layer_src(const eng_layer *y)
 {
-    return (mhla_cuda_layer_src){
+    return (eng_cuda_layer_src){
         .attn_norm = y->attn_norm,
         .g_norm = y->g_norm,
         .mlp_norm = y->mlp_norm,
@@ -50,26 +50,26 @@ static mhla_cuda_layer_src layer_src(const mhla_layer *y)
     };
 }
 
-static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, mhla_cuda **out,
+static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, eng_cuda **out,
                     mhla_error *err)
 {
     *out = NULL;
     char why[MHLA_CUDA_ERR];
     /* The GPU kernels read f32 or 16-bit weights; int8 ones are CPU only. */
     if (m->lm_head.q8 || (m->cfg.num_layers > 0 && m->layers[0].wq.q8))
-        return mhla_fail_as(err, MHLA_ERR_DEVICE,
-                            "q8 weights (--weights q8) run on the CPU only: on a GPU load the "
-                            "model with --weights f32 or bf16 and choose the GPU's storage with "
-                            "--gpu-weights bf16|f16|f32");
-    if (mhla_cuda_probe(opt->gpu_index, why))
-        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", why);
+        return eng_fail_as(err, MHLA_ERR_DEVICE,
+                           "q8 weights (--weights q8) run on the CPU only: on a GPU load the "
+                           "model with --weights f32 or bf16 and choose the GPU's storage with "
+                           "--gpu-weights bf16|f16|f32");
+    if (eng_cuda_probe(opt->gpu_index, why))
+        return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", why);
     const mhla_config *c = &m->cfg;
-    mhla_cuda_layer_src *ls = calloc((size_t)c->num_layers, sizeof *ls);
+    eng_cuda_layer_src *ls = calloc((size_t)c->num_layers, sizeof *ls);
     if (!ls)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     for (int l = 0; l < c->num_layers; l++)
         ls[l] = layer_src(&m->layers[l]);
-    mhla_cuda_model_src src = {
+    eng_cuda_model_src src = {
         .cfg = c,
         .embeddings = m->embeddings,
         .final_norm = m->final_norm,
@@ -81,17 +81,17 @@ static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, mhla_cu
         .rope_sin = m->rope_sin,
         .q_scale = m->q_scale,
     };
-    mhla_cuda_options co = {
+    eng_cuda_options co = {
         .device_index = opt->gpu_index,
         .weights = opt->gpu_weights,
         .state_bf16 = opt->state_dtype == MHLA_STATE_BF16,
         .no_graphs = opt->gpu_no_graphs,
     };
     char cerr[MHLA_CUDA_ERR];
-    int rc = mhla_cuda_create(&src, &co, out, cerr);
+    int rc = eng_cuda_create(&src, &co, out, cerr);
     free(ls);
     if (rc)
-        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+        return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
 
@@ -104,7 +104,7 @@ static int cuda_create(const mhla_model *m, const mhla_engine_options *opt, void
         opt = &defaults;
     cuda_ctx *g = calloc(1, sizeof *g);
     if (!g)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     g->model = m;
     g->weight_elem = opt->gpu_weights == MHLA_GPU_WEIGHTS_F32 ? 4 : 2;
     if (open_gpu(m, opt, &g->gpu, err)) {
@@ -117,15 +117,15 @@ static int cuda_create(const mhla_model *m, const mhla_engine_options *opt, void
 
 static int device_copy(void *ctx, void *dst, const void *src, size_t bytes, kv_copy_dir dir)
 {
-    return mhla_cuda_mem_copy(ctx, dst, src, bytes, (int)dir);
+    return eng_cuda_mem_copy(ctx, dst, src, bytes, (int)dir);
 }
 
 static void cuda_memory(void *ctx, kv_memory *mem)
 {
     mem->ctx = ((cuda_ctx *)ctx)->gpu;
-    mem->alloc = mhla_cuda_mem_alloc;
+    mem->alloc = eng_cuda_mem_alloc;
     mem->alloc_swept = NULL; /* device memory has no huge pages to ask for: alloc serves */
-    mem->release = mhla_cuda_mem_release;
+    mem->release = eng_cuda_mem_release;
     mem->alloc_page = NULL; /* alloc and release serve */
     mem->release_page = NULL;
     mem->copy = device_copy;
@@ -133,7 +133,7 @@ static void cuda_memory(void *ctx, kv_memory *mem)
 
 /* A sequence's buffers and page table as the backend sees them. The page
  * pointers live in pages (n_pages of them, caller-owned). */
-static int describe_seq(const mhla_seq *s, void **pages, mhla_cuda_item *it)
+static int describe_seq(const mhla_seq *s, void **pages, eng_cuda_item *it)
 {
     kv_seq_bufs b = kv_seq_buffers(s->kv);
     int np = kv_seq_n_pages(s->kv);
@@ -153,10 +153,10 @@ static int describe_seq(const mhla_seq *s, void **pages, mhla_cuda_item *it)
 /* The device's view of a sample slot: parameters, the uniform the host
  * sampler would draw now, and the ids its penalties touch. pen holds
  * 2 * n_seen ints (ids, then counts). */
-static void describe_sample(mhla_sample_slot *sl, int32_t *pen, mhla_cuda_sample *q)
+static void describe_sample(mhla_sample_slot *sl, int32_t *pen, eng_cuda_sample *q)
 {
-    mhla_sampler_view v;
-    mhla_sampler_view_of(sl->sampler, &v);
+    eng_sampler_view v;
+    eng_sampler_view_of(sl->sampler, &v);
     memset(q, 0, sizeof *q);
     q->temperature = v.p->temperature;
     q->top_p = v.p->top_p;
@@ -178,18 +178,18 @@ static void describe_sample(mhla_sample_slot *sl, int32_t *pen, mhla_cuda_sample
         q->pen_counts = pen + v.n_seen;
         q->n_pen = v.n_seen;
     }
-    q->u = mhla_sampler_draw(sl->sampler);
+    q->u = eng_sampler_draw(sl->sampler);
 }
 
-static void finish_sample(mhla_sample_slot *sl, const mhla_cuda_sample *q)
+static void finish_sample(mhla_sample_slot *sl, const eng_cuda_sample *q)
 {
     sl->status = q->status;
     if (q->status) {
-        mhla_fail(&sl->err, "sampler: the logit of token %d is NaN", q->nan_id);
+        eng_fail(&sl->err, "sampler: the logit of token %d is NaN", q->nan_id);
         return;
     }
     sl->token = q->token;
-    mhla_sampler_record(sl->sampler, q->token);
+    eng_sampler_record(sl->sampler, q->token);
     if (sl->n_top >= 0) {
         sl->token_logprob = q->token_logprob;
         memcpy(sl->top, q->top, (size_t)sl->n_top * sizeof *sl->top);
@@ -198,16 +198,16 @@ static void finish_sample(mhla_sample_slot *sl, const mhla_cuda_sample *q)
 
 static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err)
 {
-    mhla_cuda *dev = ((cuda_ctx *)ctx)->gpu;
+    eng_cuda *dev = ((cuda_ctx *)ctx)->gpu;
     int Lm = items[0].seq->model->cfg.num_blocks, n_pen = 0;
     for (int b = 0; b < n_items; b++)
         if (items[b].sample) {
-            mhla_sampler_view v;
-            mhla_sampler_view_of(items[b].sample->sampler, &v);
+            eng_sampler_view v;
+            eng_sampler_view_of(items[b].sample->sampler, &v);
             n_pen += v.counts ? 2 * v.n_seen : 0;
         }
-    mhla_cuda_item *ci = malloc((size_t)n_items * sizeof *ci);
-    mhla_cuda_sample *cs = malloc((size_t)n_items * sizeof *cs);
+    eng_cuda_item *ci = malloc((size_t)n_items * sizeof *ci);
+    eng_cuda_sample *cs = malloc((size_t)n_items * sizeof *cs);
     void **pages = malloc((size_t)n_items * Lm * sizeof *pages + 1);
     int32_t *pen = malloc((size_t)n_pen * sizeof *pen + 1);
     if (!ci || !cs || !pages || !pen) {
@@ -215,7 +215,7 @@ static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_err
         free(cs);
         free(pages);
         free(pen);
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
     }
     int32_t *pen_at = pen;
     for (int b = 0; b < n_items; b++) {
@@ -232,7 +232,7 @@ static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_err
         }
     }
     char cerr[MHLA_CUDA_ERR];
-    int rc = mhla_cuda_forward(dev, ci, n_items, cerr);
+    int rc = eng_cuda_forward(dev, ci, n_items, cerr);
     for (int b = 0; rc == 0 && b < n_items; b++)
         if (items[b].sample)
             finish_sample(items[b].sample, &cs[b]);
@@ -241,7 +241,7 @@ static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_err
     free(pages);
     free(pen);
     if (rc)
-        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+        return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
 
@@ -249,20 +249,20 @@ static int cuda_restore_prefix(void *ctx, mhla_seq *s, mhla_error *err)
 {
     void **pages = malloc((size_t)s->model->cfg.num_blocks * sizeof *pages + 1);
     if (!pages)
-        return mhla_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
-    mhla_cuda_item it;
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
+    eng_cuda_item it;
     describe_seq(s, pages, &it);
     char cerr[MHLA_CUDA_ERR];
-    int rc = mhla_cuda_restore_prefix(((cuda_ctx *)ctx)->gpu, &it, cerr);
+    int rc = eng_cuda_restore_prefix(((cuda_ctx *)ctx)->gpu, &it, cerr);
     free(pages);
     if (rc)
-        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+        return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
 
 static void cuda_describe(const void *ctx, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s", mhla_cuda_name(((const cuda_ctx *)ctx)->gpu));
+    snprintf(buf, len, "%s", eng_cuda_name(((const cuda_ctx *)ctx)->gpu));
 }
 
 /* On the GPU the weights are held in its weight dtype; the embedding table
@@ -284,26 +284,26 @@ static int cuda_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error 
 {
     char cerr[MHLA_CUDA_ERR];
     for (int r = 0; r < reps; r++)
-        if (mhla_cuda_copy_bandwidth(((cuda_ctx *)ctx)->gpu, &rates[r], cerr))
-            return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+        if (eng_cuda_copy_bandwidth(((cuda_ctx *)ctx)->gpu, &rates[r], cerr))
+            return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
 
 static int cuda_device_memory(void *ctx, size_t *free_bytes, size_t *total_bytes, mhla_error *err)
 {
     char cerr[MHLA_CUDA_ERR];
-    if (mhla_cuda_mem_info(((cuda_ctx *)ctx)->gpu, free_bytes, total_bytes, cerr))
-        return mhla_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
+    if (eng_cuda_mem_info(((cuda_ctx *)ctx)->gpu, free_bytes, total_bytes, cerr))
+        return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", cerr);
     return 0;
 }
 
 static void cuda_stats(const void *ctx, mhla_device_stats *out)
 {
-    mhla_cuda_stats(((const cuda_ctx *)ctx)->gpu, &out->steps, &out->graph_captures,
-                    &out->graph_replays);
+    eng_cuda_stats(((const cuda_ctx *)ctx)->gpu, &out->steps, &out->graph_captures,
+                   &out->graph_replays);
 }
 
-const mhla_backend_ops mhla_cuda_backend = {
+const eng_backend_ops eng_cuda_backend = {
     .name = "cuda",
     .device = MHLA_DEVICE_CUDA,
     .create = cuda_create,

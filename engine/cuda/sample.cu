@@ -19,7 +19,7 @@
 #include <climits>
 #include <cmath>
 
-namespace mhla_gpu
+namespace eng_gpu
 {
 
 #ifdef MHLA_CUDA_SIM
@@ -371,4 +371,4 @@ void k_sample(const float *logits, int V, float *adj, const sample_desc *descs, 
         MHLA_LAUNCH(sample_kernel, n, threads, 0, st)(logits, V, adj, descs, pens, biases, results);
 }
 
-} // namespace mhla_gpu
+} // namespace eng_gpu

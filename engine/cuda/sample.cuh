@@ -7,7 +7,7 @@
 
 #include "kernels.cuh"
 
-namespace mhla_gpu
+namespace eng_gpu
 {
 
 /* One sampled row. */
@@ -41,6 +41,6 @@ void k_sample(const float *logits, int V, float *adj, const sample_desc *descs, 
               const sample_pen *pens, const sample_bias *biases, sample_result *results,
               cudaStream_t st);
 
-} // namespace mhla_gpu
+} // namespace eng_gpu
 
 #endif

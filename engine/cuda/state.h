@@ -7,7 +7,7 @@
 
 #include "sample.cuh"
 
-namespace mhla_gpu
+namespace eng_gpu
 {
 
 struct dev_layer {
@@ -38,9 +38,9 @@ struct step_bufs {
     unsigned char *dev, *host;
 };
 
-} // namespace mhla_gpu
+} // namespace eng_gpu
 
-struct mhla_cuda {
+struct eng_cuda {
     mhla_config cfg;
     int dev_index;
     int dt; /* weights and product inputs: DT_* */
@@ -60,7 +60,7 @@ struct mhla_cuda {
     int q_off, k_off, v_off, g_off; /* g_off -1 without output gate */
     void *emb, *lm_head;
     float *final_norm, *rope_cos, *rope_sin, *mix_all;
-    mhla_gpu::dev_layer *layers; /* host array of device pointers */
+    eng_gpu::dev_layer *layers; /* host array of device pointers */
     float q_scale;
 
     /* activations for cap_T rows, logits for cap_R rows */
@@ -78,10 +78,10 @@ struct mhla_cuda {
     /* host: runs of consecutive whole blocks: first full index, first
      * segment, count, first row */
     int *run_f0, *run_s0, *run_n, *run_t0;
-    mhla_gpu::sample_result *sample_out, *sample_out_host; /* device, pinned */
-    mhla_gpu::step_bufs sb;
+    eng_gpu::sample_result *sample_out, *sample_out_host; /* device, pinned */
+    eng_gpu::step_bufs sb;
 
-    mhla_gpu::graph_entry graphs[mhla_gpu::MAX_GRAPHS];
+    eng_gpu::graph_entry graphs[eng_gpu::MAX_GRAPHS];
     int n_graphs;
     unsigned long long clock;
     uint64_t steps, captures, replays;
@@ -93,17 +93,17 @@ struct mhla_cuda {
     do {                                                                                           \
         cudaError_t rc_ = (call);                                                                  \
         if (rc_ != cudaSuccess)                                                                    \
-            return mhla_gpu::fail(err, "CUDA: %s: %s", what, cudaGetErrorString(rc_));             \
+            return eng_gpu::fail(err, "CUDA: %s: %s", what, cudaGetErrorString(rc_));              \
     } while (0)
 
-namespace mhla_gpu
+namespace eng_gpu
 {
 /* Formats err and returns -1. */
 int fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drops every captured graph (buffers moved or the backend is going away). */
-void drop_graphs(mhla_cuda *g);
+void drop_graphs(eng_cuda *g);
 /* Frees the activation and descriptor buffers. */
-void free_buffers(mhla_cuda *g);
-} // namespace mhla_gpu
+void free_buffers(eng_cuda *g);
+} // namespace eng_gpu
 
 #endif
