@@ -69,7 +69,7 @@ static void alternate(mhla_engine *e_never, mhla_engine *e_auto, const mhla_seq 
         for (int b = 0; b < batch; b++)
             tok[b] = (int32_t)(rand_r(seed) % V);
         double t0 = mhla_now();
-        check(mhla_engine_forward(s % 2 ? e_auto : e_never, items, batch, &err), &err);
+        check(mhla_engine_step(s % 2 ? e_auto : e_never, items, batch, &err), &err);
         t[s % 2][s / 2] = (mhla_now() - t0) * 1e3;
     }
     *never_ms = median(t[0] + 2, steps - 2);
@@ -211,7 +211,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < pos[p]; i++)
             tok[i] = (int32_t)(rand_r(&seed) % V);
         mhla_batch_item it = {base, tok, pos[p], pos[p] - 1, last, NULL, 0, NULL};
-        check(mhla_engine_forward(e_auto, &it, 1, &err), &err);
+        check(mhla_engine_step(e_auto, &it, 1, &err), &err);
         free(tok);
         free(last);
         for (int b = 0; b < n_batch; b++) {

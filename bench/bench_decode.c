@@ -83,7 +83,7 @@ static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
         tok[i] = (int32_t)(rand_r(seed) % V);
     mhla_batch_item it = {s, tok, n, n - 1, logits, NULL, 0, NULL};
     double t0 = mhla_now();
-    check(mhla_engine_forward(e, &it, 1, &err), &err);
+    check(mhla_engine_step(e, &it, 1, &err), &err);
     double dt = mhla_now() - t0;
     free(tok);
     free(logits);
@@ -112,7 +112,7 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
         for (int b = 0; b < batch; b++)
             tok[b] = (int32_t)(rand_r(seed) % V);
         double ts = mhla_now();
-        check(mhla_engine_forward(e, items, batch, &err), &err);
+        check(mhla_engine_step(e, items, batch, &err), &err);
         step_s[s] = mhla_now() - ts;
     }
     double dt = mhla_now() - t0;
@@ -156,7 +156,7 @@ static void paired_fractions(mhla_engine *e, const mhla_seq *base, int steps, in
     for (int i = 0; i < steps; i++) {
         tok = (int32_t)(rand_r(seed) % V);
         double t0 = mhla_now();
-        check(mhla_engine_forward(e, &it, 1, &err), &err);
+        check(mhla_engine_step(e, &it, 1, &err), &err);
         double dt = mhla_now() - t0;
         check(mhla_engine_memory_bandwidth(e, &reads[i], 1, &err), &err);
         frac[i] = reads[i] > 0 ? step_bytes / dt / reads[i] : 0;

@@ -1,5 +1,5 @@
 /*
- * step.c — one engine step (mhla_engine_forward): the batch is validated
+ * step.c — one engine step (mhla_engine_step): the batch is validated
  * whole before anything changes, the pages of the blocks it will close are
  * taken, the backend runs the forward pass, and then each sequence advances.
  */
@@ -50,7 +50,7 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
     return 0;
 }
 
-int mhla_engine_forward(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_error *err)
+int mhla_engine_step(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_error *err)
 {
     const mhla_config *c = &e->model->cfg;
     int T = 0;

@@ -5,7 +5,7 @@
  * step then plans the batch once (every running sequence's next decode
  * token plus chunks of waiting prompts that step_plan.c sizes to the step's
  * time budget: chunked prefill, so a long prompt never stalls running
- * streams), runs one timed mhla_engine_forward call, in which the engine
+ * streams), runs one timed mhla_engine_step call, in which the engine
  * chooses every token (a decode row's next, a finished prompt's first for
  * each of its choices, an echoed prompt's own logprobs), and applies the
  * results: output.c hands each token to its request, and finished prompts
@@ -573,7 +573,7 @@ static int run(srv_sched *s)
             s->batch[j] = s->refs[j].kind == ITEM_DECODE ? decode_item(s, &s->refs[j])
                                                          : prefill_item(s, &s->refs[j]);
         double t0 = srv_now();
-        if (mhla_engine_forward(s->c.engine, s->batch, s->n_refs, &e)) {
+        if (mhla_engine_step(s->c.engine, s->batch, s->n_refs, &e)) {
             why = e.msg;
             code = srv_error_from_engine(e.code);
         } else {

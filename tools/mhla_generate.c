@@ -348,7 +348,7 @@ static int run_prompt(mhla_engine *eng, mhla_seq *seq, const options *o, const i
             it.sample = first;
             it.n_samples = 1;
         }
-        if (mhla_engine_forward(eng, &it, 1, err))
+        if (mhla_engine_step(eng, &it, 1, err))
             return fail("%s", err->msg);
         done += len;
     }
@@ -386,7 +386,7 @@ static int window_nll(gen_state *g, const int32_t *ids, int wn, double *nll, lon
                               .n_tokens = len,
                               .logits_from = 0,
                               .logits = g->logits};
-        if (mhla_engine_forward(g->eng, &it, 1, &err))
+        if (mhla_engine_step(g->eng, &it, 1, &err))
             return fail("%s", err.msg);
         for (int t = 0; t < len; t++)
             *nll += token_nll(g->logits + (size_t)t * g->V, g->V, ids[done + t + 1]);
@@ -581,7 +581,7 @@ static int generate(const options *o, gen_state *g)
                               .logits_from = 1,
                               .sample = &g->slot,
                               .n_samples = 1};
-        if (mhla_engine_forward(g->eng, &it, 1, &err))
+        if (mhla_engine_step(g->eng, &it, 1, &err))
             return fail("%s", err.msg);
     }
     if (o->print_ids)

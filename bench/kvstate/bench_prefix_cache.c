@@ -50,7 +50,7 @@ static double request(mhla_engine *e, const int32_t *tok, int n, float *logits, 
     if (pos < 0)
         die("match", &err);
     mhla_batch_item it = {s, tok + pos, n - pos, n - pos - 1, logits, NULL, 0, NULL};
-    if (mhla_engine_forward(e, &it, 1, &err))
+    if (mhla_engine_step(e, &it, 1, &err))
         die("forward", &err);
     double t = mhla_now() - t0;
     *matched = pos;

@@ -276,11 +276,11 @@ typedef struct {
  * state changes: on error no sequence has advanced. A sequence may appear at
  * most once per call. Positions past max_positions are refused.
  */
-int mhla_engine_forward(mhla_engine *engine, mhla_batch_item *items, int n_items, mhla_error *err);
+int mhla_engine_step(mhla_engine *engine, mhla_batch_item *items, int n_items, mhla_error *err);
 
 /* ---- state memory: pool, prefix cache, resume, admission, snapshots -------- */
 /* These calls change the engine's state pool: make them from the thread that
- * calls mhla_engine_forward, never during it. */
+ * calls mhla_engine_step, never during it. */
 
 /* A fresh sequence whose pages come from the engine's pool (on the engine's
  * device). A CUDA engine takes only such sequences. */

@@ -149,7 +149,7 @@ static void run(mhla_engine *e, const config *cf, const int32_t *prompt, int wit
                               .logits = with_logits ? raw + (size_t)k * V : NULL,
                               .sample = sl,
                               .n_samples = 1};
-        if (mhla_engine_forward(e, &it, 1, &err))
+        if (mhla_engine_step(e, &it, 1, &err))
             die_err("forward", &err);
         CHECK(sl->status == 0, "%s step %d: slot failed: %s", cf->name, k, sl->err.msg);
         tokens[k] = sl->token;
@@ -297,7 +297,7 @@ int main(int argc, char **argv)
     mhla_sample_slot bad = {.sampler = NULL, .n_top = 0};
     mhla_batch_item it = {
         .seq = q, .tokens = &one, .n_tokens = 1, .logits_from = 1, .sample = &bad, .n_samples = 1};
-    CHECK(mhla_engine_forward(gpu, &it, 1, &err) != 0 && strstr(err.msg, "sample slot"),
+    CHECK(mhla_engine_step(gpu, &it, 1, &err) != 0 && strstr(err.msg, "sample slot"),
           "a slot without a sampler was taken (%s)", err.msg);
     CHECK(mhla_seq_pos(q) == 0, "a refused step advanced the sequence");
     mhla_seq_free(q);

@@ -54,7 +54,7 @@ static void feed(mhla_engine *e, mhla_seq *s, const int32_t *t, int n, float *ou
 {
     mhla_batch_item it = {s, t, n, n - 1, out, NULL, 0, NULL};
     mhla_error err;
-    if (mhla_engine_forward(e, &it, 1, &err))
+    if (mhla_engine_step(e, &it, 1, &err))
         die_err("forward", &err);
 }
 
@@ -113,7 +113,7 @@ static void test_graphs_and_batch(const mhla_model *m)
             ig[i] = (mhla_batch_item){sg[i], t, 1, 0, lg + (size_t)i * V, NULL, 0, NULL};
             in[i] = (mhla_batch_item){sn[i], t, 1, 0, ln + (size_t)i * V, NULL, 0, NULL};
         }
-        if (mhla_engine_forward(eg, ig, NS, &err) || mhla_engine_forward(en, in, NS, &err))
+        if (mhla_engine_step(eg, ig, NS, &err) || mhla_engine_step(en, in, NS, &err))
             die_err("decode", &err);
         for (int i = 0; i < NS; i++) {
             char what[96];
@@ -139,7 +139,7 @@ static void test_graphs_and_batch(const mhla_model *m)
                               {sn[1], extra + 8, 1, 0, ln, NULL, 0, NULL}};
     float *chunk = malloc(sizeof(float) * 8 * V);
     mix[0].logits = chunk;
-    if (mhla_engine_forward(en, mix, 2, &err))
+    if (mhla_engine_step(en, mix, 2, &err))
         die_err("mixed step", &err);
     feed(en, sa[1], extra + 8, 1, alone);
     same("decode token batched with a prefill chunk vs alone", ln, alone);
@@ -226,13 +226,13 @@ static void test_state_memory(const mhla_model *m, const char *work)
     if (mhla_engine_create(m, &co, &cpu, &err))
         die_err("cpu engine", &err);
     mhla_batch_item it = {c1, t, 1, 0, a, NULL, 0, NULL};
-    CHECK(mhla_engine_forward(cpu, &it, 1, &err) != 0 && strstr(err.msg, "another device"),
+    CHECK(mhla_engine_step(cpu, &it, 1, &err) != 0 && strstr(err.msg, "another device"),
           "a CPU engine took a GPU sequence (%s)", err.msg);
     mhla_seq *hs;
     if (mhla_seq_create(m, &hs, &err))
         die_err("host sequence", &err);
     it.seq = hs;
-    CHECK(mhla_engine_forward(ef, &it, 1, &err) != 0 && strstr(err.msg, "another device"),
+    CHECK(mhla_engine_step(ef, &it, 1, &err) != 0 && strstr(err.msg, "another device"),
           "a GPU engine took a host sequence (%s)", err.msg);
     mhla_seq_free(hs);
     mhla_engine_free(cpu);

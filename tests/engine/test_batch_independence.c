@@ -39,7 +39,7 @@ static float *run_alone(const mhla_model *m, int threads, const int32_t *tokens,
             len = n - done;
         mhla_batch_item it = {s, tokens + done, len, 0, logits + (size_t)done * c->vocab_size, NULL,
                               0, NULL};
-        if (mhla_engine_forward(e, &it, 1, &err))
+        if (mhla_engine_step(e, &it, 1, &err))
             die_err("forward alone", &err);
         done += len;
     }
@@ -92,7 +92,7 @@ static int wide_batch(const mhla_model *m, int threads)
         }
         if (n == 0)
             break;
-        if (mhla_engine_forward(e, items, n, &err))
+        if (mhla_engine_step(e, items, n, &err))
             die_err("forward wide", &err);
         widest = n > widest ? n : widest;
         wide_steps++;
@@ -181,7 +181,7 @@ int main(int argc, char **argv)
         int left = 0;
         for (int i = 0; i < N_SEQ; i++)
             left += len[i] - done[i];
-        if (n > 0 && mhla_engine_forward(e, items, n, &err))
+        if (n > 0 && mhla_engine_step(e, items, n, &err))
             die_err("forward batched", &err);
         steps++;
         if (!left)
@@ -204,21 +204,21 @@ int main(int argc, char **argv)
         die_err("clone", &err);
     mhla_batch_item over[2] = {{seq[0], &one, 1, 0, l1, NULL, 0, NULL},
                                {seq[N_SEQ - 1], &one, 1, 0, l2, NULL, 0, NULL}};
-    CHECK(mhla_engine_forward(e, over, 2, &err) != 0 && strstr(err.msg, "context"),
+    CHECK(mhla_engine_step(e, over, 2, &err) != 0 && strstr(err.msg, "context"),
           "a token past the context was not refused (%s)", err.msg);
     mhla_batch_item badtok[2] = {{seq[0], &one, 1, 0, l1, NULL, 0, NULL},
                                  {seq[1], &bad, 1, 0, l2, NULL, 0, NULL}};
-    CHECK(mhla_engine_forward(e, badtok, 2, &err) != 0 && strstr(err.msg, "vocabulary"),
+    CHECK(mhla_engine_step(e, badtok, 2, &err) != 0 && strstr(err.msg, "vocabulary"),
           "an out-of-vocabulary token was not refused (%s)", err.msg);
     mhla_batch_item dup[2] = {{seq[0], &one, 1, 0, l1, NULL, 0, NULL},
                               {seq[0], &one, 1, 0, l2, NULL, 0, NULL}};
-    CHECK(mhla_engine_forward(e, dup, 2, &err) != 0 && strstr(err.msg, "same sequence"),
+    CHECK(mhla_engine_step(e, dup, 2, &err) != 0 && strstr(err.msg, "same sequence"),
           "a sequence fed twice in one call was not refused (%s)", err.msg);
     CHECK(mhla_seq_pos(seq[0]) == 1 && mhla_seq_pos(seq[N_SEQ - 1]) == ctx,
           "a refused call moved a sequence");
     mhla_batch_item a = {seq[0], &one, 1, 0, l1, NULL, 0, NULL},
                     b = {copy, &one, 1, 0, l2, NULL, 0, NULL};
-    if (mhla_engine_forward(e, &a, 1, &err) || mhla_engine_forward(e, &b, 1, &err))
+    if (mhla_engine_step(e, &a, 1, &err) || mhla_engine_step(e, &b, 1, &err))
         die_err("forward after refusal", &err);
     CHECK(memcmp(l1, l2, (size_t)V * sizeof(float)) == 0,
           "after refused calls a sequence differs from its clone");

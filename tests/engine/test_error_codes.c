@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     int32_t *tok = calloc((size_t)n, sizeof *tok);
     mhla_batch_item it = {.seq = s, .tokens = tok, .n_tokens = n, .logits_from = n};
     mhla_error r = {0};
-    expect(mhla_engine_forward(eng, &it, 1, &r), &r, MHLA_ERR_CONTEXT,
+    expect(mhla_engine_step(eng, &it, 1, &r), &r, MHLA_ERR_CONTEXT,
            "feeding max_positions + 1 tokens is CONTEXT");
 
     mhla_sampling_params sp;

@@ -55,7 +55,7 @@ static float *decode_logits(mhla_engine *e, const mhla_model *m, int passes)
     }
     must(mhla_seq_create(m, &s, &err), &err);
     mhla_batch_item it = {s, tok, PROMPT, PROMPT - 1, out, NULL, 0, NULL};
-    must(mhla_engine_forward(e, &it, 1, &err), &err);
+    must(mhla_engine_step(e, &it, 1, &err), &err);
     for (int i = 0; i < STEPS; i++) {
         if (passes) {
             double r;
@@ -64,7 +64,7 @@ static float *decode_logits(mhla_engine *e, const mhla_model *m, int passes)
         }
         int32_t t = (int32_t)((i * 13 + 2) % V);
         mhla_batch_item d = {s, &t, 1, 0, out + (size_t)(i + 1) * V, NULL, 0, NULL};
-        must(mhla_engine_forward(e, &d, 1, &err), &err);
+        must(mhla_engine_step(e, &d, 1, &err), &err);
     }
     mhla_seq_free(s);
     return out;

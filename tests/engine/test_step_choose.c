@@ -1,5 +1,5 @@
 /*
- * The one sampling site (engine/step_choose.c), through mhla_engine_forward:
+ * The one sampling site (engine/step_choose.c), through mhla_engine_step:
  *  - n slots at one position with their own samplers give exactly what each
  *    sampler gives on that row alone (the n choices of one prompt);
  *  - token scores are mhla_logprobs of the given tokens on each row;
@@ -55,7 +55,7 @@ static float *all_logits(const int32_t *tokens, int n)
     mhla_seq *s = new_seq();
     mhla_batch_item it = {.seq = s, .tokens = tokens, .n_tokens = n, .logits_from = 0, .logits = l};
     mhla_error e = {0};
-    if (!l || mhla_engine_forward(eng, &it, 1, &e))
+    if (!l || mhla_engine_step(eng, &it, 1, &e))
         die_err("forward", &e);
     mhla_seq_free(s);
     return l;
@@ -84,7 +84,7 @@ static void n_choices_and_scores(const int32_t *prompt, int n)
                           .n_samples = N,
                           .scores = &sc};
     mhla_error e = {0};
-    if (mhla_engine_forward(eng, &it, 1, &e))
+    if (mhla_engine_step(eng, &it, 1, &e))
         die_err("forward with slots", &e);
     const float *last = ref + (size_t)(n - 1) * V;
     for (int k = 0; k < N; k++) {
@@ -126,7 +126,7 @@ static void decode_alone(const int32_t *prompt, int n, mhla_sampler *smp, int32_
         .seq = s, .tokens = prompt, .n_tokens = n, .logits_from = n, .sample = &sl, .n_samples = 1};
     mhla_error e = {0};
     for (int k = 0; k < steps; k++) {
-        if (mhla_engine_forward(eng, &it, 1, &e) || sl.status)
+        if (mhla_engine_step(eng, &it, 1, &e) || sl.status)
             die_err("decode", sl.status ? &sl.err : &e);
         out[k] = sl.token;
         it.tokens = &out[k];
@@ -161,7 +161,7 @@ static void verify_drafts(const int32_t *prompt, int n, float temperature)
                               .sample = &one,
                               .n_samples = 1};
         mhla_error e = {0};
-        if (mhla_engine_forward(eng, &it, 1, &e) || one.status)
+        if (mhla_engine_step(eng, &it, 1, &e) || one.status)
             die_err("prompt", &e);
         first = one.token;
         CHECK(first == plain[0], "first token %d, plain %d", first, plain[0]);
@@ -175,7 +175,7 @@ static void verify_drafts(const int32_t *prompt, int n, float temperature)
                                .logits_from = K + 1,
                                .sample = sl,
                                .n_samples = K + 1};
-        if (mhla_engine_forward(eng, &it, 1, &e))
+        if (mhla_engine_step(eng, &it, 1, &e))
             die_err("verify", &e);
         for (int j = 0; j <= K; j++) {
             int want_status = j < wrong ? MHLA_SLOT_OK : MHLA_SLOT_SKIPPED;
@@ -235,7 +235,7 @@ static void masks(const int32_t *prompt, int n)
                               .sample = sl,
                               .n_samples = 2};
         mhla_error e = {0};
-        if (mhla_engine_forward(eng, &it, 1, &e))
+        if (mhla_engine_step(eng, &it, 1, &e))
             die_err("masked step", &e);
         CHECK(em.applied == 1, "mask applied %d times", em.applied);
         if (!none) {
@@ -267,22 +267,22 @@ static void refusals(const int32_t *prompt, int n)
                           .logits_from = n,
                           .sample = back,
                           .n_samples = 2};
-    CHECK(mhla_engine_forward(eng, &it, 1, &e) && strstr(e.msg, "position order"),
+    CHECK(mhla_engine_step(eng, &it, 1, &e) && strstr(e.msg, "position order"),
           "slots out of order taken (%s)", e.msg);
     mhla_sample_slot past = {.sampler = smp, .at = n};
     it.sample = &past;
     it.n_samples = 1;
-    CHECK(mhla_engine_forward(eng, &it, 1, &e) && strstr(e.msg, "outside"),
+    CHECK(mhla_engine_step(eng, &it, 1, &e) && strstr(e.msg, "outside"),
           "a slot past the item taken (%s)", e.msg);
     it.n_samples = 0;
-    CHECK(mhla_engine_forward(eng, &it, 1, &e) && strstr(e.msg, "sample slots"),
+    CHECK(mhla_engine_step(eng, &it, 1, &e) && strstr(e.msg, "sample slots"),
           "slots with a count of 0 taken (%s)", e.msg);
     float lp[8];
     int32_t bad = V;
     mhla_token_scores sc = {.next = &bad, .n_next = 1, .n_top = 0, .logprob = lp};
     it = (mhla_batch_item){
         .seq = s, .tokens = prompt, .n_tokens = n, .logits_from = n, .scores = &sc};
-    CHECK(mhla_engine_forward(eng, &it, 1, &e) && strstr(e.msg, "outside the vocabulary"),
+    CHECK(mhla_engine_step(eng, &it, 1, &e) && strstr(e.msg, "outside the vocabulary"),
           "a score of a token outside the vocabulary taken (%s)", e.msg);
     CHECK(mhla_seq_pos(s) == 0, "a refused step advanced the sequence");
     mhla_seq_free(s);

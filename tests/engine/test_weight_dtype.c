@@ -33,7 +33,7 @@ static float *prompt_logits(const char *dir, mhla_weight_dtype wd, int n, size_t
         tok[i] = (int32_t)((i * 7 + 3) % V);
     float *logits = malloc((size_t)n * V * sizeof(float));
     mhla_batch_item it = {s, tok, n, 0, logits, NULL, 0, NULL};
-    if (mhla_engine_forward(e, &it, 1, &err)) {
+    if (mhla_engine_step(e, &it, 1, &err)) {
         fprintf(stderr, "FAIL: %s\n", err.msg);
         exit(1);
     }

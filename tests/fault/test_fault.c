@@ -178,8 +178,8 @@ static int generate(mhla_engine *eng, mhla_seq *seq, mhla_sampler *smp, const in
     int rc = RUN_OK;
     int32_t next = 0;
     for (int step = 0; step <= DECODE && rc == RUN_OK; step++) {
-        if (mhla_engine_forward(eng, &it, 1, &e))
-            rc = engine_nomem(&e, "mhla_engine_forward");
+        if (mhla_engine_step(eng, &it, 1, &e))
+            rc = engine_nomem(&e, "mhla_engine_step");
         else if (slot.status)
             rc = engine_nomem(&slot.err, "the step's sampling");
         if (rc != RUN_OK)

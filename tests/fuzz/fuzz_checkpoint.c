@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (mhla_engine_create(m, NULL, &e, &err) == 0 && mhla_seq_create(m, &s, &err) == 0) {
             int32_t tok = 0;
             mhla_batch_item it = {s, &tok, 1, 1, NULL, NULL, 0, NULL};
-            (void)mhla_engine_forward(e, &it, 1, &err);
+            (void)mhla_engine_step(e, &it, 1, &err);
         }
         mhla_seq_free(s);
         mhla_engine_free(e);

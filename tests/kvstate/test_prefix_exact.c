@@ -45,7 +45,7 @@ static int feed(mhla_engine *e, mhla_seq *s, const int32_t *tok, int from, int n
             len = n - done;
         mhla_batch_item it = {s,    tok + done, len, 0, logits + (size_t)(done - from) * V,
                               NULL, 0,          NULL};
-        if (mhla_engine_forward(e, &it, 1, err))
+        if (mhla_engine_step(e, &it, 1, err))
             return -1;
         done += len;
     }
@@ -62,7 +62,7 @@ static float *scratch(const mhla_model *m, mhla_engine *e, const int32_t *tok, i
     if (mhla_seq_create(m, &s, &err))
         die_err("seq", &err);
     mhla_batch_item it = {s, tok, n, 0, l, NULL, 0, NULL};
-    if (mhla_engine_forward(e, &it, 1, &err))
+    if (mhla_engine_step(e, &it, 1, &err))
         die_err("scratch forward", &err);
     mhla_seq_free(s);
     return l;
@@ -137,10 +137,10 @@ static void test_prefix_hits(const mhla_model *m)
         CHECK(p > 0 && p % C == 0, "expected a whole-block hit, got %d", p);
         float *l = malloc((size_t)n * V * sizeof(float));
         mhla_batch_item one = {s, a + p, 1, 0, l, NULL, 0, NULL};
-        if (mhla_engine_forward(e, &one, 1, &err))
+        if (mhla_engine_step(e, &one, 1, &err))
             die_err("decode after hit", &err);
         mhla_batch_item rest = {s, a + p + 1, n - p - 1, 0, l + V, NULL, 0, NULL};
-        if (n - p - 1 > 0 && mhla_engine_forward(e, &rest, 1, &err))
+        if (n - p - 1 > 0 && mhla_engine_step(e, &rest, 1, &err))
             die_err("prefill after hit", &err);
         CHECK(memcmp(l, ra + (size_t)p * V, (size_t)(n - p) * V * sizeof(float)) == 0,
               "hit + decode + mid-block prefill differs from scratch");
@@ -210,7 +210,7 @@ static void test_resume(const mhla_model *m)
         for (int g = 0; g < gen; g++) {
             t[prompt + g] = mhla_sample(last, V, 0.0f, NULL);
             mhla_batch_item it = {s, t + prompt + g, 1, 0, l, NULL, 0, NULL};
-            if (mhla_engine_forward(e, &it, 1, &err))
+            if (mhla_engine_step(e, &it, 1, &err))
                 die_err("decode", &err);
             last = l;
         }
@@ -330,11 +330,11 @@ static void test_admission(const mhla_model *m)
     int32_t *t = malloc((size_t)4 * C * sizeof *t);
     random_tokens(t, 4 * C);
     mhla_batch_item ib = {b, t, 2 * C, 2 * C, NULL, NULL, 0, NULL};
-    CHECK(mhla_engine_forward(e, &ib, 1, &err) != 0 && strstr(err.msg, "state memory full"),
+    CHECK(mhla_engine_step(e, &ib, 1, &err) != 0 && strstr(err.msg, "state memory full"),
           "an unreserved sequence took reserved pages");
     CHECK(mhla_seq_pos(b) == 0, "a refused call advanced the sequence");
     mhla_batch_item ia = {a, t, 2 * C, 2 * C, NULL, NULL, 0, NULL};
-    CHECK(mhla_engine_forward(e, &ia, 1, &err) == 0, "reserved sequence failed: %s", err.msg);
+    CHECK(mhla_engine_step(e, &ia, 1, &err) == 0, "reserved sequence failed: %s", err.msg);
     mhla_seq_free(a);
     mhla_seq_free(b);
     mhla_engine_state_stats(e, &st);

@@ -31,7 +31,7 @@ static float *run_alone(const mhla_model *m, const int32_t *tokens, int n)
         die_err("create", &err);
     float *logits = malloc((size_t)n * V * sizeof(float));
     mhla_batch_item it = {s, tokens, n, 0, logits, NULL, 0, NULL};
-    if (mhla_engine_forward(e, &it, 1, &err))
+    if (mhla_engine_step(e, &it, 1, &err))
         die_err("forward alone", &err);
     mhla_seq_free(s);
     mhla_engine_free(e);
@@ -72,7 +72,7 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
         if (chunk == 0 && !rows)
             die_err("planned: the planner gave no prompt tokens", &err);
         /* a step with no prompt tokens (one in 32 measures decoding alone) runs b alone */
-        if (mhla_engine_forward(e, chunk > 0 ? it : it + 1, (chunk > 0) + rows, &err))
+        if (mhla_engine_step(e, chunk > 0 ? it : it + 1, (chunk > 0) + rows, &err))
             die_err("planned: forward", &err);
         srv_step_cost_observe(&cost, 0, rows, chunk, 1e-3 + 1e-4 * rows + 5e-5 * chunk);
         sizes |= chunk < 32 ? 1 << chunk : 0;
