@@ -17,7 +17,7 @@ static int fail(const char *msg, int status)
 /* The prompts: --prompts' file, or synthesized through the server's tokenizer. */
 static int get_prompts(const cl_bench_args *a, cl_prompts *prompts, char *err)
 {
-    const cl_bench_opts *o = &a->run;
+    const cl_bench_options *o = &a->run;
     int rc = a->prompts_path
                  ? cl_prompts_load_jsonl(a->prompts_path, a->output.mean, prompts, err)
                  : cl_prompts_synthesize(&o->conn, &a->input, &a->output, (size_t)a->num_prompts,
@@ -31,7 +31,7 @@ static int get_prompts(const cl_bench_args *a, cl_prompts *prompts, char *err)
 }
 
 /* Runs each level, printing its table; *done levels ran. The exit status. */
-static int run_levels(const cl_bench_opts *o, const cl_prompts *prompts, cl_level_result *res,
+static int run_levels(const cl_bench_options *o, const cl_prompts *prompts, cl_level_result *res,
                       size_t *done, char *err)
 {
     size_t failed = 0;
@@ -55,7 +55,7 @@ static int run_levels(const cl_bench_opts *o, const cl_prompts *prompts, cl_leve
 /* --json, --svg and --samples. */
 static int write_outputs(const cl_bench_args *a, const cl_level_result *res, size_t done, char *err)
 {
-    const cl_bench_opts *o = &a->run;
+    const cl_bench_options *o = &a->run;
     if ((a->json_path && cl_write_json(a->json_path, o, res, done, err)) ||
         (a->svg_path && cl_write_svg(a->svg_path, o, res, done, err)) ||
         (a->samples_path && cl_write_samples(a->samples_path, o, res, done, err)))
@@ -74,7 +74,7 @@ int cl_bench_main(int argc, char **argv)
     }
     if (prc)
         return fail(err, 2);
-    cl_bench_opts *o = &a.run;
+    cl_bench_options *o = &a.run;
     o->progress = a.progress_mode >= 0 ? a.progress_mode : isatty(STDERR_FILENO);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return fail("curl_global_init failed", 1);

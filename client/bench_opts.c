@@ -194,7 +194,7 @@ void cl_bench_print_help(FILE *f) { mhla_opts_help(&spec, f); }
 static void defaults(cl_bench_args *a)
 {
     memset(a, 0, sizeof *a);
-    cl_bench_opts *o = &a->run;
+    cl_bench_options *o = &a->run;
     o->conn.url = "http://127.0.0.1:8080";
     o->conn.api_key = getenv("MHLA_API_KEY");
     if (o->conn.api_key && !*o->conn.api_key)
@@ -219,7 +219,7 @@ static void defaults(cl_bench_args *a)
 int cl_bench_parse_args(int argc, char **argv, cl_bench_args *a, char *err)
 {
     defaults(a);
-    cl_bench_opts *o = &a->run;
+    cl_bench_options *o = &a->run;
     int rc = mhla_opts_parse(&spec, a, argc, argv, NULL, err, CL_ERR_LEN);
     if (rc)
         return rc;

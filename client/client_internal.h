@@ -136,11 +136,11 @@ typedef struct {
     double slo_ttft_ms, slo_tpot_ms, slo_e2e_ms; /* <= 0: no objective */
     int progress;                                /* live progress line on stderr */
     uint64_t rng_seed;
-} cl_bench_opts;
+} cl_bench_options;
 
 /* Everything mhla-bench's flags set (bench_opts.c). */
 typedef struct {
-    cl_bench_opts run;
+    cl_bench_options run;
     const char *prompts_path; /* JSONL, or NULL to synthesize */
     cl_len_spec input, output;
     long num_prompts; /* distinct synthesized prompts, used in turn */
@@ -187,19 +187,19 @@ typedef struct {
     double t0; /* mhla_now() at the level's start: samples' times are absolute */
 } cl_level_result;
 
-int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level,
+int cl_run_level(const cl_bench_options *o, const cl_prompts *prompts, double level,
                  cl_level_result *res, char *err);
 
 /* ---- reports (report.c, svg.c) ---- */
 
-void cl_print_level(FILE *f, const cl_bench_opts *o, const cl_level_result *r);
-void cl_print_sweep(FILE *f, const cl_bench_opts *o, const cl_level_result *r, size_t n);
-int cl_write_json(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+void cl_print_level(FILE *f, const cl_bench_options *o, const cl_level_result *r);
+void cl_print_sweep(FILE *f, const cl_bench_options *o, const cl_level_result *r, size_t n);
+int cl_write_json(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
                   char *err);
 /* One JSON object per measured request and level (--samples). */
-int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
-                     char *err);
-int cl_write_svg(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+int cl_write_samples(const char *path, const cl_bench_options *o, const cl_level_result *r,
+                     size_t n, char *err);
+int cl_write_svg(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
                  char *err);
 
 #endif

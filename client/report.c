@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *level_name(const cl_bench_opts *o)
+static const char *level_name(const cl_bench_options *o)
 {
     return o->open_loop ? "rate (req/s)" : "concurrency";
 }
 
-static int has_slo(const cl_bench_opts *o)
+static int has_slo(const cl_bench_options *o)
 {
     return o->slo_ttft_ms > 0 || o->slo_tpot_ms > 0 || o->slo_e2e_ms > 0;
 }
@@ -31,7 +31,7 @@ static void latency_row(FILE *f, const char *name, const cl_summary *s)
             s->p99, s->max);
 }
 
-void cl_print_level(FILE *f, const cl_bench_opts *o, const cl_level_result *r)
+void cl_print_level(FILE *f, const cl_bench_options *o, const cl_level_result *r)
 {
     fprintf(f, "%s %g: %zu completed, %zu failed", level_name(o), r->level, r->completed,
             r->failed);
@@ -66,7 +66,7 @@ void cl_print_level(FILE *f, const cl_bench_opts *o, const cl_level_result *r)
     latency_row(f, "end-to-end", &r->e2e);
 }
 
-void cl_print_sweep(FILE *f, const cl_bench_opts *o, const cl_level_result *r, size_t n)
+void cl_print_sweep(FILE *f, const cl_bench_options *o, const cl_level_result *r, size_t n)
 {
     fprintf(f, "%12s %6s %6s %8s %10s %10s %10s %10s %10s %10s %10s",
             o->open_loop ? "rate" : "conc", "done", "failed", "req/s", "out tok/s", "TTFT p50",
@@ -127,8 +127,8 @@ static cJSON *level_json(const cl_level_result *r)
     return o;
 }
 
-int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
-                     char *err)
+int cl_write_samples(const char *path, const cl_bench_options *o, const cl_level_result *r,
+                     size_t n, char *err)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -156,7 +156,7 @@ int cl_write_samples(const char *path, const cl_bench_opts *o, const cl_level_re
     return 0;
 }
 
-int cl_write_json(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+int cl_write_json(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
                   char *err)
 {
     cJSON *root = cJSON_CreateObject();

@@ -60,7 +60,7 @@ static void count_failure(cl_level_result *res, const char *kind, const char *ms
 }
 
 typedef struct {
-    const cl_bench_opts *o;
+    const cl_bench_options *o;
     cl_level_result *res;
     sample_list samples;
     cl_vec itl_ms;
@@ -143,7 +143,7 @@ static int summarize(run_state *st, char *err)
     }
     size_t nt = 0, np = 0, ne = 0;
     double end = st->measure_start;
-    const cl_bench_opts *o = st->o;
+    const cl_bench_options *o = st->o;
     for (size_t i = 0; i < n; i++) {
         const cl_sample *s = &st->samples.s[i];
         if (s->end > end)
@@ -184,7 +184,7 @@ out:
 /* Sends the next prompt in a free slot at time now. */
 static int send_one(run_state *st, double now, char *err)
 {
-    const cl_bench_opts *o = st->o;
+    const cl_bench_options *o = st->o;
     long si = 0;
     while (st->busy[si])
         si++;
@@ -219,7 +219,7 @@ static int send_one(run_state *st, double now, char *err)
  * sets stop once the level has sent all it will. */
 static int send_due(run_state *st, double now, char *err)
 {
-    const cl_bench_opts *o = st->o;
+    const cl_bench_options *o = st->o;
     while (!st->stop) {
         if (st->issued >= st->total || (o->duration_s > 0 && st->measure_start >= 0 &&
                                         now >= st->measure_start + o->duration_s)) {
@@ -273,7 +273,7 @@ static int collect_done(run_state *st, char *err)
 /* Waits for network activity, at most until the next request is due. */
 static int wait_for_work(run_state *st, char *err)
 {
-    const cl_bench_opts *o = st->o;
+    const cl_bench_options *o = st->o;
     int timeout_ms = 100, free_slot = !st->stop && st->in_flight < st->cap;
     if (free_slot && o->open_loop) {
         double wait = (st->next_arrival - mhla_now()) * 1000.0;
@@ -291,7 +291,7 @@ static int wait_for_work(run_state *st, char *err)
 }
 
 /* The slots, the multi handle and the schedule of one level. */
-static int level_setup(run_state *st, const cl_bench_opts *o, double level, char *err)
+static int level_setup(run_state *st, const cl_bench_options *o, double level, char *err)
 {
     if (!(level > 0) || (!o->open_loop && level != floor(level))) {
         snprintf(err, CL_ERR_LEN,
@@ -334,7 +334,7 @@ static void level_free(run_state *st)
     cl_vec_free(&st->itl_ms);
 }
 
-int cl_run_level(const cl_bench_opts *o, const cl_prompts *prompts, double level,
+int cl_run_level(const cl_bench_options *o, const cl_prompts *prompts, double level,
                  cl_level_result *res, char *err)
 {
     memset(res, 0, sizeof *res);

@@ -46,8 +46,8 @@ static void series(FILE *f, const cl_level_result *r, size_t n, size_t offset, d
 }
 
 /* The title, the grid with both axes' labels, the frame and the x labels. */
-static void frame(FILE *f, const cl_bench_opts *o, const cl_level_result *r, size_t n, double tmax,
-                  double lmax)
+static void frame(FILE *f, const cl_bench_options *o, const cl_level_result *r, size_t n,
+                  double tmax, double lmax)
 {
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -77,7 +77,7 @@ static void frame(FILE *f, const cl_bench_opts *o, const cl_level_result *r, siz
 }
 
 /* The three axes' titles and the legend of the three series. */
-static void titles_and_legend(FILE *f, const cl_bench_opts *o)
+static void titles_and_legend(FILE *f, const cl_bench_options *o)
 {
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", (ML + W - MR) / 2,
             H - MB + 40,
@@ -103,7 +103,7 @@ static void titles_and_legend(FILE *f, const cl_bench_opts *o)
     }
 }
 
-int cl_write_svg(const char *path, const cl_bench_opts *o, const cl_level_result *r, size_t n,
+int cl_write_svg(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
                  char *err)
 {
     if (n == 0) {
