@@ -17,7 +17,8 @@ double mhla_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int why(char *msg, size_t msglen, const char *fmt, ...)
+/* The failure's kind (MHLA_READ_*), with msg set. */
+static int why(int kind, char *msg, size_t msglen, const char *fmt, ...)
 {
     if (msg && msglen) {
         va_list ap;
@@ -25,7 +26,7 @@ static int why(char *msg, size_t msglen, const char *fmt, ...)
         vsnprintf(msg, msglen, fmt, ap);
         va_end(ap);
     }
-    return -1;
+    return kind;
 }
 
 int mhla_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *msg,
@@ -35,25 +36,26 @@ int mhla_read_file(const char *path, size_t max_bytes, char **out, size_t *len, 
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return why(msg, msglen, "cannot open '%s': %s", path, strerror(errno));
+        return why(MHLA_READ_IO, msg, msglen, "cannot open '%s': %s", path, strerror(errno));
     mhla_buf b = {0};
     char chunk[65536];
     size_t r;
     int rc = 0;
     while (rc == 0 && (r = fread(chunk, 1, sizeof chunk, f)) > 0) {
         if (b.len + r > max_bytes)
-            rc = why(msg, msglen, "'%s' is larger than %zu bytes", path, max_bytes);
+            rc = why(MHLA_READ_TOO_LARGE, msg, msglen, "'%s' is larger than %zu bytes", path,
+                     max_bytes);
         else if (mhla_buf_put(&b, chunk, r))
-            rc = why(msg, msglen, "out of memory reading '%s'", path);
+            rc = why(MHLA_READ_NOMEM, msg, msglen, "out of memory reading '%s'", path);
     }
     if (rc == 0 && ferror(f))
-        rc = why(msg, msglen, "reading '%s' failed: %s", path, strerror(errno));
+        rc = why(MHLA_READ_IO, msg, msglen, "reading '%s' failed: %s", path, strerror(errno));
     fclose(f);
     if (rc == 0 && mhla_buf_reserve(&b, 0)) /* room for the NUL an empty file needs too */
-        rc = why(msg, msglen, "out of memory reading '%s'", path);
+        rc = why(MHLA_READ_NOMEM, msg, msglen, "out of memory reading '%s'", path);
     if (rc) {
         mhla_buf_free(&b);
-        return -1;
+        return rc;
     }
     b.p[b.len] = 0;
     *out = b.p;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static float f16_to_f32(uint16_t h)
 {
@@ -230,38 +231,22 @@ static int build_rope(mhla_model *m, mhla_error *err)
 
 static int load_config(const char *dir, mhla_config *cfg, mhla_error *err)
 {
-    char path[4096];
+    char path[4096], msg[512];
     if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
         return eng_fail(err, "model directory path is too long");
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char *buf;
+    size_t n;
+    int rc = mhla_read_file(path, (size_t)1 << 24, &buf, &n, msg, sizeof msg);
+    if (rc == MHLA_READ_IO && access(path, F_OK) != 0)
         return eng_fail_as(err, MHLA_ERR_IO,
                            "cannot open %s: no config.json in the model directory", path);
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (n == cap) {
-            if (cap > (1u << 24)) {
-                rc = eng_fail(err, "config.json is larger than 16 MiB");
-                break;
-            }
-            cap = cap ? cap * 2 : 4096;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                rc = eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory reading config.json");
-                break;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    fclose(f);
-    if (rc == 0)
-        rc = eng_config_parse(buf ? buf : "", n, cfg, err);
+    if (rc)
+        return eng_fail_as(err,
+                           rc == MHLA_READ_NOMEM ? MHLA_ERR_NOMEM
+                           : rc == MHLA_READ_IO  ? MHLA_ERR_IO
+                                                 : MHLA_ERR_INVALID,
+                           "config.json: %s", msg);
+    rc = eng_config_parse(buf, n, cfg, err);
     free(buf);
     return rc;
 }

@@ -242,48 +242,18 @@ static int add_mapping(st_set *set, const char *path, mhla_error *err)
     return 0;
 }
 
+/* The index file, with the failure's kind as the engine's code. */
 static char *read_small_file(const char *path, size_t *len, mhla_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        eng_fail_as(err, MHLA_ERR_IO, "cannot open %s: %s", base_name(path), strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n == cap) {
-            if (cap >= MAX_HEADER_BYTES) {
-                eng_fail(err, "%s is larger than %u bytes", base_name(path), MAX_HEADER_BYTES);
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            cap = cap ? cap * 2 : 4096;
-            char *nb = realloc(buf, cap + 1);
-            if (!nb) {
-                eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory");
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        eng_fail_as(err, MHLA_ERR_IO, "error reading %s", base_name(path));
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
+    char *buf, msg[512];
+    int rc = mhla_read_file(path, MAX_HEADER_BYTES, &buf, len, msg, sizeof msg);
+    if (rc)
+        eng_fail_as(err,
+                    rc == MHLA_READ_NOMEM ? MHLA_ERR_NOMEM
+                    : rc == MHLA_READ_IO  ? MHLA_ERR_IO
+                                          : MHLA_ERR_INVALID,
+                    "%s: %s", base_name(path), msg);
+    return rc ? NULL : buf;
 }
 
 /* Sharded checkpoint: every shard named in the index, and every tensor the

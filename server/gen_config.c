@@ -11,26 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    mhla_buf b = {0};
-    char chunk[4096];
-    size_t n;
-    int rc = 0;
-    while (!rc && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        rc = mhla_buf_put(&b, chunk, n);
-    fclose(f);
-    if (rc || !b.p) {
-        mhla_buf_free(&b);
-        return rc ? NULL : strdup("");
-    }
-    *len = b.len;
-    return b.p;
-}
+#include <unistd.h>
 
 /* A number field within [lo, hi] into *out; absent or null leaves it. */
 static int num_field(const cJSON *root, const char *name, double lo, double hi, float *out,
@@ -97,7 +78,12 @@ int srv_gen_config_load(const char *dir, const mhla_config *cfg, srv_gen_config 
     char path[4096];
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
     size_t len = 0;
-    char *text = read_file(path, &len);
+    char *text = NULL, msg[512];
+    int rd = mhla_read_file(path, (size_t)1 << 24, &text, &len, msg, sizeof msg);
+    if (rd && !(rd == MHLA_READ_IO && access(path, F_OK) != 0)) { /* absent is fine */
+        snprintf(err, errlen, "%s", msg);
+        return -1;
+    }
     if (text) {
         cJSON *root = cJSON_ParseWithLength(text, len);
         free(text);

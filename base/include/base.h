@@ -87,7 +87,9 @@ double mhla_now(void);
 
 /* Reads the whole file at path into *out (malloc'd, NUL-terminated; *len
  * bytes before the NUL). Refuses a file larger than max_bytes. On failure
- * returns -1, *out is NULL and msg (may be NULL) says why, naming the path. */
+ * *out is NULL, msg (may be NULL) says why, naming the path, and the return
+ * says which failure it was, for callers whose errors carry a kind. */
+enum { MHLA_READ_IO = -1, MHLA_READ_TOO_LARGE = -2, MHLA_READ_NOMEM = -3 };
 int mhla_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *msg,
                    size_t msglen);
 

@@ -32,11 +32,13 @@ static void test_read_file(const char *dir)
     CHECK(data && data[len] == 0, "no NUL after the bytes");
     free(data);
 
-    CHECK(mhla_read_file(path, n - 1, &data, &len, msg, sizeof msg) == -1, "over the limit read");
+    CHECK(mhla_read_file(path, n - 1, &data, &len, msg, sizeof msg) == MHLA_READ_TOO_LARGE,
+          "over the limit read");
     CHECK(data == NULL && strstr(msg, "larger than"), "limit message: %s", msg);
 
     snprintf(path, sizeof path, "%s/no/such/file", dir);
-    CHECK(mhla_read_file(path, 10, &data, &len, msg, sizeof msg) == -1, "missing file read");
+    CHECK(mhla_read_file(path, 10, &data, &len, msg, sizeof msg) == MHLA_READ_IO,
+          "missing file read");
     CHECK(strstr(msg, path) != NULL, "message does not name the path: %s", msg);
 
     snprintf(path, sizeof path, "%s/empty.txt", dir);
