@@ -41,7 +41,7 @@ struct srv_watch {
 /* Shuts down the connections past their deadline; w->mu held. */
 static void sweep(srv_watch *w)
 {
-    double now = srv_now();
+    double now = mhla_now();
     for (srv_watch_conn *c = w->head; c; c = c->next) {
         double limit = c->phase == SRV_WATCH_RECEIVING ? w->read_timeout_s
                        : c->phase == SRV_WATCH_WRITING ? w->write_timeout_s
@@ -123,7 +123,7 @@ srv_watch_conn *srv_watch_add(srv_watch *w, int fd)
     if (!c)
         return NULL; /* this connection goes without a read deadline */
     c->fd = fd;
-    c->since = srv_now();
+    c->since = mhla_now();
     c->phase = SRV_WATCH_RECEIVING;
     pthread_mutex_lock(&w->mu);
     c->next = w->head;
@@ -155,6 +155,6 @@ void srv_watch_phase(srv_watch *w, srv_watch_conn *c, int phase)
         return;
     pthread_mutex_lock(&w->mu);
     c->phase = phase;
-    c->since = srv_now();
+    c->since = mhla_now();
     pthread_mutex_unlock(&w->mu);
 }

@@ -534,7 +534,7 @@ static conn_ctx *new_ctx(struct MHD_Connection *conn, const char *url, const cha
     conn_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return NULL;
-    ctx->t0 = srv_now();
+    ctx->t0 = mhla_now();
     ctx->conn = conn;
     const union MHD_ConnectionInfo *sc =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -622,7 +622,7 @@ static void log_request(struct MHD_Connection *conn, conn_ctx *ctx,
                     .remote = remote_of(conn, host, sizeof host),
                     .status = ctx->status,
                     .stream = ctx->stream,
-                    .duration_s = srv_now() - ctx->t0,
+                    .duration_s = mhla_now() - ctx->t0,
                     .r = ctx->r};
     srv_log_access(&a);
 }
@@ -773,8 +773,8 @@ int srv_http_start(const srv_http_options *c, srv_http **out, int *bound_port, c
 
 void srv_http_flush(srv_http *h, double max_s)
 {
-    double deadline = srv_now() + max_s;
-    while (h && atomic_load(&h->in_flight) > 0 && srv_now() < deadline) {
+    double deadline = mhla_now() + max_s;
+    while (h && atomic_load(&h->in_flight) > 0 && mhla_now() < deadline) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }

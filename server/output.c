@@ -61,7 +61,7 @@ static int emit_text(srv_output *o, srv_choice *c, int32_t tok, int is_eos, int 
 
 static void observe_latency(srv_req *r, srv_choice *c)
 {
-    double now = srv_now();
+    double now = mhla_now();
     if (c->n_ids > 0)
         srv_metrics_observe(SRV_HIST_ITL, now - c->t_last);
     else if (r->t_first == 0) {

@@ -38,7 +38,7 @@ static void init_fields(srv_req *r)
     snprintf(r->id, sizeof r->id, "cmpl-%016llx%08llx", (unsigned long long)a,
              (unsigned long long)(b & 0xffffffffu));
     r->created = (long)srv_wall_time();
-    r->t_arrive = srv_now();
+    r->t_arrive = mhla_now();
     for (int i = 0; i < r->n_choices; i++) {
         r->choices[i].group = i / r->p.n;
         r->choices[i].state = SRV_CH_PREFILL;

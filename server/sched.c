@@ -102,7 +102,7 @@ static void retire(srv_sched *s, srv_req *r, const char *metric_reason)
         r->groups[g].promised = 0;
     }
     srv_metrics_finish(metric_reason);
-    srv_metrics_observe(SRV_HIST_E2E, srv_now() - r->t_arrive);
+    srv_metrics_observe(SRV_HIST_E2E, mhla_now() - r->t_arrive);
     atomic_fetch_sub(&s->n_active, 1);
     srv_req_release(r);
 }
@@ -322,7 +322,7 @@ static void admit(srv_sched *s)
         }
         s->run[s->n_run++] = r;
         s->run_seqs += r->n_choices;
-        r->t_admit = srv_now();
+        r->t_admit = mhla_now();
         srv_metrics_observe(SRV_HIST_QUEUE, r->t_admit - r->t_arrive);
     }
     s->shared_run_seqs = s->run_seqs;
@@ -352,7 +352,7 @@ static void compact(srv_sched *s)
 /* Cancelled requests and those past their deadline end here. */
 static void expire(srv_sched *s)
 {
-    double now = srv_now();
+    double now = mhla_now();
     for (int i = 0; i < s->n_run; i++) {
         srv_req *r = s->run[i];
         if (srv_req_cancelled(r))
@@ -449,7 +449,7 @@ static int grow_prompts(srv_sched *s, int n)
 static int gather_prompts(srv_sched *s)
 {
     int n = 0;
-    double now = srv_now();
+    double now = mhla_now();
     for (int i = 0; i < s->n_run; i++) {
         srv_req *r = s->run[i];
         for (int g = 0; g < r->p.n_prompts; g++) {
@@ -572,12 +572,12 @@ static int run(srv_sched *s)
         for (int j = 0; j < s->n_refs; j++)
             s->batch[j] = s->refs[j].kind == ITEM_DECODE ? decode_item(s, &s->refs[j])
                                                          : prefill_item(s, &s->refs[j]);
-        double t0 = srv_now();
+        double t0 = mhla_now();
         if (mhla_engine_step(s->c.engine, s->batch, s->n_refs, &e)) {
             why = e.msg;
             code = srv_error_from_engine(e.code);
         } else {
-            learn(s, srv_now() - t0);
+            learn(s, mhla_now() - t0);
         }
     }
     if (!why)

@@ -204,8 +204,8 @@ static int serve_until_signal(server *sv, const mhla_server_options *o, sigset_t
              "deadline %d s",
              sig, srv_sched_active(sv->sched), o->shutdown_timeout_s);
     srv_sched_drain(sv->sched);
-    double deadline = srv_now() + o->shutdown_timeout_s;
-    while (srv_sched_active(sv->sched) > 0 && srv_now() < deadline) {
+    double deadline = mhla_now() + o->shutdown_timeout_s;
+    while (srv_sched_active(sv->sched) > 0 && mhla_now() < deadline) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         if (sigtimedwait(set, NULL, &ts) > 0) {
             srv_logf(MHLA_LOG_WARN, "shutdown", "second signal: stopping now");
@@ -226,10 +226,10 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     srv_metrics_init();
     if (block_signals(&set, err, errlen))
         return -1;
-    double t0 = srv_now();
+    double t0 = mhla_now();
     int rc = -1, forced = 0;
     if (load(&sv, o, err, errlen) == 0 && start(&sv, o, err, errlen) == 0) {
-        log_listening(&sv, o, srv_now() - t0);
+        log_listening(&sv, o, mhla_now() - t0);
         forced = serve_until_signal(&sv, o, &set);
         rc = 0;
     }

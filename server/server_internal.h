@@ -79,7 +79,6 @@ void srv_bytes_stream_free(srv_bytes_stream *s);
 /* Growable buffers are base's mhla_buf (mhla_buf_put, mhla_buf_free). */
 /* Appends printf-style text to b; -1 when out of memory. */
 int srv_buf_printf(mhla_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-double srv_now(void);       /* monotonic seconds */
 double srv_wall_time(void); /* unix seconds */
 /* Constant-time equality of two strings (time depends on the lengths only). */
 int srv_ct_equal(const char *a, const char *b);

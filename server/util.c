@@ -1,5 +1,6 @@
 /*
- * util.c — formatted appends to a buffer, clocks, constant-time comparison, OS randomness.
+ * util.c — formatted appends to a buffer, the wall clock, constant-time comparison, OS
+ * randomness (the monotonic clock is base's mhla_now).
  */
 #include "server_internal.h"
 
@@ -23,13 +24,6 @@ int srv_buf_printf(mhla_buf *b, const char *fmt, ...)
     va_end(ap);
     b->len += (size_t)n;
     return 0;
-}
-
-double srv_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 double srv_wall_time(void)
