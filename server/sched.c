@@ -288,15 +288,7 @@ static void purge_cancelled(srv_sched *s)
 
 static int grow_run(srv_sched *s)
 {
-    if (s->n_run < s->cap_run)
-        return 0;
-    int cap = s->cap_run ? s->cap_run * 2 : 16;
-    srv_req **nr = realloc(s->run, (size_t)cap * sizeof *nr);
-    if (!nr)
-        return -1;
-    s->run = nr;
-    s->cap_run = cap;
-    return 0;
+    return mhla_grow(&s->run, sizeof *s->run, &s->cap_run, s->n_run + 1);
 }
 
 /* Moves queued requests into the running set while sequence slots (and the
