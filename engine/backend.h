@@ -59,7 +59,7 @@ typedef struct {
     const char *(*note)(const void *ctx);
     /* Its CPU threads (mhla_engine_cpu_threads); NULL: all 0. */
     void (*threads)(const void *ctx, mhla_cpu_threads *out);
-    /* 1: forward samples a single-token item's lone unmasked slot itself (on
+    /* 1: forward samples an item's lone unmasked slot at its last position itself (on
      * the device, so that only the results cross to the host); 0: the
      * engine samples every slot from the logits rows forward returns. */
     int samples_on_device;

@@ -83,7 +83,7 @@ int eng_step_check_choices(const mhla_batch_item *it, int b, int vocab_size, mhl
 static mhla_sample_slot *device_slot(const mhla_engine *e, const mhla_batch_item *it)
 {
     const mhla_sample_slot *sl = it->sample;
-    if (!e->ops->samples_on_device || it->n_samples != 1 || it->n_tokens != 1 || sl->mask)
+    if (!e->ops->samples_on_device || it->n_samples != 1 || sl->at != it->n_tokens - 1 || sl->mask)
         return NULL;
     return it->sample;
 }
