@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static atomic_int g_level = MHLA_LOG_INFO;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -87,6 +88,8 @@ static void request_fields(cJSON *f, srv_req *r, int stream)
 {
     srv_req_lock(r);
     cJSON_AddStringToObject(f, "id", r->id);
+    if (r->p.user) /* the client's end-user id, for tracing abuse back */
+        cJSON_AddStringToObject(f, "user", r->p.user);
     cJSON_AddBoolToObject(f, "stream", stream);
     cJSON_AddNumberToObject(f, "prompt_tokens", (double)r->prompt_tokens);
     cJSON_AddNumberToObject(f, "completion_tokens", (double)r->completion_tokens);
@@ -122,4 +125,36 @@ void srv_log_access(const srv_access *a)
             request_fields(f, a->r, a->stream);
     }
     srv_log(a->status >= 500 ? MHLA_LOG_WARN : MHLA_LOG_INFO, "request", f);
+}
+
+/* ---- unknown request fields ------------------------------------------------ */
+
+enum { UNKNOWN_NAMES = 64, UNKNOWN_NAME_LEN = 64 };
+static char unknown_seen[UNKNOWN_NAMES][UNKNOWN_NAME_LEN];
+static int n_unknown_seen;
+
+/* Records name; 1 when it is new and there was room. g_mu held. */
+static int first_sight(const char *name)
+{
+    for (int i = 0; i < n_unknown_seen; i++)
+        if (!strncmp(unknown_seen[i], name, UNKNOWN_NAME_LEN - 1))
+            return 0;
+    if (n_unknown_seen == UNKNOWN_NAMES)
+        return 0;
+    snprintf(unknown_seen[n_unknown_seen++], UNKNOWN_NAME_LEN, "%s", name);
+    return 1;
+}
+
+void srv_log_unknown_field(const char *name)
+{
+    if (!srv_log_enabled(MHLA_LOG_DEBUG))
+        return;
+    pthread_mutex_lock(&g_mu);
+    int fresh = first_sight(name);
+    pthread_mutex_unlock(&g_mu);
+    if (fresh)
+        srv_logf(MHLA_LOG_DEBUG, "unknown_field",
+                 "a request carried the field '%.60s', which this server does not know; it is "
+                 "accepted and has no effect (logged once)",
+                 name);
 }

@@ -1,7 +1,10 @@
 /*
  * params.c — parsing and validation of POST /v1/completions bodies (cJSON).
- * Every bad value is refused with a 400 that names the field; unknown fields
- * are ignored; JSON null means "use the default".
+ * Every bad value is refused with a 400 that names the field; a field of the
+ * OpenAI API (or a common extension) that this server does not implement is
+ * refused the same way, never silently ignored; other unknown fields are
+ * accepted (and logged once at debug level); JSON null means "use the
+ * default".
  */
 #include "server_internal.h"
 
@@ -421,10 +424,75 @@ static int check_lengths(const srv_limits *lim, const srv_params *p, srv_error *
     return 0;
 }
 
+/* Fields a client sends expecting an effect this server does not have: each
+ * refused with why, so no answer pretends to honour it. */
+static const struct {
+    const char *name, *why;
+} refused[] = {
+    {"suffix", "text after the completion (insertion) is not supported"},
+    {"response_format", "structured outputs are not supported on /v1/completions yet"},
+    {"grammar", "grammar-constrained sampling is not supported yet"},
+    {"json_schema", "schema-constrained sampling is not supported yet"},
+    {"tools", "tool calls are a chat feature, and /v1/chat/completions is not served yet"},
+    {"tool_choice", "tool calls are a chat feature, and /v1/chat/completions is not served yet"},
+    {"parallel_tool_calls", "tool calls are not supported"},
+    {"functions", "function calls are not supported"},
+    {"function_call", "function calls are not supported"},
+    {"messages", "'messages' belongs to /v1/chat/completions, which is not served yet; send "
+                 "'prompt' here"},
+    {"audio", "audio output is not supported"},
+    {"modalities", "output modalities other than text are not supported"},
+    {"prediction", "predicted outputs are not supported"},
+    {"web_search_options", "web search is not supported"},
+};
+
+/* Unknown fields: an unimplemented one is refused; any other is accepted,
+ * and logged (once per name, at debug level). */
+static int check_fields(const cJSON *root, srv_error *e)
+{
+    static const char *const known[] = {"prompt",
+                                        "model",
+                                        "max_tokens",
+                                        "n",
+                                        "best_of",
+                                        "temperature",
+                                        "top_p",
+                                        "top_k",
+                                        "min_p",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "repetition_penalty",
+                                        "logit_bias",
+                                        "seed",
+                                        "stop",
+                                        "stream",
+                                        "stream_options",
+                                        "logprobs",
+                                        "echo",
+                                        "ignore_eos",
+                                        "return_token_ids",
+                                        "user"};
+    const cJSON *f;
+    cJSON_ArrayForEach(f, root)
+    {
+        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+            if (!strcmp(f->string, refused[i].name) && !cJSON_IsNull(f))
+                return BAD(refused[i].name, "'%s': %s", refused[i].name, refused[i].why);
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(f->string, known[k]))
+            k++;
+        if (k == sizeof known / sizeof known[0])
+            srv_log_unknown_field(f->string);
+    }
+    return 0;
+}
+
 static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
 {
     if (!cJSON_IsObject(root))
         return BAD(NULL, "the request body must be a JSON object");
+    if (check_fields(root, e))
+        return -1;
     if (parse_model(root, lim, p, e) || parse_prompt(root, lim, p, e) ||
         parse_counts(root, lim, p, e) || parse_sampling(root, lim, p, e) ||
         parse_switches(root, p, e) || parse_extras(root, p, e) || parse_stop(root, p, e) ||

@@ -106,6 +106,10 @@ typedef struct {
     struct srv_req *r; /* NULL: not a completion */
 } srv_access;
 void srv_log_access(const srv_access *a);
+/* A request field the server does not know, logged at debug level the first
+ * time its name is seen (at most 64 names are remembered: the set of names
+ * is the client's to choose). */
+void srv_log_unknown_field(const char *name);
 
 /* ---- memory.c: --state-memory auto ----------------------------------------- */
 

@@ -642,6 +642,19 @@ def run_main(s, a, model):
     err(413, {"prompt": "x" * 100000}, "oversized body")
     st, _, _ = s.complete({"prompt": "x", "max_tokens": 2, "unknown_field": {"a": 1}})
     check(st == 200, "unknown fields are ignored")
+    # an OpenAI field the server does not implement is never answered as if honoured
+    for name, value in [("suffix", " end"), ("response_format", {"type": "json_object"}),
+                        ("tools", [{"type": "function", "function": {"name": "f"}}]),
+                        ("tool_choice", "auto"), ("messages", [{"role": "user", "content": "x"}]),
+                        ("audio", {"voice": "alloy"}), ("modalities", ["text", "audio"]),
+                        ("prediction", {"type": "content", "content": "x"}),
+                        ("grammar", "root ::= \"a\"")]:
+        err(400, {"prompt": "x", "max_tokens": 2, name: value}, "unimplemented field " + name,
+            param=name)
+    st, _, _ = s.complete({"prompt": "x", "max_tokens": 2, "suffix": None})
+    check(st == 200, "an unimplemented field sent as null is the default, not refused")
+    st, _, _ = s.complete({"prompt": "x", "max_tokens": 2, "user": "end-user-4711"})
+    check(st == 200, "user is accepted")
 
     # a client that stalls after part of its headers is dropped; others go on
     sk = socket.create_connection(("127.0.0.1", s.port))
@@ -698,6 +711,8 @@ def run_main(s, a, model):
     logs = [json.loads(l) for l in open(s.log_path) if l.startswith("{")]
     check(sum(1 for l in logs if l.get("event") == "request") >= 40,
           "one JSON log line per request")
+    check(any(l.get("event") == "request" and l.get("user") == "end-user-4711" for l in logs),
+          "a request's log line carries its user")
     if "--device" in EXTRA_FLAGS:  # the steps ran on the (possibly simulated) GPU, decode as graphs
         m = s.metrics()
         check(m.get("mhla_gpu_steps_total", 0) > 0 and m.get("mhla_gpu_graph_replays_total", 0) > 0,
