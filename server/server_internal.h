@@ -271,6 +271,12 @@ typedef struct {
 int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
                      srv_error *e);
 void srv_params_free(srv_params *p);
+/* chat_messages.c: a chat body's "messages", checked and rewritten into the
+ * array a chat template reads (*out, the caller's to cJSON_Delete): content
+ * a string (text parts joined with "\n"; other part types refused), tool
+ * calls' arguments parsed into objects, tool messages with tool_call_id.
+ * -1 with e set (a 400 naming the field, or a 500 when out of memory). */
+int srv_chat_messages_parse(const cJSON *root, cJSON **out, srv_error *e);
 /* A request body as one JSON value: nested at most 32 deep, no NUL in its
  * strings, nothing but whitespace after it. NULL with e set otherwise. */
 cJSON *srv_json_parse_body(const char *body, size_t len, srv_error *e);
