@@ -152,6 +152,8 @@ static enum MHD_Result handle_models(srv_http *h, struct MHD_Connection *conn, c
         cJSON_AddStringToObject(m, "owned_by", "mhla-serve");
         cJSON_AddNumberToObject(m, "max_model_len", h->c.cfg->max_positions);
         cJSON_AddNumberToObject(m, "vocab_size", h->c.cfg->vocab_size);
+        if (h->c.chat) /* where chat requests' template comes from */
+            cJSON_AddStringToObject(m, "chat_template", h->c.chat->source);
     }
     if (one) {
         if (strcmp(one, h->c.model_name) != 0) {

@@ -84,6 +84,12 @@ static const mhla_opt rows[] = {
      .off = OPT(model_name),
      .metavar = "NAME",
      .help = "model id clients send (default: DIR's last component)"},
+    {.name = "chat-template",
+     .kind = MHLA_OPT_STRING,
+     .off = OPT(chat_template),
+     .metavar = "FILE",
+     .help = "chat template (Jinja) for chat requests (default: the model's\n"
+             "tokenizer_config.json chat_template, else a built-in ChatML one)"},
     {INT_ROW("threads", threads, 0, 1024), .metavar = "N",
      .help = "engine threads, 0 = the CPUs this process may use:\n"
              "affinity mask and cgroup CPU quota (default 0)"},

@@ -32,6 +32,7 @@ typedef struct {
     mhla_engine *engine;
     srv_codec *codec;
     srv_gen_config gen;
+    srv_chat_template chat;
     srv_sched *sched;
     srv_http *http;
     const mhla_config *cfg;
@@ -134,8 +135,12 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     sv->model_name =
         o->model_name ? o->model_name : basename_of(o->model_dir, sv->namebuf, sizeof sv->namebuf);
     if (srv_codec_create(o->model_dir, sv->cfg->vocab_size, &sv->codec, err, errlen) ||
-        srv_gen_config_load(o->model_dir, sv->cfg, &sv->gen, err, errlen))
+        srv_gen_config_load(o->model_dir, sv->cfg, &sv->gen, err, errlen) ||
+        srv_chat_template_load(o->model_dir, o->chat_template, &sv->chat, err, errlen))
         return -1;
+    srv_logf(sv->chat.builtin ? MHLA_LOG_WARN : MHLA_LOG_INFO, "chat_template", "%s%s",
+             sv->chat.source,
+             sv->chat.builtin ? ": give --chat-template FILE for the model's own format" : "");
     return 0;
 }
 
@@ -159,6 +164,7 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                            .codec = sv->codec,
                            .gen = &sv->gen,
                            .cfg = sv->cfg,
+                           .chat = &sv->chat,
                            .sched = sv->sched};
     return srv_http_start(&hc, &sv->http, &sv->port, err, errlen);
 }
@@ -239,6 +245,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
         srv_http_flush(sv.http, o->timeout_s);
     srv_http_stop(sv.http);
     srv_codec_free(sv.codec);
+    srv_chat_template_free(&sv.chat);
     mhla_engine_free(sv.engine);
     mhla_model_free(sv.model);
     if (rc == 0)

@@ -271,6 +271,19 @@ typedef struct {
 int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
                      srv_error *e);
 void srv_params_free(srv_params *p);
+/* chat_template.c: the chat template chosen at start (--chat-template FILE,
+ * else tokenizer_config.json's chat_template, else a built-in ChatML one). */
+typedef struct {
+    char *text;       /* the template ("default" of a named list) */
+    char *tool_use;   /* a named list's "tool_use" template, or NULL */
+    int builtin;      /* the model has none: the built-in ChatML template */
+    char source[256]; /* where it came from, for the log and /v1/models */
+} srv_chat_template;
+
+int srv_chat_template_load(const char *model_dir, const char *file, srv_chat_template *t, char *err,
+                           size_t errlen);
+void srv_chat_template_free(srv_chat_template *t);
+
 /* chat_messages.c: a chat body's "messages", checked and rewritten into the
  * array a chat template reads (*out, the caller's to cJSON_Delete): content
  * a string (text parts joined with "\n"; other part types refused), tool
@@ -521,6 +534,7 @@ typedef struct {
     const srv_codec *codec;
     const srv_gen_config *gen;
     const mhla_config *cfg;
+    const srv_chat_template *chat;
     srv_sched *sched;
 } srv_http_options;
 

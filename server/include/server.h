@@ -23,11 +23,12 @@ typedef enum {
 } mhla_log_level;
 
 typedef struct {
-    const char *host;         /* address to bind (default 127.0.0.1) */
-    int port;                 /* 0 picks a free port (logged at start) */
-    const char *model_dir;    /* checkpoint directory */
-    const char *model_name;   /* id served by /v1/models (default: the dir's basename) */
-    int threads;              /* engine worker threads, 0 = the CPUs the process may use */
+    const char *host;          /* address to bind (default 127.0.0.1) */
+    int port;                  /* 0 picks a free port (logged at start) */
+    const char *model_dir;     /* checkpoint directory */
+    const char *model_name;    /* id served by /v1/models (default: the dir's basename) */
+    const char *chat_template; /* a chat template file (NULL: the model's, else ChatML) */
+    int threads;               /* engine worker threads, 0 = the CPUs the process may use */
     const char *cpu_isa;      /* CPU kernel path (NULL: MHLA_CPU_ISA, else the best the CPU runs) */
     const char *thread_adapt; /* "on" | "off" (NULL: MHLA_THREAD_ADAPT, else on) */
     int max_batch_tokens;     /* tokens per engine step (decode + prefill chunks): a hard cap */

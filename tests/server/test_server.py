@@ -653,6 +653,9 @@ def run_main(s, a, model):
             param=name)
     st, _, _ = s.complete({"prompt": "x", "max_tokens": 2, "suffix": None})
     check(st == 200, "an unimplemented field sent as null is the default, not refused")
+    st, _, body = s.request("GET", "/v1/models", None)
+    check(st == 200 and json.loads(body)["data"][0].get("chat_template"),
+          "/v1/models names the chat template's source")
     st, _, _ = s.complete({"prompt": "x", "max_tokens": 2, "user": "end-user-4711"})
     check(st == 200, "user is accepted")
 
