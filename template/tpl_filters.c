@@ -111,8 +111,10 @@ static tpl_val *f_indent(tpl_rt *rt, tpl_val *s, tpl_args *a)
     return r;
 }
 
-static tpl_val *f_escape(tpl_rt *rt, tpl_val *s)
+tpl_val *tpl_escape(tpl_rt *rt, tpl_val *s)
 {
+    if (s->markup)
+        return s;
     mhla_buf b = {0};
     int rc = 0;
     for (size_t i = 0; i < s->u.s.n && !rc; i++) {
@@ -127,6 +129,8 @@ static tpl_val *f_escape(tpl_rt *rt, tpl_val *s)
     }
     tpl_val *r = rc ? tpl_nomem(rt) : tpl_str(rt, b.p ? b.p : "", b.len);
     mhla_buf_free(&b);
+    if (r)
+        r->markup = 1;
     return r;
 }
 
@@ -159,8 +163,14 @@ static tpl_val *str_filter(tpl_rt *rt, const char *name, tpl_val *s, tpl_args *a
     if (!strcmp(name, "indent"))
         return f_indent(rt, s, a);
     if (!strcmp(name, "e") || !strcmp(name, "escape"))
-        return f_escape(rt, s);
-    return s; /* string, safe */
+        return tpl_escape(rt, s);
+    if (!strcmp(name, "safe") && !s->markup) {
+        tpl_val *m = tpl_str(rt, s->u.s.p, s->u.s.n);
+        if (m)
+            m->markup = 1;
+        return m;
+    }
+    return s; /* string */
 }
 
 tpl_val *tpl_filter(tpl_rt *rt, const char *name, tpl_val *x, tpl_args *a)

@@ -66,7 +66,8 @@ struct tpl_val {
     tpl_vkind k;
     unsigned char tuple, ns; /* a list shown as a tuple; a dict that is a namespace() */
     unsigned char gen;       /* a list that stands for a generator (map, select, ...) */
-    const char *name;        /* V_UNDEF: the name that was missing; V_FUNC: its name */
+    unsigned char markup; /* a string that is Markup (|safe, |escape): + escapes the other side */
+    const char *name;     /* V_UNDEF: the name that was missing; V_FUNC: its name */
     union {
         int b;
         long long i;
@@ -257,6 +258,8 @@ tpl_val *tpl_str_replace(tpl_rt *rt, tpl_val *s, tpl_val *old, tpl_val *new_, lo
 tpl_val *tpl_str_case(tpl_rt *rt, tpl_val *s, int how); /* 0 lower 1 upper 2 title 3 capitalize */
 tpl_val *tpl_str_join(tpl_rt *rt, tpl_val *sep, tpl_val *items, int line);
 tpl_val *tpl_dict_items(tpl_rt *rt, tpl_val *d); /* a list of (key, value) tuples */
+/* HTML-escaped as markupsafe's escape(); Markup comes back as it is. */
+tpl_val *tpl_escape(tpl_rt *rt, tpl_val *s);
 tpl_val *tpl_slice(tpl_rt *rt, tpl_val *o, tpl_val *parts[3], int line);
 
 /* ---- statements (tpl_exec.c, tpl_macro.c) ---- */

@@ -164,6 +164,16 @@ static tpl_val *type_error(tpl_rt *rt, int op, tpl_val *x, tpl_val *y, int line)
                      tpl_type_name(x), tpl_type_name(y));
 }
 
+/* Markup + str (or str + Markup): the plain side escaped, the result Markup. */
+static tpl_val *markup_add(tpl_rt *rt, tpl_val *x, tpl_val *y)
+{
+    tpl_val *a = tpl_escape(rt, x), *b = a ? tpl_escape(rt, y) : NULL;
+    tpl_val *r = b ? concat(rt, a, b) : NULL;
+    if (r)
+        r->markup = 1;
+    return r;
+}
+
 tpl_val *tpl_binop(tpl_rt *rt, int op, tpl_val *x, tpl_val *y, int line)
 {
     if (op == OP_CAT) {
@@ -178,6 +188,8 @@ tpl_val *tpl_binop(tpl_rt *rt, int op, tpl_val *x, tpl_val *y, int line)
     }
     if (is_num(x) && is_num(y))
         return arith(rt, op, x, y, line);
+    if (op == OP_ADD && x->k == V_STR && y->k == V_STR && (x->markup || y->markup))
+        return markup_add(rt, x, y);
     if (op == OP_ADD && x->k == y->k && (x->k == V_STR || (x->k == V_LIST && x->tuple == y->tuple)))
         return concat(rt, x, y);
     if (op == OP_MUL && (x->k == V_STR || x->k == V_LIST) && is_int(y)) {

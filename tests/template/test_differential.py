@@ -2,8 +2,9 @@
 """Differential test of the template renderer against Python's jinja2.
 
 Renders every chat template in tests/template/templates/ on several
-conversations (system + user, multi-turn, tools with a tool-call round trip,
-Unicode, a bare user turn) twice: with `mhla-tokenize apply-template` and with
+conversations (system + user, multi-turn, tools with a tool-call round trip
+(arguments as a dict, and as JSON strings with parallel calls), a longer
+dialogue, Unicode, a bare user turn) twice: with `mhla-tokenize apply-template` and with
 jinja2 set up as transformers' apply_chat_template sets it up
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
 tojson with ensure_ascii=False, raise_exception, strftime_now). A pair passes
@@ -84,6 +85,39 @@ CONVERSATIONS = {
             {"role": "assistant", "content": "It is 18 degrees in Paris."},
         ],
         "tools": [WEATHER_TOOL],
+        "add_generation_prompt": False,
+    },
+    "tools_string_args": {
+        "messages": [
+            {"role": "user", "content": "Weather in Tokyo and in Oslo?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "a1b2c3d4e", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Tokyo\"}"}},
+                    {"id": "f5g6h7i8j", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "a1b2c3d4e", "name": "get_weather", "content": "25 C"},
+            {"role": "tool", "tool_call_id": "f5g6h7i8j", "name": "get_weather", "content": "-3 C"},
+            {"role": "assistant", "content": "Tokyo: 25 C. Oslo: -3 C."},
+            {"role": "user", "content": "Thanks!"},
+        ],
+        "tools": [WEATHER_TOOL],
+        "add_generation_prompt": True,
+    },
+    "long_dialogue": {
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "1+1?"},
+            {"role": "assistant", "content": "2"},
+            {"role": "user", "content": "2+2?"},
+            {"role": "assistant", "content": "4"},
+            {"role": "user", "content": "3+3?"},
+            {"role": "assistant", "content": "6"},
+        ],
         "add_generation_prompt": False,
     },
     "unicode": {

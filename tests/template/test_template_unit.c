@@ -88,6 +88,9 @@ static const tcase cases[] = {
      NULL, "42.032.57[1, 2]", 0},
     {"{{ 'a\\nb'|indent(2) }}|{{ d|items|list }}|{{ 5|string }}", CTX,
      "a\n  b|[('b', 2), ('a', [1, 'x'])]|5", 0},
+    /* Markup: |safe + a string escapes the string; ~ gives a plain string */
+    {"{{ '<a>'|safe + '<b>' }}|{{ '\"x\"' + '&'|safe }}|{{ '<i>'|e }}|{{ '<a>'|safe ~ '<b>' }}",
+     NULL, "<a>&lt;b&gt;|&#34;x&#34;&|&lt;i&gt;|<a><b>", 0},
     /* tests */
     {"{{ x is defined }}{{ n is number }}{{ s is string }}{{ d is mapping }}{{ none is none }}"
      "{{ messages is iterable }}{{ 4 is even }}{{ 9 is divisibleby 3 }}{{ t is true }}",
