@@ -71,6 +71,27 @@ static int put_scalar(tpl_rt *rt, mhla_buf *b, const tpl_val *v)
     }
 }
 
+/* Python's repr escapes what is not printable: controls, format
+ * characters and separators other than the space (the common ones). */
+static int unprintable(int32_t c)
+{
+    return (c >= 0x80 && c <= 0xa0) || c == 0xad || c == 0x1680 || (c >= 0x2000 && c <= 0x200f) ||
+           (c >= 0x2028 && c <= 0x202f) || (c >= 0x205f && c <= 0x2064) || c == 0x3000 ||
+           c == 0xfeff;
+}
+
+/* A non-ASCII character at s: its escape in tmp when repr escapes it. */
+static size_t repr_wide(const char *s, size_t n, char tmp[12], const char **esc)
+{
+    int32_t cp;
+    size_t k = mhla_utf8_next(s, n, &cp);
+    if (unprintable(cp)) {
+        snprintf(tmp, 12, cp < 0x100 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
+        *esc = tmp;
+    }
+    return k;
+}
+
 static int put_repr_str(tpl_rt *rt, mhla_buf *b, const char *s, size_t n)
 {
     char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
@@ -78,12 +99,16 @@ static int put_repr_str(tpl_rt *rt, mhla_buf *b, const char *s, size_t n)
         return -1;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        char tmp[8];
-        const char *esc = c == '\\'   ? "\\\\"
-                          : c == '\n' ? "\\n"
-                          : c == '\r' ? "\\r"
-                          : c == '\t' ? "\\t"
-                                      : NULL;
+        char tmp[12];
+        const char *esc = NULL;
+        if (c >= 0x80) {
+            size_t k = repr_wide(s + i, n - i, tmp, &esc);
+            if (esc ? puts_(rt, b, esc) : put(rt, b, s + i, k))
+                return -1;
+            i += k - 1;
+            continue;
+        }
+        esc = c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
         if (!esc && c == (unsigned char)q)
             esc = q == '\'' ? "\\'" : "\\\"";
         if (!esc && (c < 0x20 || c == 0x7f)) {

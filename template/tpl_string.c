@@ -5,17 +5,26 @@
 
 #include "tpl_internal.h"
 
-/* Python's str.isspace for the ASCII range, plus the separators U+0085,
- * U+00A0 and U+3000 are left alone (ASCII whitespace only). */
-static int py_space(unsigned char c)
+/* Python's str.isspace. */
+static int py_space_cp(int32_t c)
 {
-    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f);
+    return c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f) || c == 0x85 ||
+           c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* The bytes of the whitespace character at p (0 when there is none). */
+static size_t space_at(const char *p, size_t left)
+{
+    int32_t cp;
+    size_t k = mhla_utf8_next(p, left, &cp);
+    return py_space_cp(cp) ? k : 0;
 }
 
 static int in_chars(const tpl_val *chars, const char *p, size_t len)
 {
     if (!chars || chars->k == V_NONE)
-        return len == 1 && py_space((unsigned char)p[0]);
+        return space_at(p, len) == len;
     for (size_t i = 0; i + len <= chars->u.s.n;) {
         int32_t cp;
         size_t k = mhla_utf8_next(chars->u.s.p + i, chars->u.s.n - i, &cp);
@@ -68,19 +77,18 @@ static tpl_val *split_ws(tpl_rt *rt, tpl_val *s, long long maxsplit)
     const char *p = s->u.s.p;
     size_t i = 0, n = s->u.s.n;
     while (l) {
-        while (i < n && py_space((unsigned char)p[i]))
-            i++;
+        for (size_t k; i < n && (k = space_at(p + i, n - i));)
+            i += k;
         if (i >= n)
             break;
         if (maxsplit >= 0 && l->u.l.n >= maxsplit) {
-            size_t e = n;
-            while (e > i && py_space((unsigned char)p[e - 1]))
-                e--;
-            return push_str(rt, l, p + i, e - i) ? NULL : l;
+            return push_str(rt, l, p + i, n - i) ? NULL : l;
         }
         size_t j = i;
-        while (j < n && !py_space((unsigned char)p[j]))
-            j++;
+        while (j < n && !space_at(p + j, n - j)) {
+            int32_t cp;
+            j += mhla_utf8_next(p + j, n - j, &cp);
+        }
         if (push_str(rt, l, p + i, j - i))
             return NULL;
         i = j;

@@ -97,6 +97,14 @@ static const tcase cases[] = {
      CTX, "FalseTrueTrueTrueTrueTrueTrueTrueTrue", 0},
     {"{{ n is not string }}{{ n is integer }}{{ f is integer }}{{ 'a' is eq 'a' }}", CTX,
      "TrueTrueFalseTrue", 0},
+    /* Python's whitespace (str.isspace) and repr's escapes beyond ASCII */
+    {"{{ '\xc2\xa0 a\xe2\x80\x83"
+     "b \xe3\x80\x80'|trim }}|{{ ' a  b \n'.split(none, 1) }}|"
+     "{{ ['\xc2\xa0\xe2\x80\x8d\xc3\xa9'] }}",
+     NULL,
+     "a\xe2\x80\x83"
+     "b|['a', 'b \\n']|['\\xa0\\u200d\xc3\xa9']",
+     0},
     /* methods */
     {"{{ ' xx '.strip() }}{{ 'xxay'.lstrip('x') }}{{ 'a,b,c'.split(',') }}{{ 'a b'.split() }}",
      NULL, "xxay['a', 'b', 'c']['a', 'b']", 0},
