@@ -152,10 +152,16 @@ int tpl_exec_body(tpl_rt *rt, tpl_scope *sc, const tpl_node *body)
 {
     tpl_scope *saved = rt->sc;
     int rc = 0;
+    if (++rt->edepth > rt->lim.max_expr_depth) {
+        rt->edepth--;
+        return tpl_fail(rt, MHLA_TPL_LIMIT, body->line,
+                        "blocks and expressions nest deeper than %d", rt->lim.max_expr_depth);
+    }
     for (int i = 0; i < body->nk && !rc; i++) {
         rt->sc = sc;
         rc = exec_node(rt, sc, body->kids[i]);
     }
     rt->sc = saved;
+    rt->edepth--;
     return rc;
 }

@@ -38,7 +38,8 @@ typedef struct {
     size_t max_memory;   /* bytes of values a render may hold (default 256 MiB) */
     long max_iterations; /* loop iterations of all loops together (default 1,000,000) */
     int max_depth;       /* nested macro calls and blocks captured by set (default 64) */
-    int max_expr_depth;  /* nested expressions evaluated at once (default 256) */
+    int max_expr_depth;  /* expressions and blocks nested at once, through macro calls
+                          * too: what bounds the stack (default 256) */
 } mhla_tpl_limits;
 
 typedef struct mhla_tpl mhla_tpl;

@@ -140,6 +140,9 @@ static const tcase cases[] = {
      "{% endfor %}{{ ns.s }}",
      NULL, "limit", MHLA_TPL_LIMIT},
     {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", NULL, "deeper", MHLA_TPL_LIMIT},
+    {"{% macro f(n) %}{% if 1 %}{% if 1 %}{% if 1 %}{% if 1 %}{{ f(n + 1) }}{% endif %}{% endif %}"
+     "{% endif %}{% endif %}{% endmacro %}{{ f(0) }}",
+     NULL, "deeper", MHLA_TPL_LIMIT},
     {"{{ 'x' * 100000000000 }}", NULL, "too large", MHLA_TPL_LIMIT},
     {"{% for i in range(100000) %}{{ 'abcdefghij' * 100 }}{% endfor %}", NULL, "output longer",
      MHLA_TPL_LIMIT},
