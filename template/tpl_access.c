@@ -115,7 +115,7 @@ tpl_val *tpl_slice(tpl_rt *rt, tpl_val *o, tpl_val *parts[3], int line)
     if (o->k == V_UNDEF)
         return undefined_error(rt, o, line);
     if (o->k != V_LIST && o->k != V_STR)
-        return tpl_failv(rt, line, "'%s' object is not subscriptable", tpl_type_name(o));
+        return tpl_undef(rt, "");
     tpl_val *items = o->k == V_LIST ? o : tpl_iterate(rt, o, line);
     long long start = 0, stop = 0, step = 1;
     if (!items || slice_indices(rt, parts, items->u.l.n, &start, &stop, &step, line))

@@ -79,6 +79,8 @@ static tpl_val *f_number(tpl_rt *rt, tpl_val *x, tpl_args *a, int is_float)
 static tpl_val *f_round(tpl_rt *rt, tpl_val *x, tpl_args *a)
 {
     tpl_val *prec = tpl_arg(a, 0, "precision"), *method = tpl_arg(a, 1, "method");
+    if ((x->k == V_INT || x->k == V_BOOL) && (!method || tpl_is_str(method, "common")))
+        return x->k == V_INT ? x : tpl_int(rt, x->u.b);
     double f = x->k == V_FLOAT ? x->u.f : x->k == V_INT ? (double)x->u.i : 0;
     double m = pow(10, prec && prec->k == V_INT ? (double)prec->u.i : 0);
     if (method && tpl_is_str(method, "floor"))
@@ -184,6 +186,9 @@ tpl_val *tpl_filter(tpl_rt *rt, const char *name, tpl_val *x, tpl_args *a)
         return f_length(rt, x, a->line);
     if (!strcmp(name, "default") || !strcmp(name, "d"))
         return f_default(rt, x, a);
+    if (x->k == V_UNDEF && (!strcmp(name, "int") || !strcmp(name, "float") ||
+                            !strcmp(name, "round") || !strcmp(name, "abs")))
+        return tpl_failv(rt, a->line, "'%s' is undefined", x->name ? x->name : "");
     if (!strcmp(name, "int") || !strcmp(name, "float"))
         return f_number(rt, x, a, name[0] == 'f');
     if (!strcmp(name, "round"))

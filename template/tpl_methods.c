@@ -33,7 +33,7 @@ int tpl_has_method(const tpl_val *o, const char *name)
     if (o->k == V_DICT && !o->ns)
         return in_list(dict_methods, name) || in_list(unsafe_methods, name);
     if (o->k == V_LIST)
-        return in_list(unsafe_methods, name);
+        return in_list(unsafe_methods, name) || !strcmp(name, "count") || !strcmp(name, "index");
     return 0;
 }
 
@@ -153,6 +153,23 @@ static tpl_val *dict_view(tpl_rt *rt, tpl_val *d, int what)
     return l;
 }
 
+/* list.count(x) and list.index(x) */
+static tpl_val *list_method(tpl_rt *rt, tpl_val *l, const char *name, tpl_args *a)
+{
+    tpl_val *x = tpl_arg(a, 0, NULL);
+    if (!x)
+        return tpl_failv(rt, a->line, "%s() takes exactly one argument", name);
+    long long n = 0;
+    for (int i = 0; i < l->u.l.n; i++) {
+        if (!tpl_equal(l->u.l.a[i], x))
+            continue;
+        if (name[0] == 'i')
+            return tpl_int(rt, i);
+        n++;
+    }
+    return name[0] == 'i' ? tpl_failv(rt, a->line, "x not in list") : tpl_int(rt, n);
+}
+
 tpl_val *tpl_dict_items(tpl_rt *rt, tpl_val *d) { return dict_view(rt, d, 2); }
 
 tpl_val *tpl_call_method(tpl_rt *rt, tpl_val *self, const char *name, tpl_args *args)
@@ -162,6 +179,8 @@ tpl_val *tpl_call_method(tpl_rt *rt, tpl_val *self, const char *name, tpl_args *
                          tpl_type_name(self));
     if (self->k == V_STR)
         return str_method(rt, self, name, args);
+    if (self->k == V_LIST)
+        return list_method(rt, self, name, args);
     if (!strcmp(name, "get")) {
         tpl_val *k = tpl_arg(args, 0, NULL), *dflt = tpl_arg(args, 1, NULL);
         if (!k)

@@ -114,9 +114,13 @@ static tpl_val *f_unique(tpl_rt *rt, tpl_val *x, int line)
 static tpl_val *f_sort(tpl_rt *rt, tpl_val *x, tpl_args *a)
 {
     tpl_val *rev = tpl_arg(a, 0, "reverse"), *attr = tpl_arg(a, 2, "attribute");
+    tpl_val *cs = tpl_arg(a, 1, "case_sensitive");
+    int fold = !cs || !tpl_truthy(cs);
     tpl_val *l = tpl_iterate(rt, x, a->line), *r = tpl_list(rt), *keys = tpl_list(rt);
     for (int i = 0; l && r && keys && i < l->u.l.n; i++) {
         tpl_val *k = attr ? attr_path(rt, l->u.l.a[i], attr, a->line) : l->u.l.a[i];
+        if (k && fold && k->k == V_STR)
+            k = tpl_str_case(rt, k, 0);
         if (!k || tpl_list_push(rt, keys, k) || tpl_list_push(rt, r, l->u.l.a[i]))
             return NULL;
         for (int j = r->u.l.n - 1; j > 0; j--) {

@@ -24,16 +24,17 @@ static int cmp_test(tpl_rt *rt, const char *name, tpl_val *x, tpl_val *y, int li
 
 static int int_test(tpl_rt *rt, const char *name, tpl_val *x, tpl_val *y, int line)
 {
-    if (x->k != V_INT && x->k != V_BOOL)
-        return tpl_fail(rt, MHLA_TPL_ERROR, line, "test '%s' needs an integer", name);
-    long long v = x->k == V_INT ? x->u.i : x->u.b;
-    if (!strcmp(name, "odd"))
-        return (v % 2) != 0;
-    if (!strcmp(name, "even"))
-        return v % 2 == 0;
-    if (!y || y->k != V_INT || y->u.i == 0)
-        return tpl_fail(rt, MHLA_TPL_ERROR, line, "divisibleby needs a nonzero integer");
-    return v % y->u.i == 0;
+    if (x->k != V_INT && x->k != V_BOOL && x->k != V_FLOAT)
+        return tpl_fail(rt, MHLA_TPL_ERROR, line, "test '%s' needs a number", name);
+    if (!strcmp(name, "divisibleby") &&
+        (!y || (y->k != V_INT && y->k != V_FLOAT) || (y->k == V_INT ? y->u.i == 0 : y->u.f == 0)))
+        return tpl_fail(rt, MHLA_TPL_ERROR, line, "divisibleby needs a nonzero number");
+    tpl_val two = {.k = V_INT, .u.i = 2};
+    tpl_val *m = tpl_binop(rt, OP_MOD, x, strcmp(name, "divisibleby") ? &two : y, line);
+    if (!m)
+        return -1;
+    int zero = m->k == V_FLOAT ? m->u.f == 0 : m->u.i == 0;
+    return !strcmp(name, "odd") ? !zero : zero;
 }
 
 static int kind_test(const char *name, const tpl_val *x)

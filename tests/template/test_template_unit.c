@@ -88,6 +88,11 @@ static const tcase cases[] = {
      NULL, "42.032.57[1, 2]", 0},
     {"{{ 'a\\nb'|indent(2) }}|{{ d|items|list }}|{{ 5|string }}", CTX,
      "a\n  b|[('b', 2), ('a', [1, 'x'])]|5", 0},
+    /* found by a random differential run against jinja2 */
+    {"{{ 0.5 is even }}{{ 4.0 is even }}{{ 3|round }}{{ 'bA'|sort|join }}{{ [1, 2, 1].count(1) }}"
+     "{{ [1, 2].index(2) }}[{{ none[::-1] }}]",
+     NULL, "FalseTrue3Ab21[]", 0},
+    {"{{ x|int }}", NULL, "undefined", MHLA_TPL_ERROR},
     /* Markup: |safe + a string escapes the string; ~ gives a plain string */
     {"{{ '<a>'|safe + '<b>' }}|{{ '\"x\"' + '&'|safe }}|{{ '<i>'|e }}|{{ '<a>'|safe ~ '<b>' }}",
      NULL, "<a>&lt;b&gt;|&#34;x&#34;&|&lt;i&gt;|<a><b>", 0},
