@@ -136,18 +136,6 @@ tpl_val *tpl_escape(tpl_rt *rt, tpl_val *s)
     return r;
 }
 
-/* jinja2's title: each word (split at whitespace, -, (, {, [, <) with its
- * first letter upper and the rest lower. */
-static tpl_val *f_title(tpl_rt *rt, tpl_val *s)
-{
-    tpl_val *r = tpl_str_case(rt, s, 0);
-    char *p = r ? (char *)r->u.s.p : NULL;
-    for (size_t i = 0; p && i < r->u.s.n; i++)
-        if (i == 0 || strchr(" \t\n\r\v\f-({[<", p[i - 1]))
-            p[i] = (char)(p[i] >= 'a' && p[i] <= 'z' ? p[i] - 32 : p[i]);
-    return r;
-}
-
 static tpl_val *str_filter(tpl_rt *rt, const char *name, tpl_val *s, tpl_args *a)
 {
     if (!strcmp(name, "trim"))
@@ -155,7 +143,7 @@ static tpl_val *str_filter(tpl_rt *rt, const char *name, tpl_val *s, tpl_args *a
     if (!strcmp(name, "lower") || !strcmp(name, "upper") || !strcmp(name, "capitalize"))
         return tpl_str_case(rt, s, name[0] == 'l' ? 0 : name[0] == 'u' ? 1 : 3);
     if (!strcmp(name, "title"))
-        return f_title(rt, s);
+        return tpl_str_case(rt, s, 4);
     if (!strcmp(name, "replace")) {
         tpl_val *o = tpl_arg(a, 0, "old"), *n = tpl_arg(a, 1, "new"), *c = tpl_arg(a, 2, "count");
         if (!o || !n || !(o = tpl_to_str(rt, o)) || !(n = tpl_to_str(rt, n)))

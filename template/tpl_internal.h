@@ -257,7 +257,8 @@ tpl_val *tpl_str_split(tpl_rt *rt, tpl_val *s, tpl_val *sep, long long maxsplit,
 tpl_val *tpl_str_replace(tpl_rt *rt, tpl_val *s, tpl_val *old, tpl_val *new_, long long count);
 tpl_val *tpl_str_case(tpl_rt *rt, tpl_val *s, int how); /* 0 lower 1 upper 2 title 3 capitalize */
 tpl_val *tpl_str_join(tpl_rt *rt, tpl_val *sep, tpl_val *items, int line);
-tpl_val *tpl_dict_items(tpl_rt *rt, tpl_val *d); /* a list of (key, value) tuples */
+int tpl_str_is_case(const tpl_val *s, int upper); /* str.islower / str.isupper */
+tpl_val *tpl_dict_items(tpl_rt *rt, tpl_val *d);  /* a list of (key, value) tuples */
 /* HTML-escaped as markupsafe's escape(); Markup comes back as it is. */
 tpl_val *tpl_escape(tpl_rt *rt, tpl_val *s);
 tpl_val *tpl_slice(tpl_rt *rt, tpl_val *o, tpl_val *parts[3], int line);

@@ -1,8 +1,7 @@
 /* tpl_methods.c — the methods of strings, dicts and lists that templates
- * call (Python's semantics; case mapping is ASCII only). Methods that
+ * call, with Python's semantics (lists: count and index). Methods that
  * modify a list or a dict are refused, as jinja2's immutable sandbox
  * refuses them. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,9 +97,9 @@ static tpl_val *format(tpl_rt *rt, tpl_val *s, tpl_args *a)
         size_t fl = (size_t)(close - s->u.s.p) - i - 1;
         char field[64];
         snprintf(field, sizeof field, "%.*s", (int)fl, s->u.s.p + i + 1);
-        tpl_val *v = !fl                                ? tpl_arg(a, next++, NULL)
-                     : isdigit((unsigned char)field[0]) ? tpl_arg(a, atoi(field), NULL)
-                                                        : tpl_arg(a, -1, field);
+        tpl_val *v = !fl                                    ? tpl_arg(a, next++, NULL)
+                     : (field[0] >= '0' && field[0] <= '9') ? tpl_arg(a, atoi(field), NULL)
+                                                            : tpl_arg(a, -1, field);
         rc = !v ? -2 : tpl_put_str(rt, &b, v);
         i += fl + 1;
     }

@@ -1,7 +1,8 @@
 /* tpl_string.c — the string operations behind methods and filters: strip,
- * split, replace, case mapping (ASCII) and join, with Python's semantics. */
-#include <ctype.h>
+ * split, replace, case mapping (Unicode, utf8proc) and join, with Python's semantics. */
 #include <string.h>
+
+#include <utf8proc.h>
 
 #include "tpl_internal.h"
 
@@ -144,21 +145,50 @@ tpl_val *tpl_str_replace(tpl_rt *rt, tpl_val *s, tpl_val *old, tpl_val *new_, lo
     return r;
 }
 
-/* how: 0 lower, 1 upper, 2 title (str.title), 3 capitalize */
+static int cased(int32_t c)
+{
+    utf8proc_category_t k = utf8proc_category(c);
+    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
+}
+
+/* how: 0 lower, 1 upper, 2 title (str.title), 3 capitalize, 4 jinja2's title
+ * filter (upper after whitespace or -({[<); Unicode's simple case mappings. */
 tpl_val *tpl_str_case(tpl_rt *rt, tpl_val *s, int how)
 {
-    tpl_val *r = tpl_str(rt, s->u.s.p, s->u.s.n);
-    if (!r)
-        return NULL;
-    char *p = (char *)r->u.s.p;
-    int prev_cased = 0;
-    for (size_t i = 0; i < r->u.s.n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        int up = how == 1 || (how == 2 && !prev_cased) || (how == 3 && i == 0);
-        p[i] = (char)(up ? toupper(c) : tolower(c));
-        prev_cased = isalpha(c) || (c >= 0x80 && prev_cased);
+    mhla_buf b = {0};
+    int prev_cased = 0, rc = 0, word_start = 1;
+    for (size_t i = 0; i < s->u.s.n && !rc;) {
+        int32_t c, m;
+        i += mhla_utf8_next(s->u.s.p + i, s->u.s.n - i, &c);
+        int title = (how == 2 && !prev_cased) || (how == 3 && b.len == 0);
+        int up = how == 1 || (how == 4 && word_start);
+        m = up ? utf8proc_toupper(c) : title ? utf8proc_totitle(c) : utf8proc_tolower(c);
+        prev_cased = cased(c);
+        word_start = py_space_cp(c) || (c < 0x80 && c && strchr("-({[<", (int)c));
+        char enc[4];
+        if (c == 0xdf && up) /* the full mapping Python uses: ß → SS */
+            rc = mhla_buf_put(&b, "SS", 2);
+        else
+            rc = mhla_buf_put(&b, enc, mhla_utf8_put(enc, m));
     }
+    tpl_val *r = rc ? tpl_nomem(rt) : tpl_str(rt, b.p ? b.p : "", b.len);
+    mhla_buf_free(&b);
     return r;
+}
+
+/* str.islower (lower) / str.isupper (upper): a cased character, none of the other case. */
+int tpl_str_is_case(const tpl_val *s, int upper)
+{
+    int any = 0;
+    for (size_t i = 0; i < s->u.s.n;) {
+        int32_t c;
+        i += mhla_utf8_next(s->u.s.p + i, s->u.s.n - i, &c);
+        utf8proc_category_t k = utf8proc_category(c);
+        if (k == UTF8PROC_CATEGORY_LT || k == (upper ? UTF8PROC_CATEGORY_LL : UTF8PROC_CATEGORY_LU))
+            return 0;
+        any |= k == (upper ? UTF8PROC_CATEGORY_LU : UTF8PROC_CATEGORY_LL);
+    }
+    return any;
 }
 
 tpl_val *tpl_str_join(tpl_rt *rt, tpl_val *sep, tpl_val *items, int line)

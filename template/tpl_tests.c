@@ -76,10 +76,8 @@ int tpl_test(tpl_rt *rt, const char *name, tpl_val *x, tpl_args *args)
     if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby"))
         return int_test(rt, name, x, y, args->line);
     if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-        if (x->k != V_STR)
-            return 0;
-        tpl_val *c = tpl_str_case(rt, x, name[0] == 'u');
-        return c ? !memcmp(c->u.s.p, x->u.s.p, x->u.s.n) : -1;
+        tpl_val *s = tpl_to_str(rt, x);
+        return s ? tpl_str_is_case(s, name[0] == 'u') : -1;
     }
     return tpl_fail(rt, MHLA_TPL_ERROR, args->line, "no test named '%s'", name);
 }

@@ -93,6 +93,17 @@ static const tcase cases[] = {
      "{{ [1, 2].index(2) }}[{{ none[::-1] }}]",
      NULL, "FalseTrue3Ab21[]", 0},
     {"{{ x|int }}", NULL, "undefined", MHLA_TPL_ERROR},
+    /* Unicode case mapping and the is lower/upper tests on str() of any value */
+    {"{{ 'h\xc3\xa9llo w\xc3\xb6rld-\xc3\xa9"
+     "a'|title }}|{{ 'stra\xc3\x9f"
+     "e'|upper }}|"
+     "{{ '\xc3\x80"
+     "B'|lower }}|{{ 'abc1' is lower }}{{ '123' is lower }}{{ (1, 'x') is lower }}",
+     NULL,
+     "H\xc3\xa9llo W\xc3\xb6rld-\xc3\x89"
+     "a|STRASSE|\xc3\xa0"
+     "b|TrueFalseTrue",
+     0},
     /* Markup: |safe + a string escapes the string; ~ gives a plain string */
     {"{{ '<a>'|safe + '<b>' }}|{{ '\"x\"' + '&'|safe }}|{{ '<i>'|e }}|{{ '<a>'|safe ~ '<b>' }}",
      NULL, "<a>&lt;b&gt;|&#34;x&#34;&|&lt;i&gt;|<a><b>", 0},
