@@ -129,6 +129,11 @@ tpl_val *tpl_call(tpl_rt *rt, tpl_val *f, tpl_args *args)
         return tpl_failv(rt, args->line, "'%s' is undefined", f->name ? f->name : "");
     if (f->k != V_FUNC)
         return tpl_failv(rt, args->line, "'%s' object is not callable", tpl_type_name(f));
+    if (f->u.fn.kind == F_GLOBAL && !strcmp(f->name, "loop.cycle")) {
+        if (!args->npos)
+            return tpl_failv(rt, args->line, "no items for cycling given");
+        return args->pos[f->u.fn.self->u.i % args->npos];
+    }
     if (f->u.fn.kind == F_GLOBAL)
         return tpl_call_global(rt, f->name, args);
     if (f->u.fn.kind == F_METHOD)

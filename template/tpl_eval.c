@@ -114,6 +114,9 @@ static tpl_val *eval_logic(tpl_rt *rt, const tpl_node *n)
     case N_AND: return tpl_truthy(x) ? tpl_eval(rt, n->b) : x;
     case N_OR: return tpl_truthy(x) ? x : tpl_eval(rt, n->b);
     case N_NEG:
+        if (x->k == V_FLOAT) /* -0.0 stays negative */
+            return tpl_float(rt, -x->u.f);
+        /* fall through */
     case N_POS: {
         tpl_val *zero = tpl_int(rt, 0);
         return zero ? tpl_binop(rt, n->kind == N_NEG ? OP_SUB : OP_ADD, zero, x, n->line) : NULL;

@@ -142,7 +142,7 @@ static int lex_tag(lexer *lx, size_t text_from, size_t at)
     size_t raw = p[1] == '%' ? raw_open(p, left) : 0;
     if (raw) {
         lx->pos = at + raw;
-        return lex_raw(lx, sign);
+        return lex_raw(lx, p[raw - 1] == '-' || p[raw - 1] == '+' ? p[raw - 1] : 0);
     }
     lx->pos = at + 2 + (sign != 0);
     if (p[1] == '#')
@@ -171,13 +171,13 @@ static int lex_root(lexer *lx)
     return 0;
 }
 
-/* {% raw %} ... {% endraw %}: the text between, as it is. */
+/* {% raw %} ... {% endraw %}: the text between, as it is. lx->pos is at
+ * the "%}" of the opening tag; sign is the one before it. */
 static int lex_raw(lexer *lx, char sign)
 {
-    (void)sign;
-    lx->pos += 2;
-    if (lx->pos < lx->n && lx->s[lx->pos] == '\n')
-        lx->pos++, lx->line++;
+    lx->pos -= sign != 0;
+    if (!match_end(lx, "%}", 1))
+        return lex_fail(lx, "bad raw tag");
     for (size_t i = lx->pos; i + 1 < lx->n; i++) {
         if (lx->s[i] != '{' || lx->s[i + 1] != '%')
             continue;

@@ -51,6 +51,14 @@ static tpl_val *loop_var(tpl_rt *rt, tpl_val *l, int i)
         set_val(rt, d, "previtem", i > 0 ? l->u.l.a[i - 1] : tpl_undef(rt, "previtem")) ||
         set_val(rt, d, "nextitem", i < n - 1 ? l->u.l.a[i + 1] : tpl_undef(rt, "nextitem")))
         return NULL;
+    tpl_val *cycle = tpl_new(rt, V_FUNC); /* loop.cycle(a, b, ...): the item at index0 mod n */
+    if (!cycle)
+        return NULL;
+    cycle->u.fn.kind = F_GLOBAL;
+    cycle->name = "loop.cycle";
+    cycle->u.fn.self = tpl_int(rt, i);
+    if (set_val(rt, d, "cycle", cycle->u.fn.self ? cycle : NULL))
+        return NULL;
     return d;
 }
 

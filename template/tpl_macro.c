@@ -25,6 +25,7 @@ static int bind_params(tpl_rt *rt, tpl_scope *s, const tpl_node *m, tpl_args *ar
     tpl_val *varargs = tpl_list(rt), *kwargs = tpl_dict(rt);
     if (!varargs || !kwargs)
         return -1;
+    varargs->tuple = 1;
     for (int i = 0; i < m->na; i++) {
         const tpl_node *p = m->args[i];
         char *name = tpl_strdup(rt->a, p->s, p->n);

@@ -38,7 +38,7 @@ void tpl_put_float(char *dst, size_t n, double f)
         if (*c >= '0' && *c <= '9')
             digits[nd++] = *c;
     digits[nd] = 0;
-    const char *sign = f < 0 ? "-" : "";
+    const char *sign = signbit(f) ? "-" : "";
     if (exp < -4 || exp >= 16) {
         snprintf(dst, n, "%s%c%s%.*se%c%02d", sign, digits[0], nd > 1 ? "." : "", nd - 1,
                  digits + 1, exp < 0 ? '-' : '+', abs(exp));

@@ -93,6 +93,9 @@ static const tcase cases[] = {
      "{{ [1, 2].index(2) }}[{{ none[::-1] }}]",
      NULL, "FalseTrue3Ab21[]", 0},
     {"{{ x|int }}", NULL, "undefined", MHLA_TPL_ERROR},
+    {"x {%- raw -%}  {{ y }}  {%- endraw -%} z|{{ -0.0 }}|{% for i in range(3) %}"
+     "{{ loop.cycle('a', 'b') }}{% endfor %}|{% macro m(a) %}{{ varargs }}{% endmacro %}{{ m(1, 2) }}",
+     NULL, "x{{ y }}z|-0.0|aba|(2,)", 0},
     /* Unicode case mapping and the is lower/upper tests on str() of any value */
     {"{{ 'h\xc3\xa9llo w\xc3\xb6rld-\xc3\xa9"
      "a'|title }}|{{ 'stra\xc3\x9f"
