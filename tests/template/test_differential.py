@@ -4,7 +4,7 @@
 Renders every chat template in tests/template/templates/ on several
 conversations (system + user, multi-turn, tools with a tool-call round trip
 (arguments as a dict, and as JSON strings with parallel calls), a longer
-dialogue, Unicode, a bare user turn) twice: with `mhla-tokenize apply-template` and with
+dialogue, sixty turns, Unicode, a bare user turn) twice: with `mhla-tokenize apply-template` and with
 jinja2 set up as transformers' apply_chat_template sets it up
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
 tojson with ensure_ascii=False, raise_exception, strftime_now). A pair passes
@@ -132,6 +132,15 @@ CONVERSATIONS = {
         "messages": [{"role": "user", "content": "Hello"}],
         "add_generation_prompt": False,
     },
+}
+
+# A long conversation: loops over many messages (60 turns after a system prompt).
+CONVERSATIONS["sixty_turns"] = {
+    "messages": [{"role": "system", "content": "Count with me."}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: " + "word " * (i % 7)}
+        for i in range(60)
+    ],
+    "add_generation_prompt": True,
 }
 
 BOS, EOS = "<s>", "</s>"
