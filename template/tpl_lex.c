@@ -125,7 +125,7 @@ static size_t raw_open(const char *p, size_t left)
     k += 3;
     while (k < left && is_ws(p[k]))
         k++;
-    if (k < left && (p[k] == '-' || p[k] == '+'))
+    if (k < left && p[k] == '-') /* jinja2 takes "-%}" or "%}" here, not "+%}" */
         k++;
     return left - k >= 2 && !memcmp(p + k, "%}", 2) ? k : 0;
 }
@@ -176,7 +176,7 @@ static int lex_root(lexer *lx)
 static int lex_raw(lexer *lx, char sign)
 {
     lx->pos -= sign != 0;
-    if (!match_end(lx, "%}", 1))
+    if (!match_end(lx, "%}", 0)) /* no trim_blocks newline after {% raw %} */
         return lex_fail(lx, "bad raw tag");
     for (size_t i = lx->pos; i + 1 < lx->n; i++) {
         if (lx->s[i] != '{' || lx->s[i + 1] != '%')
@@ -191,7 +191,8 @@ static int lex_raw(lexer *lx, char sign)
         k += 6;
         while (k < lx->n && is_ws(lx->s[k]))
             k++;
-        int rc = put_text(lx, lx->pos, i, lx->s[i + 2] == '-' ? '-' : '+', 1);
+        char es = lx->s[i + 2] == '-' || lx->s[i + 2] == '+' ? lx->s[i + 2] : 0;
+        int rc = put_text(lx, lx->pos, i, es, 0); /* lstrip_blocks applies before endraw */
         lx->pos = k;
         if (rc || match_end(lx, "%}", 1))
             return rc;

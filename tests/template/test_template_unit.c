@@ -96,6 +96,10 @@ static const tcase cases[] = {
     {"x {%- raw -%}  {{ y }}  {%- endraw -%} z|{{ -0.0 }}|{% for i in range(3) %}"
      "{{ loop.cycle('a', 'b') }}{% endfor %}|{% macro m(a) %}{{ varargs }}{% endmacro %}{{ m(1, 2) }}",
      NULL, "x{{ y }}z|-0.0|aba|(2,)", 0},
+    /* raw: no newline trimmed after its opening tag, lstrip_blocks before endraw, "+%}" is
+     * not a raw opening (jinja2's lexer) */
+    {"{% raw %}\n a\n  {% endraw %}\nb", NULL, "\n a\nb", 0},
+    {"{% raw +%}x{% endraw %}", NULL, "unknown tag", MHLA_TPL_ERROR},
     /* Unicode case mapping and the is lower/upper tests on str() of any value */
     {"{{ 'h\xc3\xa9llo w\xc3\xb6rld-\xc3\xa9"
      "a'|title }}|{{ 'stra\xc3\x9f"
