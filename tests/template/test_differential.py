@@ -11,6 +11,10 @@ tojson with ensure_ascii=False, raise_exception, strftime_now). A pair passes
 when both give the same bytes, or when both fail (a template that refuses a
 conversation, e.g. a system role, must refuse it in ours too).
 
+Then 300 random templates (a fixed seed) of text, output, comments, set, raw,
+if and for tags with random whitespace control check the lexer's
+trim_blocks / lstrip_blocks / - / + rules byte for byte.
+
 strftime_now renders a fixed time on both sides: MHLA_TPL_FAKE_TIME for ours,
 the same seconds through time.localtime for jinja2, with TZ=UTC.
 
@@ -20,6 +24,7 @@ in KNOWN_DIFFERENT with the reason).
 """
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -194,6 +199,54 @@ def render_ours(tool, path, conv, tmp):
     return r.returncode == 0, r.stdout if r.returncode == 0 else r.stderr
 
 
+TEXTS = ["", " ", "  ", "\n", "\n\n", " \n ", "a", "b\n", "\t", "x \n  ", "\r\n", " y"]
+
+
+def random_template(rng, depth=0):
+    """Text, output, comments, set, raw, if and for tags with random whitespace
+    control: the lexer's trim_blocks / lstrip_blocks / -+ rules at work."""
+    def sign():
+        return rng.choice(["", "", "-", "+"])
+
+    def tag(body):
+        return "{%" + sign() + " " + body + " " + rng.choice(["", "-", "+"]) + "%}"
+
+    out = []
+    for _ in range(rng.randint(0, 5)):
+        r = rng.random()
+        if r < 0.4 or depth >= 2 and r >= 0.78:
+            out.append(rng.choice(TEXTS))
+        elif r < 0.55:
+            out.append("{{" + sign() + " 'v' " + rng.choice(["", "-"]) + "}}")
+        elif r < 0.65:
+            out.append("{#" + sign() + " c " + rng.choice(["", "-", "+"]) + "#}")
+        elif r < 0.75:
+            out.append(tag("set q = 1"))
+        elif r < 0.78:
+            out.append(tag("raw") + rng.choice(TEXTS) + "{{ x }}" + rng.choice(TEXTS) + tag("endraw"))
+        elif r < 0.9:
+            out.append(tag("if true") + random_template(rng, depth + 1) + tag("endif"))
+        else:
+            out.append(tag("for i in [1, 2]") + random_template(rng, depth + 1) + tag("endfor"))
+    return "".join(out)
+
+
+def whitespace_cases(tool, env, tmp, n=300):
+    """Random whitespace-control templates (a fixed seed): the differences."""
+    rng = random.Random(1)
+    path, conv = os.path.join(tmp, "ws.jinja"), {"messages": [], "add_generation_prompt": False}
+    differ = []
+    for _ in range(n):
+        src = random_template(rng) + rng.choice(["", "\n", "\n\n", " "])
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(src)
+        ok_j, out_j = render_jinja(env, src, conv)
+        ok_o, out_o = render_ours(tool, path, conv, tmp)
+        if ok_j != ok_o or (ok_j and out_j != out_o):
+            differ.append(src)
+    return differ
+
+
 def main():
     tool = sys.argv[1]
     tdir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), "templates")
@@ -216,6 +269,7 @@ def main():
                     both_failed += not ok_j
                 elif name not in KNOWN_DIFFERENT:
                     failures.append((name, cname, ok_j, out_j, ok_o, out_o))
+        ws_differ = whitespace_cases(tool, env, tmp)
     total = len(names) * len(CONVERSATIONS)
     print(f"template differential: {passed} of {total} (templates x conversations) agree "
           f"({both_failed} of them: both refuse); {len(names)} templates")
@@ -224,9 +278,12 @@ def main():
         if os.environ.get("VERBOSE"):
             print("  jinja2:", out_j[:3000])
             print("  ours:  ", out_o[:3000])
+    print(f"whitespace control: {300 - len(ws_differ)} of 300 random templates agree")
+    for src in ws_differ[:10]:
+        print(f"DIFFER random template {src!r}")
     for name, why in KNOWN_DIFFERENT.items():
         print(f"known different: {name}: {why}")
-    return 1 if failures else 0
+    return 1 if failures or ws_differ else 0
 
 
 if __name__ == "__main__":
