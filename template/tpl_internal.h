@@ -258,7 +258,9 @@ tpl_val *tpl_str_replace(tpl_rt *rt, tpl_val *s, tpl_val *old, tpl_val *new_, lo
 tpl_val *tpl_str_case(tpl_rt *rt, tpl_val *s, int how); /* 0 lower 1 upper 2 title 3 capitalize */
 tpl_val *tpl_str_join(tpl_rt *rt, tpl_val *sep, tpl_val *items, int line);
 int tpl_str_is_case(const tpl_val *s, int upper); /* str.islower / str.isupper */
-tpl_val *tpl_dict_items(tpl_rt *rt, tpl_val *d);  /* a list of (key, value) tuples */
+/* fmt % args: Python's printf-style formatting (tpl_format.c) */
+tpl_val *tpl_format(tpl_rt *rt, tpl_val *fmt, tpl_val *args, int line);
+tpl_val *tpl_dict_items(tpl_rt *rt, tpl_val *d); /* a list of (key, value) tuples */
 /* HTML-escaped as markupsafe's escape(); Markup comes back as it is. */
 tpl_val *tpl_escape(tpl_rt *rt, tpl_val *s);
 tpl_val *tpl_slice(tpl_rt *rt, tpl_val *o, tpl_val *parts[3], int line);

@@ -188,6 +188,8 @@ tpl_val *tpl_binop(tpl_rt *rt, int op, tpl_val *x, tpl_val *y, int line)
     }
     if (is_num(x) && is_num(y))
         return arith(rt, op, x, y, line);
+    if (op == OP_MOD && x->k == V_STR)
+        return tpl_format(rt, x, y, line);
     if (op == OP_ADD && x->k == V_STR && y->k == V_STR && (x->markup || y->markup))
         return markup_add(rt, x, y);
     if (op == OP_ADD && x->k == y->k && (x->k == V_STR || (x->k == V_LIST && x->tuple == y->tuple)))

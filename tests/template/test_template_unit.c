@@ -100,6 +100,10 @@ static const tcase cases[] = {
      * not a raw opening (jinja2's lexer) */
     {"{% raw %}\n a\n  {% endraw %}\nb", NULL, "\n a\nb", 0},
     {"{% raw +%}x{% endraw %}", NULL, "unknown tag", MHLA_TPL_ERROR},
+    /* printf-style formatting */
+    {"{{ '%s-%d|%5.2f|%-4s|%04d|%x|%%|%r|%.2s' % ('a', 1, 3.14159, 'ab', 42, 255, 'q', 'xyz') }}",
+     NULL, "a-1| 3.14|ab  |0042|ff|%|'q'|xy", 0},
+    {"{{ '%s %s' % ('a',) }}", NULL, "too few", MHLA_TPL_ERROR},
     /* Unicode case mapping and the is lower/upper tests on str() of any value */
     {"{{ 'h\xc3\xa9llo w\xc3\xb6rld-\xc3\xa9"
      "a'|title }}|{{ 'stra\xc3\x9f"
