@@ -15,12 +15,12 @@ tpl_val *tpl_lookup(tpl_rt *rt, tpl_scope *sc, const char *name, size_t n)
         if (v)
             return v;
     }
-    static const char *globals[] = {"range",        "dict",   "namespace", "raise_exception",
-                                    "strftime_now", "joiner", "cycler",    "lipsum"};
+    static const char *globals[] = {"range", "dict", "namespace", "raise_exception",
+                                    "strftime_now"};
     char *nm = tpl_strdup(rt->a, name, n);
     if (!nm)
         return tpl_nomem(rt);
-    for (int i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (!strcmp(nm, globals[i])) {
             tpl_val *f = tpl_new(rt, V_FUNC);
             if (f) {
