@@ -1,4 +1,5 @@
-/* mhla-tokenize: encode stdin to ids, decode ids to text, or train a byte-level BPE.
+/* mhla-tokenize: encode stdin to ids, decode ids to text, train a byte-level BPE, or
+ * render a chat template.
  * The flags are rows of base's option table (mhla_opts). */
 #include <errno.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "base.h"
+#include "template.h"
 #include "tokenizer.h"
 
 #define MAX_STDIN_BYTES ((size_t)1 << 31)
@@ -18,6 +20,8 @@ typedef struct {
     const char *tokenizer, *config, *out;
     int no_special, skip_special;
     long vocab_size;
+    const char *template, *messages, *tools, *bos_token, *eos_token;
+    int add_generation_prompt;
 } tok_args;
 
 #define ARG(field) offsetof(tok_args, field)
@@ -55,18 +59,52 @@ static const mhla_opt rows[] = {
      .off = ARG(out),
      .metavar = "FILE",
      .help = "where the trained tokenizer.json goes (required)"},
+    {.kind = MHLA_OPT_TEXT, .help = "apply-template:"},
+    {.name = "template",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(template),
+     .metavar = "FILE",
+     .help = "the chat template, Jinja2 (required)"},
+    {.name = "messages",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(messages),
+     .metavar = "FILE",
+     .help = "the conversation: a JSON array of messages (required)"},
+    {.name = "tools",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(tools),
+     .metavar = "FILE",
+     .help = "a JSON array of tool definitions"},
+    {.name = "add-generation-prompt",
+     .kind = MHLA_OPT_FLAG,
+     .off = ARG(add_generation_prompt),
+     .help = "end with the assistant turn's opening"},
+    {.name = "bos-token",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(bos_token),
+     .metavar = "TEXT",
+     .help = "the template's bos_token"},
+    {.name = "eos-token",
+     .kind = MHLA_OPT_STRING,
+     .off = ARG(eos_token),
+     .metavar = "TEXT",
+     .help = "the template's eos_token"},
 };
 #undef ARG
 
 static const mhla_opts spec = {
-    .usage = "usage: mhla-tokenize encode --tokenizer FILE [--config FILE] [--no-special]\n"
-             "       mhla-tokenize decode --tokenizer FILE [--config FILE] [--skip-special]\n"
-             "       mhla-tokenize train --vocab-size N --out tokenizer.json FILES...\n"
-             "encode reads all of stdin as UTF-8 and prints the ids on one line; decode reads\n"
-             "whitespace-separated ids from stdin and writes the text. A tokenizer_config.json "
-             "next\n"
-             "to the tokenizer file is used unless --config names another (or --config none).\n"
-             "\n",
+    .usage =
+        "usage: mhla-tokenize encode --tokenizer FILE [--config FILE] [--no-special]\n"
+        "       mhla-tokenize decode --tokenizer FILE [--config FILE] [--skip-special]\n"
+        "       mhla-tokenize train --vocab-size N --out tokenizer.json FILES...\n"
+        "       mhla-tokenize apply-template --template FILE --messages FILE [--tools FILE]\n"
+        "                     [--add-generation-prompt] [--bos-token TEXT] [--eos-token TEXT]\n"
+        "encode reads all of stdin as UTF-8 and prints the ids on one line; decode reads\n"
+        "whitespace-separated ids from stdin and writes the text. A tokenizer_config.json "
+        "next\n"
+        "to the tokenizer file is used unless --config names another (or --config none).\n"
+        "apply-template writes the rendered text to stdout as it is (no newline added).\n"
+        "\n",
     .rows = rows,
     .n_rows = sizeof rows / sizeof rows[0],
     .help_col = 22,
@@ -243,9 +281,79 @@ static int cmd_train(const tok_args *a, int n_files, char **files)
     return 0;
 }
 
+/* A JSON file's value into obj under key; 0, or -1 with the message printed. */
+static int add_json_file(cJSON *obj, const char *key, const char *path)
+{
+    char *text, err[512];
+    size_t len;
+    if (mhla_read_file(path, (size_t)1 << 28, &text, &len, err, sizeof err)) {
+        fprintf(stderr, "mhla-tokenize: %s\n", err);
+        return -1;
+    }
+    cJSON *v = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!v) {
+        fprintf(stderr, "mhla-tokenize: %s is not JSON\n", path);
+        return -1;
+    }
+    cJSON_AddItemToObject(obj, key, v);
+    return 0;
+}
+
+static cJSON *template_context(const tok_args *a)
+{
+    cJSON *ctx = cJSON_CreateObject();
+    if (!ctx || add_json_file(ctx, "messages", a->messages) ||
+        (a->tools && add_json_file(ctx, "tools", a->tools)) ||
+        !cJSON_AddBoolToObject(ctx, "add_generation_prompt", a->add_generation_prompt) ||
+        (a->bos_token && !cJSON_AddStringToObject(ctx, "bos_token", a->bos_token)) ||
+        (a->eos_token && !cJSON_AddStringToObject(ctx, "eos_token", a->eos_token))) {
+        cJSON_Delete(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+static int cmd_apply_template(const tok_args *a)
+{
+    char *src, *out = NULL, err[1024];
+    size_t len, out_len;
+    if (mhla_read_file(a->template, (size_t)1 << 24, &src, &len, err, sizeof err)) {
+        fprintf(stderr, "mhla-tokenize: %s\n", err);
+        return 1;
+    }
+    mhla_tpl *tpl = NULL;
+    cJSON *ctx = NULL;
+    int rc = mhla_tpl_compile(src, len, &tpl, err, sizeof err);
+    free(src);
+    if (!rc && !(ctx = template_context(a)))
+        rc = 1, err[0] = 0;
+    if (!rc)
+        rc = mhla_tpl_render(tpl, ctx, NULL, &out, &out_len, err, sizeof err);
+    if (!rc)
+        rc = write_all(out, out_len) || fflush(stdout) ? 1 : 0;
+    else if (err[0])
+        fprintf(stderr, "mhla-tokenize: apply-template: %s%s\n",
+                rc == MHLA_TPL_RAISED ? "the template raised: " : "", err);
+    free(out);
+    cJSON_Delete(ctx);
+    mhla_tpl_free(tpl);
+    return rc ? 1 : 0;
+}
+
 /* What a command needs and takes of the flags; NULL when they fit. */
 static const char *misfit(int train, const tok_args *a, int n_files)
 {
+    int tpl_flags = a->template || a->messages || a->tools || a->add_generation_prompt ||
+                    a->bos_token || a->eos_token;
+    if (train < 0)
+        return !a->template || !a->messages ? "apply-template needs --template and --messages"
+               : a->tokenizer || a->config || a->no_special || a->skip_special || a->vocab_size ||
+                       a->out
+                   ? "apply-template takes only its own flags"
+                   : NULL;
+    if (tpl_flags)
+        return "--template, --messages, --tools, ... are apply-template's flags";
     if (train && (a->tokenizer || a->config || a->no_special || a->skip_special))
         return "train takes --vocab-size, --out and the input files only";
     if (train && (!a->vocab_size || !a->out || n_files < 1))
@@ -270,14 +378,15 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1], *why;
-    int train = !strcmp(cmd, "train"), first = 1, rc;
+    int train = !strcmp(cmd, "train") ? 1 : !strcmp(cmd, "apply-template") ? -1 : 0;
+    int first = 1, rc;
     if (!train && strcmp(cmd, "encode") && strcmp(cmd, "decode")) {
         fprintf(stderr, "mhla-tokenize: error: unknown command '%.64s' (see --help)\n", cmd);
         return 2;
     }
     tok_args a = {0};
     char err[256];
-    rc = mhla_opts_parse(&spec, &a, argc - 1, argv + 1, train ? &first : NULL, err, sizeof err);
+    rc = mhla_opts_parse(&spec, &a, argc - 1, argv + 1, train > 0 ? &first : NULL, err, sizeof err);
     if (rc == 1) {
         mhla_opts_help(&spec, stdout);
         return 0;
@@ -286,6 +395,8 @@ int main(int argc, char **argv)
         return usage_error(err);
     if ((why = misfit(train, &a, argc - 1 - first)))
         return usage_error(why);
+    if (train < 0)
+        return cmd_apply_template(&a);
     if (train)
         return cmd_train(&a, argc - 1 - first, argv + 1 + first);
     if (!strcmp(cmd, "encode"))

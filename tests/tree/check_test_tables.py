@@ -36,6 +36,7 @@ MODULE_README = {
     "cuda": "engine/cuda/README.md",
     "kvstate": "kvstate/README.md",
     "tokenizer": "tokenizer/README.md",
+    "template": "template/README.md",
     "server": "server/README.md",
     "client": "client/README.md",
     "train": "train/README.md",
