@@ -6,7 +6,9 @@
  * as transformers' apply_chat_template renders it.
  */
 #include "server_internal.h"
-#include "template.h"
+/* by its path: the fuzz targets compile server/ with no template include
+ * directory (this file is linked only where server.c is) */
+#include "../template/include/template.h"
 
 #include <cJSON.h>
 #include <stdio.h>
@@ -42,6 +44,9 @@ static int load_specials(srv_chat_render *cr, const char *model_dir, char *err, 
     return rc ? -1 : 0;
 }
 
+static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
+                       size_t *len, srv_error *e);
+
 int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const char *model_dir,
                          char *err, size_t errlen)
 {
@@ -55,6 +60,7 @@ int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const 
         srv_chat_render_free(cr);
         return -1;
     }
+    cr->render = render_text;
     return 0;
 }
 
@@ -96,8 +102,8 @@ static cJSON *context(const srv_chat_render *cr, cJSON *messages, const cJSON *k
     return ctx;
 }
 
-int srv_chat_render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs,
-                         char **text, size_t *len, srv_error *e)
+static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
+                       size_t *len, srv_error *e)
 {
     *text = NULL;
     cJSON *ctx = context(cr, messages, kwargs);

@@ -560,7 +560,7 @@ static int parse_messages(const cJSON *root, const srv_limits *lim, srv_params *
     char *text = NULL, msg[256];
     size_t len = 0;
     if (srv_chat_messages_parse(root, &msgs, e) ||
-        srv_chat_render_text(lim->chat, msgs, kw, &text, &len, e))
+        lim->chat->render(lim->chat, msgs, kw, &text, &len, e))
         return -1;
     p->prompts = calloc(1, sizeof *p->prompts);
     if (!p->prompts) {

@@ -265,11 +265,11 @@ typedef struct srv_chat_render srv_chat_render;
 typedef struct {
     const srv_codec *codec;
     const srv_gen_config *gen;
-    const srv_chat_render *chat; /* NULL: no chat requests */
     const char *model_name;
     int vocab_size;
     int max_positions;
     int max_running;
+    const srv_chat_render *chat; /* NULL: no chat requests (last: callers list the others) */
 } srv_limits;
 
 /* Parses and validates a /v1/completions body. On error fills e and returns -1. */
@@ -295,21 +295,23 @@ void srv_chat_template_free(srv_chat_template *t);
 
 /* chat_render.c: the chat template compiled once at start, and the special
  * tokens' text it is given (tokenizer_config.json's bos_token and eos_token,
- * "" when the model has none). */
+ * "" when the model has none). render renders messages (the array
+ * srv_chat_messages_parse made; consumed) with add_generation_prompt,
+ * bos_token, eos_token and kwargs' keys (may be NULL) into *text (malloc'd):
+ * -1 with e set, a 400 (param "messages") for a template error,
+ * raise_exception or a render limit, a 500 when out of memory. params.c
+ * calls it through the pointer, so the request parser links without the
+ * template module (the fuzz targets build the server's sources alone). */
 struct srv_chat_render {
     struct mhla_tpl *tpl;
     char *bos, *eos;
+    int (*render)(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
+                  size_t *len, srv_error *e);
 };
 /* Compiles t's template; an error names t->source. */
 int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const char *model_dir,
                          char *err, size_t errlen);
 void srv_chat_render_free(srv_chat_render *cr);
-/* Renders messages (the array srv_chat_messages_parse made; consumed) with
- * add_generation_prompt, bos_token, eos_token and kwargs' keys (may be NULL)
- * into *text (malloc'd). -1 with e set: a 400 (param "messages") for a
- * template error, raise_exception or a render limit, a 500 when out of memory. */
-int srv_chat_render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs,
-                         char **text, size_t *len, srv_error *e);
 
 /* chat_messages.c: a chat body's "messages", checked and rewritten into the
  * array a chat template reads (*out, the caller's to cJSON_Delete): content
