@@ -10,12 +10,15 @@ serving turn 2 of a conversation from turn 1's blocks, the refusals (tools,
 response_format, echo, image parts, missing messages). A second server with
 --chat-template FILE: chat_template_kwargs, bos_token/eos_token from
 tokenizer_config.json and a template's raise_exception as a 400; a template that
-does not compile stops the server at start. The servers are always killed.
+does not compile stops the server at start. A trained tokenizer.json whose
+post-processor adds a BOS: the rendered prompt is encoded without it. The servers are
+always killed.
 """
 import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -223,6 +226,47 @@ def run_template(binary, model, work):
               "a template that does not compile stops the server at start, naming it")
 
 
+def run_tokenizer(bin_dir, binary, work):
+    """A trained tokenizer whose post-processor adds a BOS: chat encodes without it."""
+    tok = os.path.join(work, "chat_tokenizer.json")
+    r = subprocess.run([os.path.join(bin_dir, "mhla-tokenize"), "train", "--vocab-size", "700",
+                        "--out", tok, os.path.join(HERE, "data", "tokenizer_corpus.md")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    tj = json.load(open(tok))
+    vocab = max(tj["model"]["vocab"].values()) + 1
+    tj["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0],
+                                              "tokens": ["<|endoftext|>"]}}}
+    model = os.path.join(work, "model_tok")
+    ts.gen_checkpoint.main(["--out", model, "--vocab", str(vocab), "--hidden", "64", "--layers",
+                            "2", "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "3"])
+    json.dump(tj, open(os.path.join(model, "tokenizer.json"), "w"))
+    s = ts.Server(binary, model, work, "chat_tok", "--threads", "2")
+    try:
+        msgs = [{"role": "user", "content": "The server streams tokens \u2014 caf\u00e9"}]
+        text = chatml(msgs)
+        ids = {}
+        for special in (True, False):
+            st, _, d = s.request("POST", "/tokenize", {"prompt": text,
+                                                       "add_special_tokens": special})
+            ids[special] = json.loads(d)["tokens"] if st == 200 else None
+        base = {"max_tokens": 8, "temperature": 0, "ignore_eos": True, "return_token_ids": True}
+        st, r = chat(s, dict(base, messages=msgs))
+        st2, _, c = s.complete(dict(base, prompt=ids[False]))
+        check(st == 200 and st2 == 200 and ids[True] == [0] + ids[False] and
+              r["usage"]["prompt_tokens"] == len(ids[False]) and
+              r["choices"][0]["token_ids"] == c["choices"][0]["token_ids"],
+              "tokenizer.json: the rendered prompt is encoded without the post-processor's "
+              "BOS, and greedy chat equals /v1/completions on those ids")
+    finally:
+        s.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -246,6 +290,7 @@ def main():
         rc = s.stop()
         check(rc == 0, "SIGTERM: the chat server exits 0 (rc=%s)" % rc)
     run_template(binary, model, a.work)
+    run_tokenizer(a.bin, binary, a.work)
     if ts.FAILURES:
         print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
         return 1
