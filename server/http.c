@@ -378,14 +378,20 @@ static enum MHD_Result wait_reply(srv_http *h, struct MHD_Connection *conn, conn
     return send_body(conn, ctx, 200, "application/json", body, NULL, NULL);
 }
 
-static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+/* Either endpoint (chat: /v1/chat/completions): the body becomes a request
+ * on the scheduler, answered as a stream or in one body. */
+static enum MHD_Result handle_completions(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx,
+                                          int chat)
 {
     srv_error e;
     if (srv_sched_draining(h->c.sched))
         return refused(conn, ctx, SRV_SUBMIT_DRAINING);
     srv_params p;
-    if (srv_params_parse(ctx->body.p ? ctx->body.p : "", ctx->body.len, &h->lim, &p, &e))
+    const char *body = ctx->body.p ? ctx->body.p : "";
+    if ((chat ? srv_chat_params_parse : srv_params_parse)(body, ctx->body.len, &h->lim, &p, &e))
         return send_error(conn, ctx, &e);
+    if (chat)
+        srv_metrics_chat_request();
     srv_req *r = NULL;
     if (srv_req_create(&p, h->c.codec, &r, &e))
         return send_error(conn, ctx, &e);
@@ -427,7 +433,8 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
         return get ? handle_health(h, conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
     if (strcmp(path, "/metrics") == 0)
         return get ? handle_metrics(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
-    int known = strcmp(path, "/v1/completions") == 0 || strcmp(path, "/v1/models") == 0 ||
+    int chat = strcmp(path, "/v1/chat/completions") == 0;
+    int known = chat || strcmp(path, "/v1/completions") == 0 || strcmp(path, "/v1/models") == 0 ||
                 strncmp(path, "/v1/models/", 11) == 0 || strcmp(path, "/tokenize") == 0 ||
                 strcmp(path, "/detokenize") == 0;
     if (!known) {
@@ -438,8 +445,9 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
     if (!authorized(h, conn))
         return error_reply(conn, ctx, SRV_ERR_UNAUTHORIZED, NULL,
                            "missing or incorrect API key (send Authorization: Bearer KEY)");
-    if (strcmp(path, "/v1/completions") == 0)
-        return post ? handle_completions(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
+    if (chat || strcmp(path, "/v1/completions") == 0)
+        return post ? handle_completions(h, conn, ctx, chat)
+                    : method_not_allowed(conn, ctx, "POST");
     if (strcmp(path, "/v1/models") == 0)
         return get ? handle_models(h, conn, ctx, NULL) : method_not_allowed(conn, ctx, "GET, HEAD");
     if (strncmp(path, "/v1/models/", 11) == 0)
@@ -744,6 +752,7 @@ int srv_http_start(const srv_http_options *c, srv_http **out, int *bound_port, c
     h->c = *c;
     h->lim = (srv_limits){.codec = c->codec,
                           .gen = c->gen,
+                          .chat = c->render,
                           .model_name = c->model_name,
                           .vocab_size = c->cfg->vocab_size,
                           .max_positions = c->cfg->max_positions,

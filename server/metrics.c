@@ -27,6 +27,7 @@ static const char *FINISH[] = {"stop", "length", "cancelled", "error", "timeout"
 static struct {
     pthread_mutex_t mu;
     unsigned long long status[600];
+    unsigned long long chat_requests;
     unsigned long long finish[NF];
     unsigned long long prompt_tokens, generated_tokens;
     unsigned long long steps, step_items, step_tokens;
@@ -50,6 +51,13 @@ void srv_metrics_init(void)
 {
     pthread_mutex_lock(&M.mu);
     M.start = srv_wall_time();
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_chat_request(void)
+{
+    pthread_mutex_lock(&M.mu);
+    M.chat_requests++;
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -198,6 +206,11 @@ static int render_counters(mhla_buf *b)
         if (M.status[c])
             rc |=
                 srv_buf_printf(b, "mhla_http_requests_total{status=\"%d\"} %llu\n", c, M.status[c]);
+    rc |= srv_buf_printf(b,
+                         "# HELP mhla_chat_requests_total Chat completion requests accepted "
+                         "(parsed and rendered).\n"
+                         "# TYPE mhla_chat_requests_total counter\nmhla_chat_requests_total %llu\n",
+                         M.chat_requests);
     rc |= srv_buf_printf(
         b, "# HELP mhla_requests_finished_total Completion requests finished, by how they ended.\n"
            "# TYPE mhla_requests_finished_total counter\n");

@@ -1,5 +1,7 @@
 /*
- * params.c — parsing and validation of POST /v1/completions bodies (cJSON).
+ * params.c — parsing and validation of POST /v1/completions and
+ * /v1/chat/completions bodies (cJSON): one field parser for both, the
+ * endpoint choosing prompt or messages and each one's refusals.
  * Every bad value is refused with a 400 that names the field; a field of the
  * OpenAI API (or a common extension) that this server does not implement is
  * refused the same way, never silently ignored; other unknown fields are
@@ -321,13 +323,20 @@ static int parse_model(const cJSON *root, const srv_limits *lim, srv_params *p, 
     return p->model ? 0 : OOM("model");
 }
 
-/* max_tokens, n (and best_of, which must equal n). */
+/* max_tokens (on chat also max_completion_tokens, its synonym; unset, the
+ * rest of the context), n (and best_of, which must equal n). */
 static int parse_counts(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
 {
-    long long v = 16;
-    if (get_int(root, "max_tokens", 1, lim->max_positions, &v, e))
+    long long v = p->chat ? 0 : 16, w = 0;
+    if (get_int(root, "max_tokens", 1, lim->max_positions, &v, e) ||
+        (p->chat && get_int(root, "max_completion_tokens", 1, lim->max_positions, &w, e)))
         return -1;
-    p->max_tokens = (int)v;
+    if (w && v && w != v)
+        return BAD("max_completion_tokens",
+                   "'max_tokens' (%lld) and 'max_completion_tokens' (%lld) differ; send one", v, w);
+    if (!v)
+        v = w ? w : lim->max_positions - p->prompts[0].n;
+    p->max_tokens = v < 1 ? 1 : (int)v;
     v = 1;
     if (get_int(root, "n", 1, SRV_MAX_N, &v, e))
         return -1;
@@ -380,13 +389,27 @@ static int parse_switches(const cJSON *root, srv_params *p, srv_error *e)
     return 0;
 }
 
+/* Chat's logprobs: a boolean, with top_logprobs alternatives (0 to 20). */
+static int parse_chat_logprobs(const cJSON *root, srv_params *p, srv_error *e)
+{
+    int on = 0;
+    long long k = -1;
+    if (get_bool(root, "logprobs", &on, e) || get_int(root, "top_logprobs", 0, 20, &k, e))
+        return -1;
+    if (k >= 0 && !on)
+        return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    p->logprobs = on ? (k < 0 ? 0 : (int)k) : -1;
+    return 0;
+}
+
 /* logprobs, seed, user. */
 static int parse_extras(const cJSON *root, srv_params *p, srv_error *e)
 {
     long long v = -1;
-    if (get_int(root, "logprobs", 0, 20, &v, e))
+    if (p->chat ? parse_chat_logprobs(root, p, e) : get_int(root, "logprobs", 0, 20, &v, e))
         return -1;
-    p->logprobs = (int)v;
+    if (!p->chat)
+        p->logprobs = (int)v;
     const cJSON *sd = field(root, "seed");
     if (sd) {
         if (!is_integer(sd))
@@ -411,9 +434,9 @@ static int check_lengths(const srv_limits *lim, const srv_params *p, srv_error *
     for (int i = 0; i < p->n_prompts; i++) {
         long long need = (long long)p->prompts[i].n + p->max_tokens;
         if (p->prompts[i].n == 0)
-            return BAD("prompt", "the prompt must hold at least one token");
+            return BAD(p->chat ? "messages" : "prompt", "the prompt must hold at least one token");
         if (need > lim->max_positions) {
-            srv_error_set(e, SRV_ERR_CONTEXT, "prompt",
+            srv_error_set(e, SRV_ERR_CONTEXT, p->chat ? "messages" : "prompt",
                           "This model's maximum context length is %d tokens. However, you "
                           "requested %lld tokens (%d in the prompt, %d for the completion). "
                           "Reduce the prompt or max_tokens.",
@@ -433,18 +456,125 @@ static const struct {
     {"response_format", "structured outputs are not supported on /v1/completions yet"},
     {"grammar", "grammar-constrained sampling is not supported yet"},
     {"json_schema", "schema-constrained sampling is not supported yet"},
-    {"tools", "tool calls are a chat feature, and /v1/chat/completions is not served yet"},
-    {"tool_choice", "tool calls are a chat feature, and /v1/chat/completions is not served yet"},
+    {"tools", "tool calls are a chat feature (/v1/chat/completions), not supported yet"},
+    {"tool_choice", "tool calls are a chat feature (/v1/chat/completions), not supported yet"},
     {"parallel_tool_calls", "tool calls are not supported"},
     {"functions", "function calls are not supported"},
     {"function_call", "function calls are not supported"},
-    {"messages", "'messages' belongs to /v1/chat/completions, which is not served yet; send "
-                 "'prompt' here"},
+    {"messages", "'messages' belongs to /v1/chat/completions; send 'prompt' here"},
     {"audio", "audio output is not supported"},
     {"modalities", "output modalities other than text are not supported"},
     {"prediction", "predicted outputs are not supported"},
     {"web_search_options", "web search is not supported"},
 };
+
+/* Chat's refusals: tool calls and the rest not served yet, completions' own fields. */
+static const struct {
+    const char *name, *why;
+} refused_chat[] = {
+    {"tools", "tool calls are not supported yet"},
+    {"tool_choice", "tool calls are not supported yet"},
+    {"parallel_tool_calls", "tool calls are not supported yet"},
+    {"functions", "function calls are not supported"},
+    {"function_call", "function calls are not supported"},
+    {"audio", "audio output is not supported"},
+    {"modalities", "output modalities other than text are not supported"},
+    {"prediction", "predicted outputs are not supported"},
+    {"web_search_options", "web search is not supported"},
+    {"grammar", "grammar-constrained sampling is not supported yet"},
+    {"json_schema", "schema-constrained sampling is not supported yet"},
+    {"suffix", "text after the completion (insertion) is not supported"},
+    {"echo", "not a chat field (it belongs to /v1/completions)"},
+    {"prompt", "'prompt' belongs to /v1/completions; send 'messages' here"},
+};
+
+/* response_format: only {"type": "text"}, the default, is served. */
+static int check_response_format(const cJSON *root, srv_error *e)
+{
+    const cJSON *rf = field(root, "response_format");
+    if (!rf)
+        return 0;
+    const cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+    if (cJSON_IsString(t) && !strcmp(t->valuestring, "text"))
+        return 0;
+    return BAD("response_format",
+               "'response_format': structured outputs are not supported yet (only "
+               "{\"type\": \"text\"})");
+}
+
+static int check_chat_fields(const cJSON *root, srv_error *e)
+{
+    static const char *const known[] = {"messages",
+                                        "model",
+                                        "max_tokens",
+                                        "max_completion_tokens",
+                                        "n",
+                                        "best_of",
+                                        "temperature",
+                                        "top_p",
+                                        "top_k",
+                                        "min_p",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "repetition_penalty",
+                                        "logit_bias",
+                                        "seed",
+                                        "stop",
+                                        "stream",
+                                        "stream_options",
+                                        "logprobs",
+                                        "top_logprobs",
+                                        "ignore_eos",
+                                        "return_token_ids",
+                                        "user",
+                                        "chat_template_kwargs",
+                                        "response_format"};
+    const cJSON *f;
+    cJSON_ArrayForEach(f, root)
+    {
+        for (size_t i = 0; i < sizeof refused_chat / sizeof refused_chat[0]; i++)
+            if (!strcmp(f->string, refused_chat[i].name) && !cJSON_IsNull(f))
+                return BAD(refused_chat[i].name, "'%s': %s", refused_chat[i].name,
+                           refused_chat[i].why);
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(f->string, known[k]))
+            k++;
+        if (k == sizeof known / sizeof known[0])
+            srv_log_unknown_field(f->string);
+    }
+    return check_response_format(root, e);
+}
+
+/* messages rendered with the server's chat template, encoded without
+ * special tokens (the template writes them): the one prompt. */
+static int parse_messages(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
+{
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsObject(kw))
+        return BAD("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (!lim->chat) {
+        srv_error_set(e, SRV_ERR_INTERNAL, NULL, "this server has no chat template");
+        return -1;
+    }
+    cJSON *msgs = NULL;
+    char *text = NULL, msg[256];
+    size_t len = 0;
+    if (srv_chat_messages_parse(root, &msgs, e) ||
+        lim->chat->render(lim->chat, msgs, kw, &text, &len, e))
+        return -1;
+    p->prompts = calloc(1, sizeof *p->prompts);
+    if (!p->prompts) {
+        free(text);
+        return OOM("messages");
+    }
+    p->n_prompts = 1;
+    int rc = srv_codec_encode(lim->codec, text, len, 0, &p->prompts[0].ids, &p->prompts[0].n, msg,
+                              sizeof msg);
+    free(text);
+    if (rc)
+        srv_error_set(e, rc == -2 ? SRV_ERR_INTERNAL : SRV_ERR_INVALID, "messages", "%s", msg);
+    return rc ? -1 : 0;
+}
 
 /* Unknown fields: an unimplemented one is refused; any other is accepted,
  * and logged (once per name, at debug level). */
@@ -491,9 +621,10 @@ static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_er
 {
     if (!cJSON_IsObject(root))
         return BAD(NULL, "the request body must be a JSON object");
-    if (check_fields(root, e))
+    if (p->chat ? check_chat_fields(root, e) : check_fields(root, e))
         return -1;
-    if (parse_model(root, lim, p, e) || parse_prompt(root, lim, p, e) ||
+    if (parse_model(root, lim, p, e) ||
+        (p->chat ? parse_messages(root, lim, p, e) : parse_prompt(root, lim, p, e)) ||
         parse_counts(root, lim, p, e) || parse_sampling(root, lim, p, e) ||
         parse_switches(root, p, e) || parse_extras(root, p, e) || parse_stop(root, p, e) ||
         parse_logit_bias(root, lim, p, e))
@@ -501,10 +632,12 @@ static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_er
     return check_lengths(lim, p, e);
 }
 
-int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
-                     srv_error *e)
+/* Either endpoint's body: chat selects which. */
+static int parse_body(const char *body, size_t len, const srv_limits *lim, int chat, srv_params *p,
+                      srv_error *e)
 {
     memset(p, 0, sizeof *p);
+    p->chat = chat;
     p->n = 1;
     p->max_tokens = 16;
     p->logprobs = -1;
@@ -520,6 +653,18 @@ int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_pa
     else
         p->prompt_logprobs = p->echo && p->logprobs >= 0;
     return rc;
+}
+
+int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
+                     srv_error *e)
+{
+    return parse_body(body, len, lim, 0, p, e);
+}
+
+int srv_chat_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
+                          srv_error *e)
+{
+    return parse_body(body, len, lim, 1, p, e);
 }
 
 void srv_params_free(srv_params *p)

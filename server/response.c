@@ -1,20 +1,28 @@
 /*
- * response.c — JSON bodies: OpenAI-shape errors, the legacy Completions
- * response and its streamed chunks.
+ * response.c — JSON bodies: the legacy Completions response and its
+ * streamed chunks, and (for a request with p.chat) the Chat Completions
+ * response and its chat.completion.chunk events.
  */
 #include "server_internal.h"
 
 #include <cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static cJSON *head(const srv_req *r, const char *model_name)
+/* chunk: a streamed chunk (the object names differ on chat only). */
+static cJSON *head(const srv_req *r, const char *model_name, int chunk)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddStringToObject(o, "id", r->id);
-    cJSON_AddStringToObject(o, "object", "text_completion");
+    const char *object = !r->p.chat ? "text_completion"
+                         : chunk    ? "chat.completion.chunk"
+                                    : "chat.completion";
+    char id[64];
+    snprintf(id, sizeof id, "%s%s", r->p.chat ? "chat" : "", r->id); /* cmpl-... */
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "object", object);
     cJSON_AddNumberToObject(o, "created", (double)r->created);
     cJSON_AddStringToObject(o, "model", model_name);
     return o;
@@ -179,9 +187,138 @@ static cJSON *logprobs_json(const srv_req *r, const srv_codec *codec, int ci, in
     return o;
 }
 
+/* ---- chat: {"content": [{token, logprob, bytes, top_logprobs: [{token,
+ * logprob, bytes}]}]}, the top p.logprobs alternatives; a token's string is
+ * its text alone (special tokens included), bytes its UTF-8 bytes. */
+
+static cJSON *chat_token(const srv_codec *codec, int32_t id, float logprob)
+{
+    char *t = NULL, msg[128];
+    size_t len = 0;
+    cJSON *o = cJSON_CreateObject(), *bytes = cJSON_CreateArray();
+    int ok = o && bytes && !srv_codec_decode(codec, &id, 1, 0, &t, &len, msg, sizeof msg);
+    ok = ok && cJSON_AddItemToObject(o, "token", string_n(t, len));
+    ok = ok && cJSON_AddNumberToObject(o, "logprob", logprob);
+    for (size_t i = 0; ok && i < len; i++)
+        ok = cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)t[i]));
+    free(t);
+    if (ok && cJSON_AddItemToObject(o, "bytes", bytes))
+        return o;
+    cJSON_Delete(bytes);
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* Choice ci's generated ids [from, to); NULL when out of memory. */
+static cJSON *chat_logprobs_json(const srv_req *r, const srv_codec *codec, int ci, int from, int to)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *content = o ? cJSON_AddArrayToObject(o, "content") : NULL;
+    int K = r->p.logprobs, ok = content != NULL;
+    const srv_choice *c = &r->choices[ci];
+    for (int i = from; ok && i < to; i++) {
+        cJSON *t = chat_token(codec, c->ids[i], c->lp[i].logprob);
+        cJSON *tops = t ? cJSON_AddArrayToObject(t, "top_logprobs") : NULL;
+        ok = cJSON_AddItemToArray(content, t) && tops;
+        for (int k = 0; ok && k < K; k++) {
+            const mhla_logprob *top = &c->tops[(size_t)i * (size_t)K + (size_t)k];
+            ok = cJSON_AddItemToArray(tops, chat_token(codec, top->id, top->logprob));
+        }
+    }
+    if (ok)
+        return o;
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* logprobs, finish_reason and token_ids of a chat choice; 0 when out of memory. */
+static int chat_choice_tail(cJSON *ch, const srv_req *r, const srv_codec *codec, int ci, int from,
+                            int to, const char *finish)
+{
+    int ok = 1;
+    if (r->p.logprobs >= 0 && to > from)
+        ok = cJSON_AddItemToObject(ch, "logprobs", chat_logprobs_json(r, codec, ci, from, to));
+    else
+        ok = cJSON_AddNullToObject(ch, "logprobs") != NULL;
+    if (finish)
+        ok &= cJSON_AddStringToObject(ch, "finish_reason", finish) != NULL;
+    else
+        ok &= cJSON_AddNullToObject(ch, "finish_reason") != NULL;
+    if (r->p.return_token_ids)
+        ok &= cJSON_AddItemToObject(ch, "token_ids", ids_array(r->choices[ci].ids, from, to));
+    return ok;
+}
+
+/* {role?, content?} of a message or a delta; 0 when out of memory. */
+static int chat_message(cJSON *ch, const char *key, const char *role, const char *text, size_t len,
+                        int with_content)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (!cJSON_AddItemToObject(ch, key, m))
+        return cJSON_Delete(m), 0;
+    int ok = !role || cJSON_AddStringToObject(m, "role", role);
+    if (with_content)
+        ok &= cJSON_AddItemToObject(m, "content", string_n(text ? text : "", len));
+    return ok;
+}
+
+static char *chat_completion_json(const srv_req *r, const char *model_name, const srv_codec *codec)
+{
+    cJSON *o = head(r, model_name, 0);
+    cJSON *choices = o ? cJSON_AddArrayToObject(o, "choices") : NULL;
+    int ok = choices != NULL; /* out of memory anywhere: no body rather than a wrong one */
+    for (int i = 0; ok && i < r->n_choices; i++) {
+        const srv_choice *c = &r->choices[i];
+        cJSON *ch = cJSON_CreateObject();
+        ok = cJSON_AddItemToArray(choices, ch) && cJSON_AddNumberToObject(ch, "index", i);
+        ok = ok && chat_message(ch, "message", "assistant", c->text.p, c->text.len, 1);
+        ok = ok && chat_choice_tail(ch, r, codec, i, 0, c->n_ids, c->finish_reason);
+    }
+    ok = ok && cJSON_AddItemToObject(o, "usage", usage(r));
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+/* role: the first chunk's delta {role, content: ""}; finish without text:
+ * the last one's empty delta. */
+static char *chat_chunk(const srv_req *r, const char *model_name, const srv_codec *codec, int ci,
+                        const char *role, const char *text, size_t text_len, int id_from, int id_to,
+                        const char *finish)
+{
+    cJSON *o = head(r, model_name, 1);
+    cJSON *choices = o ? cJSON_AddArrayToObject(o, "choices") : NULL;
+    cJSON *ch = cJSON_CreateObject();
+    int ok = choices && cJSON_AddItemToArray(choices, ch);
+    if (!ok)
+        cJSON_Delete(ch);
+    ok = ok && cJSON_AddNumberToObject(ch, "index", ci);
+    ok = ok && chat_message(ch, "delta", role, text, text_len, role || text_len || !finish);
+    ok = ok && chat_choice_tail(ch, r, codec, ci, id_from, id_to, finish);
+    if (ok && r->p.include_usage)
+        ok = cJSON_AddNullToObject(o, "usage") != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+static char *chat_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec,
+                             int ci, const char *text, size_t text_len, int id_from, int id_to,
+                             const char *finish)
+{
+    return chat_chunk(r, model_name, codec, ci, NULL, text, text_len, id_from, id_to, finish);
+}
+
+char *srv_chat_role_chunk_json(const srv_req *r, const char *model_name, int ci)
+{
+    return chat_chunk(r, model_name, NULL, ci, "assistant", "", 0, 0, 0, NULL);
+}
+
 char *srv_completion_json(const srv_req *r, const char *model_name, const srv_codec *codec)
 {
-    cJSON *o = head(r, model_name), *choices = cJSON_CreateArray();
+    if (r->p.chat)
+        return chat_completion_json(r, model_name, codec);
+    cJSON *o = head(r, model_name, 0), *choices = cJSON_CreateArray();
     if (!o || !choices) {
         cJSON_Delete(o);
         cJSON_Delete(choices);
@@ -224,7 +361,9 @@ static char *chunk_json(const srv_req *r, const char *model_name, const srv_code
                         const char *text, size_t text_len, int echo, int id_from, int id_to,
                         const char *finish)
 {
-    cJSON *o = head(r, model_name), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject();
+    if (r->p.chat)
+        return chat_chunk_json(r, model_name, codec, ci, text, text_len, id_from, id_to, finish);
+    cJSON *o = head(r, model_name, 1), *choices = cJSON_CreateArray(), *ch = cJSON_CreateObject();
     if (!o || !choices || !ch) {
         cJSON_Delete(o);
         cJSON_Delete(choices);
@@ -268,7 +407,7 @@ char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_co
 
 char *srv_usage_chunk_json(const srv_req *r, const char *model_name)
 {
-    cJSON *o = head(r, model_name);
+    cJSON *o = head(r, model_name, 1);
     if (!o)
         return NULL;
     int ok = cJSON_AddItemToObject(o, "choices", cJSON_CreateArray()) &

@@ -155,6 +155,7 @@ enum { SRV_HIST_TTFT, SRV_HIST_ITL, SRV_HIST_E2E, SRV_HIST_STEP, SRV_HIST_QUEUE,
 
 void srv_metrics_init(void);
 void srv_metrics_status(int http_status);
+void srv_metrics_chat_request(void);         /* a /v1/chat/completions request was parsed */
 void srv_metrics_finish(const char *reason); /* stop, length, cancelled, error, timeout */
 void srv_metrics_tokens(long prompt, long generated);
 void srv_metrics_gauges(int running_reqs, int waiting_reqs, int running_seqs, size_t state_bytes);
@@ -221,6 +222,7 @@ typedef struct {
     mhla_logit_bias *bias;
     int n_bias;
     char *user;
+    int chat; /* a /v1/chat/completions request: the response writers' chat shapes */
 } srv_params;
 
 /* ---- errors.c: the one error model ---------------------------------------- */
@@ -258,6 +260,8 @@ srv_errcode srv_error_from_engine(mhla_status code);
 /* {"error": {message, type, param, code}}; NULL when out of memory. */
 char *srv_error_json(const srv_error *e);
 
+typedef struct srv_chat_render srv_chat_render;
+
 typedef struct {
     const srv_codec *codec;
     const srv_gen_config *gen;
@@ -265,11 +269,16 @@ typedef struct {
     int vocab_size;
     int max_positions;
     int max_running;
+    const srv_chat_render *chat; /* NULL: no chat requests (last: callers list the others) */
 } srv_limits;
 
 /* Parses and validates a /v1/completions body. On error fills e and returns -1. */
 int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
                      srv_error *e);
+/* The same for a /v1/chat/completions body: its messages rendered with
+ * lim->chat's template into the one prompt (p->chat set). */
+int srv_chat_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
+                          srv_error *e);
 void srv_params_free(srv_params *p);
 /* chat_template.c: the chat template chosen at start (--chat-template FILE,
  * else tokenizer_config.json's chat_template, else a built-in ChatML one). */
@@ -283,6 +292,26 @@ typedef struct {
 int srv_chat_template_load(const char *model_dir, const char *file, srv_chat_template *t, char *err,
                            size_t errlen);
 void srv_chat_template_free(srv_chat_template *t);
+
+/* chat_render.c: the chat template compiled once at start, and the special
+ * tokens' text it is given (tokenizer_config.json's bos_token and eos_token,
+ * "" when the model has none). render renders messages (the array
+ * srv_chat_messages_parse made; consumed) with add_generation_prompt,
+ * bos_token, eos_token and kwargs' keys (may be NULL) into *text (malloc'd):
+ * -1 with e set, a 400 (param "messages") for a template error,
+ * raise_exception or a render limit, a 500 when out of memory. params.c
+ * calls it through the pointer, so the request parser links without the
+ * template module (the fuzz targets build the server's sources alone). */
+struct srv_chat_render {
+    struct mhla_tpl *tpl;
+    char *bos, *eos;
+    int (*render)(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
+                  size_t *len, srv_error *e);
+};
+/* Compiles t's template; an error names t->source. */
+int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const char *model_dir,
+                         char *err, size_t errlen);
+void srv_chat_render_free(srv_chat_render *cr);
 
 /* chat_messages.c: a chat body's "messages", checked and rewritten into the
  * array a chat template reads (*out, the caller's to cJSON_Delete): content
@@ -488,6 +517,8 @@ char *srv_chunk_json(const srv_req *r, const char *model_name, const srv_codec *
                      const char *text, size_t text_len, int id_from, int id_to, const char *finish);
 /* The chunk that streams choice ci's echoed prompt (with its logprobs). */
 char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci);
+/* A chat stream's first chunk for choice ci: the delta {role: assistant, content: ""}. */
+char *srv_chat_role_chunk_json(const srv_req *r, const char *model_name, int ci);
 /* The usage-only chunk of stream_options.include_usage. */
 char *srv_usage_chunk_json(const srv_req *r, const char *model_name);
 
@@ -535,6 +566,7 @@ typedef struct {
     const srv_gen_config *gen;
     const mhla_config *cfg;
     const srv_chat_template *chat;
+    const srv_chat_render *render; /* chat's template compiled (NULL: no chat endpoint) */
     srv_sched *sched;
 } srv_http_options;
 

@@ -2,8 +2,10 @@
  * sse.c — the Server-Sent Events body of a streaming completion: one
  * `data: {json}\n\n` chunk per choice with new text, a final chunk per choice
  * carrying finish_reason, the usage chunk when asked for, then
- * `data: [DONE]\n\n`. Text reaches here only at UTF-8 character boundaries
- * and past stop-string hold-back (the engine thread sees to both).
+ * `data: [DONE]\n\n`. A chat stream (p.chat) opens each choice with its role
+ * delta and gives the finish_reason a chunk of its own (an empty delta).
+ * Text reaches here only at UTF-8 character boundaries and past
+ * stop-string hold-back (the engine thread sees to both).
  */
 #include "server_internal.h"
 
@@ -50,6 +52,70 @@ static int event(mhla_buf *b, char *json)
     return rc;
 }
 
+/* The stream's opening events: chat's role deltas, the echoed prompts. */
+static int opening(srv_sse *s)
+{
+    srv_req *r = s->r;
+    int rc = 0;
+    for (int i = 0; r->p.chat && i < r->n_choices && !rc; i++)
+        rc = event(&s->out, srv_chat_role_chunk_json(r, s->model_name, i));
+    for (int i = 0; r->echo && i < r->n_choices && !rc; i++)
+        rc = event(&s->out, srv_echo_chunk_json(r, s->model_name, s->codec, i));
+    return rc;
+}
+
+/* Choice i's new text and ids, and its finish reason once it ended (on
+ * chat in a chunk of its own, with an empty delta). -1 when out of memory. */
+static int choice_events(srv_sse *s, int i)
+{
+    srv_req *r = s->r;
+    srv_choice *c = &r->choices[i];
+    size_t new_text = c->text.len - c->text_sent;
+    const char *text = c->text.p ? c->text.p + c->text_sent : ""; /* none yet: NULL */
+    int finished = c->state == SRV_CH_DONE && !r->failed && !c->finish_sent, rc = 0;
+    if (finished && r->p.chat && new_text > 0) {
+        rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
+                                           c->ids_sent, c->n_ids, NULL));
+        c->text_sent = c->text.len;
+        c->ids_sent = c->n_ids;
+        text = "";
+        new_text = 0;
+    }
+    if (rc)
+        return -1;
+    if (finished) {
+        rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
+                                           c->ids_sent, c->n_ids, c->finish_reason));
+        c->finish_sent = 1;
+    } else if (new_text > 0) {
+        rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
+                                           c->ids_sent, c->n_ids, NULL));
+    } else {
+        return 0;
+    }
+    c->text_sent = c->text.len;
+    c->ids_sent = c->n_ids;
+    return rc ? -1 : 0;
+}
+
+/* The end: the failure, the usage chunk when asked for, [DONE]. */
+static int closing(srv_sse *s)
+{
+    srv_req *r = s->r;
+    int rc = 0;
+    if (r->failed) {
+        srv_error e;
+        srv_error_set(&e, r->err_code, NULL, "%s", r->err);
+        rc = event(&s->out, srv_error_json(&e));
+    }
+    if (!rc && r->p.include_usage && !r->failed)
+        rc = event(&s->out, srv_usage_chunk_json(r, s->model_name));
+    if (!rc)
+        rc = mhla_buf_put(&s->out, "data: [DONE]\n\n", 14);
+    s->end = 1;
+    return rc;
+}
+
 /* Formats whatever is new (r locked). Returns -1 when out of memory. */
 static int produce(srv_sse *s)
 {
@@ -57,45 +123,16 @@ static int produce(srv_sse *s)
     int rc = 0;
     if (!s->echo_done) {
         s->echo_done = 1;
-        if (r->echo)
-            for (int i = 0; i < r->n_choices && !rc; i++)
-                rc = event(&s->out, srv_echo_chunk_json(r, s->model_name, s->codec, i));
+        rc = opening(s);
     }
     int all_sent = 1;
     for (int i = 0; i < r->n_choices && !rc; i++) {
-        srv_choice *c = &r->choices[i];
-        size_t new_text = c->text.len - c->text_sent;
-        const char *text = c->text.p ? c->text.p + c->text_sent : ""; /* none yet: NULL */
-        int finished = c->state == SRV_CH_DONE && !r->failed;
-        if (finished && !c->finish_sent) {
-            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
-                                               c->ids_sent, c->n_ids, c->finish_reason));
-            c->finish_sent = 1;
-        } else if (new_text > 0) {
-            rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
-                                               c->ids_sent, c->n_ids, NULL));
-        } else {
-            if (!c->finish_sent)
-                all_sent = 0;
-            continue;
-        }
-        c->text_sent = c->text.len;
-        c->ids_sent = c->n_ids;
-        if (!c->finish_sent)
+        rc = choice_events(s, i);
+        if (!r->choices[i].finish_sent)
             all_sent = 0;
     }
-    if (!rc && r->done && (all_sent || r->failed)) {
-        if (r->failed) {
-            srv_error e;
-            srv_error_set(&e, r->err_code, NULL, "%s", r->err);
-            rc = event(&s->out, srv_error_json(&e));
-        }
-        if (!rc && r->p.include_usage && !r->failed)
-            rc = event(&s->out, srv_usage_chunk_json(r, s->model_name));
-        if (!rc)
-            rc = mhla_buf_put(&s->out, "data: [DONE]\n\n", 14);
-        s->end = 1;
-    }
+    if (!rc && r->done && (all_sent || r->failed))
+        rc = closing(s);
     return rc;
 }
 

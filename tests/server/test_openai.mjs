@@ -1,5 +1,5 @@
-// The official OpenAI client library (npm `openai`, its Completions API) against
-// mhla-server: non-streaming and streaming (the library's own SSE parser reads every
+// The official OpenAI client library (npm `openai`, its Completions and Chat Completions
+// APIs) against mhla-server: non-streaming and streaming (the library's own SSE parser reads every
 // stream to the end), usage chunks, logprobs, error classes, and 32 concurrent streams
 // with different prompt lengths, sampling settings and seeds, each identical to the same
 // request served alone.
@@ -111,6 +111,39 @@ async function main() {
     max_tokens: 5, logprobs: 2, seed: 3, ignore_eos: true, stream: true }));
   check(JSON.stringify(lps.choices[0].lp) === JSON.stringify(l0.token_logprobs.slice(3)),
         'streamed logprobs equal the non-streamed ones');
+
+  // chat: plain and streaming through the library's Chat Completions API
+  const creq = { model: 'demo', messages: [{ role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Hello there' }], max_tokens: 12, temperature: 0, ignore_eos: true };
+  const chat = await client.chat.completions.create(creq);
+  check(chat.object === 'chat.completion' && chat.id.startsWith('chatcmpl-') &&
+        chat.choices.length === 1 && chat.choices[0].message.role === 'assistant' &&
+        typeof chat.choices[0].message.content === 'string' &&
+        chat.choices[0].finish_reason === 'length' && chat.usage.completion_tokens === 12,
+        'chat.completions.create: shape, finish_reason and usage');
+  const cst = await client.chat.completions.create({ ...creq, stream: true,
+    stream_options: { include_usage: true } });
+  let ctext = '', role = null, cfinish = null, cusage = null, firstDelta = null;
+  for await (const chunk of cst) {
+    if (chunk.usage) cusage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (firstDelta === null) firstDelta = c.delta;
+      if (c.delta.role) role = c.delta.role;
+      ctext += c.delta.content ?? '';
+      if (c.finish_reason) cfinish = c.finish_reason;
+    }
+  }
+  check(firstDelta && firstDelta.role === 'assistant' && role === 'assistant' &&
+        ctext === chat.choices[0].message.content && cfinish === 'length' &&
+        cusage && cusage.completion_tokens === 12,
+        'chat stream: role delta first, content equal to the non-streamed message, usage chunk');
+  let etools = null;
+  try {
+    await client.chat.completions.create({ ...creq, tools: [{ type: 'function',
+      function: { name: 'f', parameters: { type: 'object', properties: {} } } }] });
+  } catch (e) { etools = e; }
+  check(etools instanceof OpenAI.BadRequestError && etools.param === 'tools',
+        'chat with tools -> BadRequestError naming tools (not supported yet)');
 
   // errors come back as the library's error classes
   let e400 = null, e404 = null, e401 = null;

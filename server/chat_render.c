@@ -1,0 +1,124 @@
+/*
+ * chat_render.c — a chat request's messages into its prompt text: the
+ * server's chat template (chat_template.c chose it) compiled once at start,
+ * rendered per request with the messages, add_generation_prompt, the
+ * model's bos_token and eos_token and the request's chat_template_kwargs,
+ * as transformers' apply_chat_template renders it.
+ */
+#include "server_internal.h"
+/* by its path: the fuzz targets compile server/ with no template include
+ * directory (this file is linked only where server.c is) */
+#include "../template/include/template.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CONFIG_BYTES ((size_t)1 << 26)
+
+/* tokenizer_config.json's name: a string, or an object with "content". */
+static int special_text(const cJSON *root, const char *name, char **out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (cJSON_IsObject(v))
+        v = cJSON_GetObjectItemCaseSensitive(v, "content");
+    *out = strdup(cJSON_IsString(v) ? v->valuestring : "");
+    return *out ? 0 : -1;
+}
+
+/* bos and eos from model_dir/tokenizer_config.json; "" without one. */
+static int load_specials(srv_chat_render *cr, const char *model_dir, char *err, size_t errlen)
+{
+    char path[4096], msg[256], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir ? model_dir : ".");
+    cJSON *root = NULL;
+    if (mhla_read_file(path, MAX_CONFIG_BYTES, &text, &len, msg, sizeof msg) == 0)
+        root = cJSON_ParseWithLength(text, len);
+    free(text);
+    int rc = special_text(root, "bos_token", &cr->bos) || special_text(root, "eos_token", &cr->eos);
+    cJSON_Delete(root);
+    if (rc)
+        snprintf(err, errlen, "out of memory for the chat template's special tokens");
+    return rc ? -1 : 0;
+}
+
+static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
+                       size_t *len, srv_error *e);
+
+int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const char *model_dir,
+                         char *err, size_t errlen)
+{
+    memset(cr, 0, sizeof *cr);
+    char msg[512];
+    if (mhla_tpl_compile(t->text, strlen(t->text), &cr->tpl, msg, sizeof msg)) {
+        snprintf(err, errlen, "the chat template (%s) does not compile: %s", t->source, msg);
+        return -1;
+    }
+    if (load_specials(cr, model_dir, err, errlen)) {
+        srv_chat_render_free(cr);
+        return -1;
+    }
+    cr->render = render_text;
+    return 0;
+}
+
+void srv_chat_render_free(srv_chat_render *cr)
+{
+    mhla_tpl_free(cr->tpl);
+    free(cr->bos);
+    free(cr->eos);
+    memset(cr, 0, sizeof *cr);
+}
+
+/* The template's variables: kwargs' keys, then the server's (which win,
+ * save add_generation_prompt, which a client may turn off). NULL when out
+ * of memory; messages is consumed either way. */
+static cJSON *context(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs)
+{
+    cJSON *ctx = cJSON_CreateObject();
+    if (!ctx || !cJSON_AddItemToObject(ctx, "messages", messages)) {
+        cJSON_Delete(ctx);
+        cJSON_Delete(messages);
+        return NULL;
+    }
+    int ok = 1;
+    const cJSON *kw;
+    cJSON_ArrayForEach(kw, kwargs)
+    {
+        if (strcmp(kw->string, "messages") && strcmp(kw->string, "bos_token") &&
+            strcmp(kw->string, "eos_token") && !cJSON_GetObjectItemCaseSensitive(ctx, kw->string))
+            ok &= cJSON_AddItemToObject(ctx, kw->string, cJSON_Duplicate(kw, 1));
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(ctx, "add_generation_prompt"))
+        ok &= cJSON_AddBoolToObject(ctx, "add_generation_prompt", 1) != NULL;
+    ok &= cJSON_AddStringToObject(ctx, "bos_token", cr->bos) != NULL;
+    ok &= cJSON_AddStringToObject(ctx, "eos_token", cr->eos) != NULL;
+    if (!ok) {
+        cJSON_Delete(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
+                       size_t *len, srv_error *e)
+{
+    *text = NULL;
+    cJSON *ctx = context(cr, messages, kwargs);
+    if (!ctx) {
+        srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory");
+        return -1;
+    }
+    char msg[400];
+    int rc = mhla_tpl_render(cr->tpl, ctx, NULL, text, len, msg, sizeof msg);
+    cJSON_Delete(ctx);
+    if (rc == MHLA_TPL_NOMEM)
+        srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory rendering the chat template");
+    else if (rc == MHLA_TPL_RAISED)
+        srv_error_set(e, SRV_ERR_INVALID, "messages", "%s", msg);
+    else if (rc)
+        srv_error_set(e, SRV_ERR_INVALID, "messages", "the chat template failed: %s", msg);
+    return rc ? -1 : 0;
+}
