@@ -122,3 +122,52 @@ static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *
         srv_error_set(e, SRV_ERR_INVALID, "messages", "the chat template failed: %s", msg);
     return rc ? -1 : 0;
 }
+
+/* The render's kwargs of an /apply-template body: its chat_template_kwargs,
+ * tools and add_generation_prompt (default true). NULL with e set. */
+static cJSON *apply_kwargs(const cJSON *root, srv_error *e)
+{
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
+    const char *bad = kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw) ? "chat_template_kwargs"
+                      : tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools) ? "tools"
+                      : agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp) ? "add_generation_prompt"
+                                                                        : NULL;
+    if (bad) {
+        srv_error_set(e, SRV_ERR_INVALID, bad, "'%s' must be %s", bad,
+                      bad[0] == 'c'   ? "an object"
+                      : bad[0] == 't' ? "an array"
+                                      : "a boolean");
+        return NULL;
+    }
+    cJSON *out = cJSON_IsObject(kw) ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
+    int ok = out != NULL;
+    if (ok && cJSON_IsArray(tools))
+        ok = cJSON_AddItemToObject(out, "tools", cJSON_Duplicate(tools, 1));
+    if (ok && cJSON_IsBool(agp)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(out, "add_generation_prompt");
+        ok = cJSON_AddBoolToObject(out, "add_generation_prompt", cJSON_IsTrue(agp)) != NULL;
+    }
+    if (!ok) {
+        cJSON_Delete(out);
+        srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory");
+        return NULL;
+    }
+    return out;
+}
+
+int srv_chat_apply_template(const srv_chat_render *cr, const cJSON *root, char **text, size_t *len,
+                            srv_error *e)
+{
+    *text = NULL;
+    cJSON *messages = NULL, *kwargs = apply_kwargs(root, e);
+    if (!kwargs)
+        return -1;
+    int rc = srv_chat_messages_parse(root, &messages, e) ||
+                     cr->render(cr, messages, kwargs, text, len, e)
+                 ? -1
+                 : 0;
+    cJSON_Delete(kwargs);
+    return rc;
+}

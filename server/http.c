@@ -206,6 +206,33 @@ static cJSON *parse_body(struct MHD_Connection *conn, conn_ctx *ctx, enum MHD_Re
     return NULL;
 }
 
+/* POST /apply-template: {"messages": [...], "tools"?, "add_generation_prompt"?,
+ * "chat_template_kwargs"?} -> {"prompt": the text a chat request would encode}. */
+static enum MHD_Result handle_apply_template(srv_http *h, struct MHD_Connection *conn,
+                                             conn_ctx *ctx)
+{
+    enum MHD_Result rc = MHD_NO;
+    cJSON *root = parse_body(conn, ctx, &rc);
+    if (!root)
+        return rc;
+    srv_error e;
+    char *text = NULL;
+    size_t len = 0;
+    int bad = !h->c.render
+                  ? (srv_error_set(&e, SRV_ERR_NOT_FOUND, NULL, "no chat template is loaded"), 1)
+                  : srv_chat_apply_template(h->c.render, root, &text, &len, &e) != 0;
+    cJSON_Delete(root);
+    if (bad)
+        return send_error(conn, ctx, &e);
+    cJSON *o = cJSON_CreateObject();
+    if (o && !cJSON_AddStringToObject(o, "prompt", text)) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    free(text);
+    return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
+}
+
 static enum MHD_Result handle_tokenize(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
 {
     enum MHD_Result rc = MHD_NO;
@@ -436,7 +463,7 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
     int chat = strcmp(path, "/v1/chat/completions") == 0;
     int known = chat || strcmp(path, "/v1/completions") == 0 || strcmp(path, "/v1/models") == 0 ||
                 strncmp(path, "/v1/models/", 11) == 0 || strcmp(path, "/tokenize") == 0 ||
-                strcmp(path, "/detokenize") == 0;
+                strcmp(path, "/detokenize") == 0 || strcmp(path, "/apply-template") == 0;
     if (!known) {
         char msg[256];
         snprintf(msg, sizeof msg, "no such endpoint: %.160s", path);
@@ -453,8 +480,10 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
     if (strncmp(path, "/v1/models/", 11) == 0)
         return get ? handle_models(h, conn, ctx, path + 11)
                    : method_not_allowed(conn, ctx, "GET, HEAD");
-    if (strcmp(path, "/tokenize") == 0)
-        return post ? handle_tokenize(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
+    if (strcmp(path, "/tokenize") == 0 || strcmp(path, "/apply-template") == 0)
+        return !post            ? method_not_allowed(conn, ctx, "POST")
+               : path[1] == 't' ? handle_tokenize(h, conn, ctx)
+                                : handle_apply_template(h, conn, ctx);
     return post ? handle_detokenize(h, conn, ctx) : method_not_allowed(conn, ctx, "POST");
 }
 

@@ -312,6 +312,11 @@ struct srv_chat_render {
 int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const char *model_dir,
                          char *err, size_t errlen);
 void srv_chat_render_free(srv_chat_render *cr);
+/* POST /apply-template (llama-server's shape): the prompt text body's
+ * messages render to, with its tools, add_generation_prompt (default true)
+ * and chat_template_kwargs. -1 with e set, as render. */
+int srv_chat_apply_template(const srv_chat_render *cr, const cJSON *root, char **text, size_t *len,
+                            srv_error *e);
 
 /* chat_messages.c: a chat body's "messages", checked and rewritten into the
  * array a chat template reads (*out, the caller's to cJSON_Delete): content

@@ -267,6 +267,23 @@ def run_tokenizer(bin_dir, binary, work):
         s.stop()
 
 
+def check_apply_template(s):
+    """POST /apply-template gives the text a chat request encodes."""
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \u00e9"}]
+    st, _, data = s.request("POST", "/apply-template", {"messages": msgs})
+    check(st == 200 and json.loads(data) == {"prompt": chatml(msgs)},
+          "/apply-template renders the messages as a chat request would")
+    st, _, data = s.request("POST", "/apply-template",
+                            {"messages": msgs, "add_generation_prompt": False})
+    check(st == 200 and json.loads(data)["prompt"] == chatml(msgs)[:-len("<|im_start|>assistant\n")],
+          "/apply-template without the generation prompt")
+    st, _, data = s.request("POST", "/apply-template", {"messages": [], "tools": 3})
+    check(st == 400 and json.loads(data)["error"]["param"] == "tools",
+          "/apply-template refuses a malformed field, naming it")
+    st, _, _ = s.request("GET", "/apply-template", None)
+    check(st == 405, "GET /apply-template is 405")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -286,6 +303,7 @@ def main():
         check_n_logprobs(s)
         check_prefix_cache(s)
         check_errors(s)
+        check_apply_template(s)
     finally:
         rc = s.stop()
         check(rc == 0, "SIGTERM: the chat server exits 0 (rc=%s)" % rc)
