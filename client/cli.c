@@ -62,6 +62,11 @@ static const mhla_opt rows[] = {
      .kind = MHLA_OPT_FLAG,
      .off = PARAM(ignore_eos),
      .help = "keep going past the end-of-sequence token"},
+    {.name = "chat",
+     .kind = MHLA_OPT_FLAG,
+     .off = PARAM(chat),
+     .help = "send the prompt as one user message to /v1/chat/completions\n"
+             "(the server renders it with the model's chat template)"},
     {.name = "stats",
      .kind = MHLA_OPT_FLAG,
      .off = offsetof(cli_args, stats),

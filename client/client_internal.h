@@ -62,6 +62,7 @@ typedef struct cl_req {
     /* for mhla-cli: each piece of text as it arrives */
     void (*on_text)(void *ctx, const char *text, size_t len);
     void *text_ctx;
+    int chat; /* the stream's chunks are chat.completion.chunk: text in delta.content */
     /* bookkeeping of the runner */
     int measured;
     long expected_in;
@@ -73,6 +74,7 @@ typedef struct {
     double temperature; /* < 0: leave out */
     long long seed;     /* < 0: leave out */
     int ignore_eos, token_ids, usage;
+    int chat; /* /v1/chat/completions: the prompt (a string) is one user message */
 } cl_req_params;
 
 /* Prepares r (zeroed by the caller or reused after cl_req_reset) to send one

@@ -44,7 +44,10 @@ static void event_status(cl_req *r, const cJSON *o)
 /* A choice's chunk: its text, and k tokens arriving at now (ITL gaps). */
 static int event_choice(cl_req *r, const cJSON *c, double now)
 {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(c, "text");
+    const cJSON *t =
+        r->chat ? cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "delta"),
+                                                   "content")
+                : cJSON_GetObjectItemCaseSensitive(c, "text");
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c, "token_ids");
     size_t tlen = cJSON_IsString(t) ? strlen(t->valuestring) : 0;
     long k = cJSON_IsArray(ids) ? cJSON_GetArraySize(ids) : (tlen > 0 ? 1 : 0);
@@ -121,18 +124,37 @@ static int add_header(struct curl_slist **h, const char *s)
     return 0;
 }
 
+/* The prompt as the body's "prompt", or (chat) as one user message; 0 on success. */
+static int add_prompt(cJSON *o, const cl_req_params *p)
+{
+    cJSON *prompt = cJSON_Parse(p->prompt_json);
+    if (!prompt || (p->chat && !cJSON_IsString(prompt))) {
+        cJSON_Delete(prompt);
+        return -1;
+    }
+    if (!p->chat)
+        return cJSON_AddItemToObject(o, "prompt", prompt) ? 0 : (cJSON_Delete(prompt), -1);
+    cJSON *msgs = cJSON_AddArrayToObject(o, "messages"), *m = cJSON_CreateObject();
+    int ok = msgs && m && cJSON_AddStringToObject(m, "role", "user") &&
+             cJSON_AddItemToObject(m, "content", prompt);
+    if (ok)
+        prompt = NULL;
+    ok = ok && cJSON_AddItemToArray(msgs, m);
+    cJSON_Delete(prompt);
+    if (!ok)
+        cJSON_Delete(m);
+    return ok ? 0 : -1;
+}
+
 static char *build_body(const cl_conn *c, const cl_req_params *p)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON *prompt = cJSON_Parse(p->prompt_json);
-    if (!o || !prompt) {
+    if (!o || add_prompt(o, p)) {
         cJSON_Delete(o);
-        cJSON_Delete(prompt);
         return NULL;
     }
     if (c->model)
         cJSON_AddStringToObject(o, "model", c->model);
-    cJSON_AddItemToObject(o, "prompt", prompt);
     cJSON_AddNumberToObject(o, "max_tokens", (double)p->max_tokens);
     cJSON_AddTrueToObject(o, "stream");
     if (p->usage) {
@@ -162,9 +184,11 @@ int cl_req_setup(cl_req *r, const cl_conn *c, const cl_req_params *p, char *err)
     cl_sse_init(&r->sse);
     r->usage_prompt = r->usage_completion = -1;
     r->body = build_body(c, p);
+    r->chat = p->chat;
+    const char *path = p->chat ? "/v1/chat/completions" : "/v1/completions";
     mhla_buf url = {0}, auth = {0};
     int bad = !r->body || mhla_buf_put(&url, c->url, strlen(c->url)) ||
-              mhla_buf_put(&url, "/v1/completions", 15) ||
+              mhla_buf_put(&url, path, strlen(path)) ||
               add_header(&r->headers, "Content-Type: application/json") ||
               add_header(&r->headers, "Accept: text/event-stream") ||
               add_header(&r->headers, "Expect:"); /* no 100-continue wait on big bodies */

@@ -395,6 +395,11 @@ def server_tests(c, a):
                            text=True, timeout=60)
         check(p.returncode == 0 and "12 tokens" in p.stderr,
               "mhla-cli streams 12 tokens from mhla-server (%s)" % p.stderr.strip())
+        p = subprocess.run([c.cli, "--url", url, "--chat", "--max-tokens", "12", "--ignore-eos",
+                            "--temperature", "0", "--stats", "Hello"], capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == 0 and "12 tokens" in p.stderr and p.stdout.strip(),
+              "mhla-cli --chat streams 12 tokens of an assistant message (%s)" % p.stderr.strip())
 
         # the 20-second run: zero failed requests, a JSON result that parses
         t = time.time()
