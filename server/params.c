@@ -449,9 +449,11 @@ static int check_lengths(const srv_limits *lim, const srv_params *p, srv_error *
 
 /* Fields a client sends expecting an effect this server does not have: each
  * refused with why, so no answer pretends to honour it. */
-static const struct {
+typedef struct {
     const char *name, *why;
-} refused[] = {
+} refusal;
+
+static const refusal refused[] = {
     {"suffix", "text after the completion (insertion) is not supported"},
     {"response_format", "structured outputs are not supported on /v1/completions yet"},
     {"grammar", "grammar-constrained sampling is not supported yet"},
@@ -469,9 +471,7 @@ static const struct {
 };
 
 /* Chat's refusals: tool calls and the rest not served yet, completions' own fields. */
-static const struct {
-    const char *name, *why;
-} refused_chat[] = {
+static const refusal refused_chat[] = {
     {"tools", "tool calls are not supported yet"},
     {"tool_choice", "tool calls are not supported yet"},
     {"parallel_tool_calls", "tool calls are not supported yet"},
@@ -502,47 +502,67 @@ static int check_response_format(const cJSON *root, srv_error *e)
                "{\"type\": \"text\"})");
 }
 
-static int check_chat_fields(const cJSON *root, srv_error *e)
+/* What an endpoint refuses and knows besides the fields both know. */
+typedef struct {
+    const refusal *refused;
+    size_t n_refused;
+    const char *const *own;
+    size_t n_own;
+} field_rules;
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const known_both[] = {"model",
+                                         "max_tokens",
+                                         "n",
+                                         "best_of",
+                                         "temperature",
+                                         "top_p",
+                                         "top_k",
+                                         "min_p",
+                                         "presence_penalty",
+                                         "frequency_penalty",
+                                         "repetition_penalty",
+                                         "logit_bias",
+                                         "seed",
+                                         "stop",
+                                         "stream",
+                                         "stream_options",
+                                         "logprobs",
+                                         "ignore_eos",
+                                         "return_token_ids",
+                                         "user"};
+static const char *const known_completions[] = {"prompt", "echo"};
+static const char *const known_chat[] = {"messages", "max_completion_tokens", "top_logprobs",
+                                         "chat_template_kwargs", "response_format"};
+static const field_rules completion_rules = {refused, N_OF(refused), known_completions,
+                                             N_OF(known_completions)};
+static const field_rules chat_rules = {refused_chat, N_OF(refused_chat), known_chat,
+                                       N_OF(known_chat)};
+
+static int in_list(const char *name, const char *const *list, size_t n)
 {
-    static const char *const known[] = {"messages",
-                                        "model",
-                                        "max_tokens",
-                                        "max_completion_tokens",
-                                        "n",
-                                        "best_of",
-                                        "temperature",
-                                        "top_p",
-                                        "top_k",
-                                        "min_p",
-                                        "presence_penalty",
-                                        "frequency_penalty",
-                                        "repetition_penalty",
-                                        "logit_bias",
-                                        "seed",
-                                        "stop",
-                                        "stream",
-                                        "stream_options",
-                                        "logprobs",
-                                        "top_logprobs",
-                                        "ignore_eos",
-                                        "return_token_ids",
-                                        "user",
-                                        "chat_template_kwargs",
-                                        "response_format"};
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(name, list[k]))
+            return 1;
+    return 0;
+}
+
+/* Unknown fields: one the endpoint does not implement is refused; any other
+ * is accepted, and logged (once per name, at debug level). */
+static int check_fields(const cJSON *root, const field_rules *r, srv_error *e)
+{
     const cJSON *f;
     cJSON_ArrayForEach(f, root)
     {
-        for (size_t i = 0; i < sizeof refused_chat / sizeof refused_chat[0]; i++)
-            if (!strcmp(f->string, refused_chat[i].name) && !cJSON_IsNull(f))
-                return BAD(refused_chat[i].name, "'%s': %s", refused_chat[i].name,
-                           refused_chat[i].why);
-        size_t k = 0;
-        while (k < sizeof known / sizeof known[0] && strcmp(f->string, known[k]))
-            k++;
-        if (k == sizeof known / sizeof known[0])
+        for (size_t i = 0; i < r->n_refused; i++)
+            if (!strcmp(f->string, r->refused[i].name) && !cJSON_IsNull(f))
+                return BAD(r->refused[i].name, "'%s': %s", r->refused[i].name, r->refused[i].why);
+        if (!in_list(f->string, known_both, N_OF(known_both)) &&
+            !in_list(f->string, r->own, r->n_own))
             srv_log_unknown_field(f->string);
     }
-    return check_response_format(root, e);
+    return 0;
 }
 
 /* messages rendered with the server's chat template, encoded without
@@ -576,52 +596,12 @@ static int parse_messages(const cJSON *root, const srv_limits *lim, srv_params *
     return rc ? -1 : 0;
 }
 
-/* Unknown fields: an unimplemented one is refused; any other is accepted,
- * and logged (once per name, at debug level). */
-static int check_fields(const cJSON *root, srv_error *e)
-{
-    static const char *const known[] = {"prompt",
-                                        "model",
-                                        "max_tokens",
-                                        "n",
-                                        "best_of",
-                                        "temperature",
-                                        "top_p",
-                                        "top_k",
-                                        "min_p",
-                                        "presence_penalty",
-                                        "frequency_penalty",
-                                        "repetition_penalty",
-                                        "logit_bias",
-                                        "seed",
-                                        "stop",
-                                        "stream",
-                                        "stream_options",
-                                        "logprobs",
-                                        "echo",
-                                        "ignore_eos",
-                                        "return_token_ids",
-                                        "user"};
-    const cJSON *f;
-    cJSON_ArrayForEach(f, root)
-    {
-        for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-            if (!strcmp(f->string, refused[i].name) && !cJSON_IsNull(f))
-                return BAD(refused[i].name, "'%s': %s", refused[i].name, refused[i].why);
-        size_t k = 0;
-        while (k < sizeof known / sizeof known[0] && strcmp(f->string, known[k]))
-            k++;
-        if (k == sizeof known / sizeof known[0])
-            srv_log_unknown_field(f->string);
-    }
-    return 0;
-}
-
 static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e)
 {
     if (!cJSON_IsObject(root))
         return BAD(NULL, "the request body must be a JSON object");
-    if (p->chat ? check_chat_fields(root, e) : check_fields(root, e))
+    if (check_fields(root, p->chat ? &chat_rules : &completion_rules, e) ||
+        (p->chat && check_response_format(root, e)))
         return -1;
     if (parse_model(root, lim, p, e) ||
         (p->chat ? parse_messages(root, lim, p, e) : parse_prompt(root, lim, p, e)) ||
