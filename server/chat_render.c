@@ -2,8 +2,9 @@
  * chat_render.c — a chat request's messages into its prompt text: the
  * server's chat template (chat_template.c chose it) compiled once at start,
  * rendered per request with the messages, add_generation_prompt, the
- * model's bos_token and eos_token and the request's chat_template_kwargs,
- * as transformers' apply_chat_template renders it.
+ * model's bos_token and eos_token, the request's tools and
+ * chat_template_kwargs, as transformers' apply_chat_template renders it. A
+ * request with tools gets the model's "tool_use" template where it has one.
  */
 #include "server_internal.h"
 /* by its path: the fuzz targets compile server/ with no template include
@@ -44,18 +45,32 @@ static int load_specials(srv_chat_render *cr, const char *model_dir, char *err, 
     return rc ? -1 : 0;
 }
 
-static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
-                       size_t *len, srv_error *e);
+static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *tools,
+                       const cJSON *kwargs, char **text, size_t *len, srv_error *e);
+
+static int compile(const char *text, const char *what, const srv_chat_template *t,
+                   struct mhla_tpl **out, char *err, size_t errlen)
+{
+    char msg[512];
+    if (mhla_tpl_compile(text, strlen(text), out, msg, sizeof msg) == 0)
+        return 0;
+    snprintf(err, errlen, "the chat template%s (%s) does not compile: %s", what, t->source, msg);
+    return -1;
+}
 
 int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const char *model_dir,
-                         char *err, size_t errlen)
+                         int tool_format, char *err, size_t errlen)
 {
     memset(cr, 0, sizeof *cr);
-    char msg[512];
-    if (mhla_tpl_compile(t->text, strlen(t->text), &cr->tpl, msg, sizeof msg)) {
-        snprintf(err, errlen, "the chat template (%s) does not compile: %s", t->source, msg);
+    if (compile(t->text, "", t, &cr->tpl, err, errlen) ||
+        (t->tool_use && compile(t->tool_use, " 'tool_use'", t, &cr->tpl_tools, err, errlen))) {
+        srv_chat_render_free(cr);
         return -1;
     }
+    /* the calls are written as the template that shows tools teaches */
+    cr->tool_format = tool_format >= 0
+                          ? (srv_tool_format)tool_format
+                          : srv_tool_format_detect(t->tool_use ? t->tool_use : t->text);
     if (load_specials(cr, model_dir, err, errlen)) {
         srv_chat_render_free(cr);
         return -1;
@@ -67,6 +82,7 @@ int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const 
 void srv_chat_render_free(srv_chat_render *cr)
 {
     mhla_tpl_free(cr->tpl);
+    mhla_tpl_free(cr->tpl_tools);
     free(cr->bos);
     free(cr->eos);
     memset(cr, 0, sizeof *cr);
@@ -75,7 +91,8 @@ void srv_chat_render_free(srv_chat_render *cr)
 /* The template's variables: kwargs' keys, then the server's (which win,
  * save add_generation_prompt, which a client may turn off). NULL when out
  * of memory; messages is consumed either way. */
-static cJSON *context(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs)
+static cJSON *context(const srv_chat_render *cr, cJSON *messages, const cJSON *tools,
+                      const cJSON *kwargs)
 {
     cJSON *ctx = cJSON_CreateObject();
     if (!ctx || !cJSON_AddItemToObject(ctx, "messages", messages)) {
@@ -83,7 +100,7 @@ static cJSON *context(const srv_chat_render *cr, cJSON *messages, const cJSON *k
         cJSON_Delete(messages);
         return NULL;
     }
-    int ok = 1;
+    int ok = !tools || cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(tools, 1));
     const cJSON *kw;
     cJSON_ArrayForEach(kw, kwargs)
     {
@@ -102,17 +119,18 @@ static cJSON *context(const srv_chat_render *cr, cJSON *messages, const cJSON *k
     return ctx;
 }
 
-static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
-                       size_t *len, srv_error *e)
+static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *tools,
+                       const cJSON *kwargs, char **text, size_t *len, srv_error *e)
 {
     *text = NULL;
-    cJSON *ctx = context(cr, messages, kwargs);
+    cJSON *ctx = context(cr, messages, tools, kwargs);
     if (!ctx) {
         srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory");
         return -1;
     }
     char msg[400];
-    int rc = mhla_tpl_render(cr->tpl, ctx, NULL, text, len, msg, sizeof msg);
+    struct mhla_tpl *tpl = cr->tpl_tools && tools ? cr->tpl_tools : cr->tpl;
+    int rc = mhla_tpl_render(tpl, ctx, NULL, text, len, msg, sizeof msg);
     cJSON_Delete(ctx);
     if (rc == MHLA_TPL_NOMEM)
         srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory rendering the chat template");
@@ -123,28 +141,22 @@ static int render_text(const srv_chat_render *cr, cJSON *messages, const cJSON *
     return rc ? -1 : 0;
 }
 
-/* The render's kwargs of an /apply-template body: its chat_template_kwargs,
- * tools and add_generation_prompt (default true). NULL with e set. */
+/* The render's kwargs of an /apply-template body: its chat_template_kwargs
+ * and add_generation_prompt (default true). NULL with e set. */
 static cJSON *apply_kwargs(const cJSON *root, srv_error *e)
 {
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
     const cJSON *agp = cJSON_GetObjectItemCaseSensitive(root, "add_generation_prompt");
-    const char *bad = kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw) ? "chat_template_kwargs"
-                      : tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools) ? "tools"
+    const char *bad = kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw)    ? "chat_template_kwargs"
                       : agp && !cJSON_IsNull(agp) && !cJSON_IsBool(agp) ? "add_generation_prompt"
                                                                         : NULL;
     if (bad) {
         srv_error_set(e, SRV_ERR_INVALID, bad, "'%s' must be %s", bad,
-                      bad[0] == 'c'   ? "an object"
-                      : bad[0] == 't' ? "an array"
-                                      : "a boolean");
+                      bad[0] == 'c' ? "an object" : "a boolean");
         return NULL;
     }
     cJSON *out = cJSON_IsObject(kw) ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
     int ok = out != NULL;
-    if (ok && cJSON_IsArray(tools))
-        ok = cJSON_AddItemToObject(out, "tools", cJSON_Duplicate(tools, 1));
     if (ok && cJSON_IsBool(agp)) {
         cJSON_DeleteItemFromObjectCaseSensitive(out, "add_generation_prompt");
         ok = cJSON_AddBoolToObject(out, "add_generation_prompt", cJSON_IsTrue(agp)) != NULL;
@@ -161,11 +173,15 @@ int srv_chat_apply_template(const srv_chat_render *cr, const cJSON *root, char *
                             srv_error *e)
 {
     *text = NULL;
+    srv_params p; /* its tools are checked as a chat request's */
+    const cJSON *tools = NULL;
+    memset(&p, 0, sizeof p);
     cJSON *messages = NULL, *kwargs = apply_kwargs(root, e);
     if (!kwargs)
         return -1;
-    int rc = srv_chat_messages_parse(root, &messages, e) ||
-                     cr->render(cr, messages, kwargs, text, len, e)
+    int rc = srv_chat_tools_parse(root, cr, &p, &tools, e) ||
+                     srv_chat_messages_parse(root, &messages, e) ||
+                     cr->render(cr, messages, tools, kwargs, text, len, e)
                  ? -1
                  : 0;
     cJSON_Delete(kwargs);

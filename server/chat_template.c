@@ -17,10 +17,37 @@
 #define MAX_TEMPLATE_BYTES ((size_t)1 << 20)
 #define MAX_CONFIG_BYTES ((size_t)1 << 26)
 
-/* ChatML, as the models that use it render it. */
+/* ChatML, as the models that use it render it; with tools, the Hermes
+ * convention Qwen 2.5 uses: the tools listed in the system turn, calls as
+ * <tool_call>{"name", "arguments"}</tool_call>, results as <tool_response>. */
 static const char chatml[] =
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
+    "{{- '# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>' }}"
+    "{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}"
+    "{{- '\\n</tools>\\n\\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": "
+    "<function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n' }}"
+    "{%- endif %}"
     "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- if message['role'] == 'system' and tools and loop.first %}"
+    "{%- elif message['role'] == 'assistant' and message['tool_calls'] %}"
+    "{{- '<|im_start|>assistant' }}"
+    "{%- if message['content'] %}{{- '\\n' + message['content'] }}{%- endif %}"
+    "{%- for call in message['tool_calls'] %}"
+    "{{- '\\n<tool_call>\\n{\\\"name\\\": \\\"' + call['function']['name'] + "
+    "'\\\", \\\"arguments\\\": ' + (call['function']['arguments'] | tojson) + "
+    "'}\\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message['role'] == 'tool' %}"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + message['content'] + "
+    "'\\n</tool_response><|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') + '<|im_end|>\\n' }}"
+    "{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 

@@ -59,6 +59,8 @@ static int parse_state_memory(const char *flag, const char *v, void *base, char 
 static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
 static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
 static const char *const weight_words[] = {"f32", "bf16", "q8", NULL};
+static const char *const tool_format_words[] = {"auto",    "hermes", "llama3",
+                                                "mistral", "none",   NULL};
 static const char *const log_words[] = {"debug", "info", "warn", "error", "off", NULL};
 
 _Static_assert(sizeof(mhla_log_level) == sizeof(int), "--log-level is stored as an int");
@@ -90,6 +92,14 @@ static const mhla_opt rows[] = {
      .metavar = "FILE",
      .help = "chat template (Jinja) for chat requests (default: the model's\n"
              "tokenizer_config.json chat_template, else a built-in ChatML one)"},
+    {.name = "tool-call-format",
+     .kind = MHLA_OPT_ENUM,
+     .off = OPT(tool_call_format),
+     .words = tool_format_words,
+     .metavar = "F",
+     .help = "how the model writes tool calls: hermes (<tool_call>),\n"
+             "llama3 (a JSON reply), mistral ([TOOL_CALLS]) or none (not\n"
+             "parsed) (default auto: by the markers the template writes)"},
     {INT_ROW("threads", threads, 0, 1024), .metavar = "N",
      .help = "engine threads, 0 = the CPUs this process may use:\n"
              "affinity mask and cgroup CPU quota (default 0)"},

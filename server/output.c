@@ -2,11 +2,15 @@
  * output.c — a chosen token's way to its client, on the engine thread: the
  * choice's streaming decoder turns it into text, the stop strings hold back
  * what could still start one, the latency histograms take its time, and the
- * request gets the token with its text and logprobs. A choice ends here at
- * its end-of-sequence token, a stop string or max_tokens.
+ * request gets the token with its text and logprobs. A chat request with
+ * tools has its text split into content and tool calls (tool_parse.c) on
+ * the way. A choice ends here at its end-of-sequence token, a stop string
+ * or max_tokens.
  */
 #include "server_internal.h"
 
+#include <cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +28,78 @@ int srv_output_start(srv_output *o, srv_req *r, int ci, char *err, size_t errlen
     /* text_offset counts the echoed prompt too */
     c->dec_chars = r->echo ? srv_utf8_chars(r->echo[c->group], strlen(r->echo[c->group])) : 0;
     srv_stopper_init(&c->stopper, r->p.stop, r->p.n_stop);
+    if (r->p.tool_format != SRV_TOOLS_NONE && !(c->tools = srv_tool_parser_new(r->p.tool_format)))
+        return oom(err, errlen);
     srv_req_set_decoding(r, ci);
+    return 0;
+}
+
+/* A call's id, the same for the same request, choice and call: 9 letters
+ * and digits for mistral (its templates refuse other ids), else "call_"
+ * and 24 of them, as OpenAI's look. */
+static void call_id(const srv_req *r, int ci, int k, srv_tool_format f, char *out, size_t outlen)
+{
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the request id, then the numbers mixed in */
+    for (const char *s = r->id; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    h ^= ((uint64_t)ci << 32) ^ (uint64_t)k;
+    size_t n = f == SRV_TOOLS_MISTRAL ? 9 : 24, at = 0;
+    if (f != SRV_TOOLS_MISTRAL)
+        at = (size_t)snprintf(out, outlen, "call_");
+    for (size_t i = 0; i < n && at + 1 < outlen; i++) {
+        h += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+        uint64_t z = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        out[at++] = alnum[(z ^ (z >> 31)) % (sizeof alnum - 1)];
+    }
+    out[at] = 0;
+}
+
+/* {name, arguments} as OpenAI's {id, type: "function", function: {name, arguments}}. */
+static cJSON *openai_call(const srv_req *r, int ci, int k, cJSON *raw)
+{
+    char id[40];
+    call_id(r, ci, k, r->p.tool_format, id, sizeof id);
+    cJSON *call = cJSON_CreateObject();
+    int ok = call && cJSON_AddStringToObject(call, "id", id) &&
+             cJSON_AddStringToObject(call, "type", "function");
+    if (ok && cJSON_AddItemToObject(call, "function", raw))
+        return call;
+    cJSON_Delete(call); /* raw is not in it: adding failed before attaching */
+    cJSON_Delete(raw);
+    return NULL;
+}
+
+/* The tool-call split of o->emit: its content into o->content, the calls it
+ * completes into o->calls (beyond the first dropped with single_tool_call).
+ * A choice that ended on its own and made calls ends with "tool_calls". */
+static int split_tools(srv_output *o, srv_req *r, int ci, const char **finish, char *err,
+                       size_t errlen)
+{
+    srv_choice *c = &r->choices[ci];
+    cJSON *raw = cJSON_CreateArray();
+    int before = srv_tool_parser_calls(c->tools);
+    o->content.len = 0;
+    if (!o->calls)
+        o->calls = cJSON_CreateArray();
+    int rc = !raw || !o->calls ||
+             srv_tool_feed(c->tools, o->emit.p, o->emit.len, &o->content, raw) ||
+             (*finish && srv_tool_finish(c->tools, &o->content, raw));
+    for (int k = before; !rc && raw->child; k++) {
+        cJSON *one = cJSON_DetachItemViaPointer(raw, raw->child);
+        if (r->p.single_tool_call && k > 0) {
+            cJSON_Delete(one);
+            continue;
+        }
+        cJSON *call = openai_call(r, ci, k, one);
+        rc = !call || !cJSON_AddItemToArray(o->calls, call);
+    }
+    cJSON_Delete(raw);
+    if (rc)
+        return oom(err, errlen);
+    if (*finish && !strcmp(*finish, "stop") && srv_tool_parser_calls(c->tools) > 0)
+        *finish = "tool_calls";
     return 0;
 }
 
@@ -91,6 +166,13 @@ int srv_output_token(srv_output *o, srv_req *r, int ci, const mhla_sample_slot *
         return -1;
     t.text = o->emit.p;
     t.len = o->emit.len;
+    if (c->tools) {
+        if (split_tools(o, r, ci, &t.finish, err, errlen))
+            return -1;
+        t.text = o->content.p;
+        t.len = o->content.len;
+        t.calls = o->calls;
+    }
     if (srv_req_push_token(r, ci, &t))
         return oom(err, errlen);
     if (!t.finish) {
@@ -105,4 +187,10 @@ int srv_output_token(srv_output *o, srv_req *r, int ci, const mhla_sample_slot *
     return 0;
 }
 
-void srv_output_free(srv_output *o) { mhla_buf_free(&o->emit); }
+void srv_output_free(srv_output *o)
+{
+    mhla_buf_free(&o->emit);
+    mhla_buf_free(&o->content);
+    cJSON_Delete(o->calls);
+    o->calls = NULL;
+}

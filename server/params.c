@@ -458,9 +458,9 @@ static const refusal refused[] = {
     {"response_format", "structured outputs are not supported on /v1/completions yet"},
     {"grammar", "grammar-constrained sampling is not supported yet"},
     {"json_schema", "schema-constrained sampling is not supported yet"},
-    {"tools", "tool calls are a chat feature (/v1/chat/completions), not supported yet"},
-    {"tool_choice", "tool calls are a chat feature (/v1/chat/completions), not supported yet"},
-    {"parallel_tool_calls", "tool calls are not supported"},
+    {"tools", "tool calls are a chat feature: send them to /v1/chat/completions"},
+    {"tool_choice", "tool calls are a chat feature: send them to /v1/chat/completions"},
+    {"parallel_tool_calls", "tool calls are a chat feature: send them to /v1/chat/completions"},
     {"functions", "function calls are not supported"},
     {"function_call", "function calls are not supported"},
     {"messages", "'messages' belongs to /v1/chat/completions; send 'prompt' here"},
@@ -472,11 +472,8 @@ static const refusal refused[] = {
 
 /* Chat's refusals: tool calls and the rest not served yet, completions' own fields. */
 static const refusal refused_chat[] = {
-    {"tools", "tool calls are not supported yet"},
-    {"tool_choice", "tool calls are not supported yet"},
-    {"parallel_tool_calls", "tool calls are not supported yet"},
-    {"functions", "function calls are not supported"},
-    {"function_call", "function calls are not supported"},
+    {"functions", "the deprecated function calls are not supported: use 'tools'"},
+    {"function_call", "the deprecated function calls are not supported: use 'tool_choice'"},
     {"audio", "audio output is not supported"},
     {"modalities", "output modalities other than text are not supported"},
     {"prediction", "predicted outputs are not supported"},
@@ -533,8 +530,10 @@ static const char *const known_both[] = {"model",
                                          "return_token_ids",
                                          "user"};
 static const char *const known_completions[] = {"prompt", "echo"};
-static const char *const known_chat[] = {"messages", "max_completion_tokens", "top_logprobs",
-                                         "chat_template_kwargs", "response_format"};
+static const char *const known_chat[] = {"messages",        "max_completion_tokens",
+                                         "top_logprobs",    "chat_template_kwargs",
+                                         "response_format", "tools",
+                                         "tool_choice",     "parallel_tool_calls"};
 static const field_rules completion_rules = {refused, N_OF(refused), known_completions,
                                              N_OF(known_completions)};
 static const field_rules chat_rules = {refused_chat, N_OF(refused_chat), known_chat,
@@ -577,10 +576,12 @@ static int parse_messages(const cJSON *root, const srv_limits *lim, srv_params *
         return -1;
     }
     cJSON *msgs = NULL;
+    const cJSON *tools = NULL;
     char *text = NULL, msg[256];
     size_t len = 0;
-    if (srv_chat_messages_parse(root, &msgs, e) ||
-        lim->chat->render(lim->chat, msgs, kw, &text, &len, e))
+    if (srv_chat_tools_parse(root, lim->chat, p, &tools, e) ||
+        srv_chat_messages_parse(root, &msgs, e) ||
+        lim->chat->render(lim->chat, msgs, tools, kw, &text, &len, e))
         return -1;
     p->prompts = calloc(1, sizeof *p->prompts);
     if (!p->prompts) {

@@ -6,6 +6,8 @@
  */
 #include "server_internal.h"
 
+#include <cJSON.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,8 @@ void srv_choice_free_engine(srv_choice *c)
     srv_codec_stream_free(c->dec);
     c->dec = NULL;
     srv_stopper_free(&c->stopper);
+    srv_tool_parser_free(c->tools);
+    c->tools = NULL;
 }
 
 void srv_req_release(srv_req *r)
@@ -103,6 +107,7 @@ void srv_req_release(srv_req *r)
         srv_choice *c = &r->choices[i];
         srv_choice_free_engine(c);
         mhla_buf_free(&c->text);
+        cJSON_Delete(c->tool_calls);
         free(c->ids);
         free(c->lp);
         free(c->tops);
@@ -210,6 +215,15 @@ static int append_token(srv_req *r, srv_choice *c, const srv_token *t)
         memcpy(c->tops + (size_t)c->n_ids * (size_t)K, t->top, (size_t)K * sizeof *t->top);
     c->ids[c->n_ids++] = t->id;
     r->completion_tokens++;
+    if (t->calls && t->calls->child) {
+        if (!c->tool_calls && !(c->tool_calls = cJSON_CreateArray()))
+            return -1;
+        while (t->calls->child) {
+            cJSON_AddItemToArray(c->tool_calls,
+                                 cJSON_DetachItemViaPointer(t->calls, t->calls->child));
+            c->n_calls++;
+        }
+    }
     return t->len ? mhla_buf_put(&c->text, t->text, t->len) : 0;
 }
 

@@ -262,6 +262,21 @@ static int chat_message(cJSON *ch, const char *key, const char *role, const char
     return ok;
 }
 
+/* The message of a reply with tool calls: its content (null when it has
+ * none, as OpenAI's) and the calls. */
+static int tool_message(cJSON *ch, const srv_choice *c)
+{
+    cJSON *m = cJSON_CreateObject();
+    if (!cJSON_AddItemToObject(ch, "message", m))
+        return cJSON_Delete(m), 0;
+    int ok = cJSON_AddStringToObject(m, "role", "assistant") != NULL;
+    if (c->text.len)
+        ok &= cJSON_AddItemToObject(m, "content", string_n(c->text.p, c->text.len));
+    else
+        ok &= cJSON_AddNullToObject(m, "content") != NULL;
+    return ok && cJSON_AddItemToObject(m, "tool_calls", cJSON_Duplicate(c->tool_calls, 1));
+}
+
 static char *chat_completion_json(const srv_req *r, const char *model_name, const srv_codec *codec)
 {
     cJSON *o = head(r, model_name, 0);
@@ -271,7 +286,10 @@ static char *chat_completion_json(const srv_req *r, const char *model_name, cons
         const srv_choice *c = &r->choices[i];
         cJSON *ch = cJSON_CreateObject();
         ok = cJSON_AddItemToArray(choices, ch) && cJSON_AddNumberToObject(ch, "index", i);
-        ok = ok && chat_message(ch, "message", "assistant", c->text.p, c->text.len, 1);
+        if (c->n_calls)
+            ok = ok && tool_message(ch, c);
+        else
+            ok = ok && chat_message(ch, "message", "assistant", c->text.p, c->text.len, 1);
         ok = ok && chat_choice_tail(ch, r, codec, i, 0, c->n_ids, c->finish_reason);
     }
     ok = ok && cJSON_AddItemToObject(o, "usage", usage(r));
@@ -312,6 +330,42 @@ static char *chat_chunk_json(const srv_req *r, const char *model_name, const srv
 char *srv_chat_role_chunk_json(const srv_req *r, const char *model_name, int ci)
 {
     return chat_chunk(r, model_name, NULL, ci, "assistant", "", 0, 0, 0, NULL);
+}
+
+/* A call as a stream delta: OpenAI's, with the call's index in the reply. */
+static cJSON *call_delta(const cJSON *call, int k)
+{
+    cJSON *d = cJSON_Duplicate(call, 1), *idx = cJSON_CreateNumber(k);
+    if (d && idx && cJSON_InsertItemInArray(d, 0, idx))
+        return d;
+    cJSON_Delete(idx);
+    cJSON_Delete(d);
+    return NULL;
+}
+
+char *srv_chat_calls_chunk_json(const srv_req *r, const char *model_name, int ci, int from, int to)
+{
+    cJSON *o = head(r, model_name, 1);
+    cJSON *choices = o ? cJSON_AddArrayToObject(o, "choices") : NULL;
+    cJSON *ch = cJSON_CreateObject(), *delta = NULL, *calls = NULL;
+    int ok = choices && cJSON_AddItemToArray(choices, ch);
+    if (!ok)
+        cJSON_Delete(ch);
+    ok = ok && cJSON_AddNumberToObject(ch, "index", ci) &&
+         (delta = cJSON_AddObjectToObject(ch, "delta")) &&
+         (calls = cJSON_AddArrayToObject(delta, "tool_calls"));
+    for (int k = from; ok && k < to; k++) {
+        cJSON *d = call_delta(cJSON_GetArrayItem(r->choices[ci].tool_calls, k), k);
+        ok = d && cJSON_AddItemToArray(calls, d);
+        if (!ok)
+            cJSON_Delete(d);
+    }
+    ok = ok && cJSON_AddNullToObject(ch, "logprobs") && cJSON_AddNullToObject(ch, "finish_reason");
+    if (ok && r->p.include_usage)
+        ok = cJSON_AddNullToObject(o, "usage") != NULL;
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
 }
 
 char *srv_completion_json(const srv_req *r, const char *model_name, const srv_codec *codec)

@@ -12,6 +12,14 @@
 #include <string.h>
 #include <time.h>
 
+/* --tool-call-format's word as a srv_tool_format; -1 for auto. */
+static int tool_format_of(const mhla_server_options *o)
+{
+    static const int of_word[] = {-1, SRV_TOOLS_HERMES, SRV_TOOLS_LLAMA3, SRV_TOOLS_MISTRAL,
+                                  SRV_TOOLS_NONE};
+    return o->tool_call_format >= 0 && o->tool_call_format < 5 ? of_word[o->tool_call_format] : -1;
+}
+
 static const char *basename_of(const char *dir, char *buf, size_t len)
 {
     size_t n = strlen(dir);
@@ -138,11 +146,14 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     if (srv_codec_create(o->model_dir, sv->cfg->vocab_size, &sv->codec, err, errlen) ||
         srv_gen_config_load(o->model_dir, sv->cfg, &sv->gen, err, errlen) ||
         srv_chat_template_load(o->model_dir, o->chat_template, &sv->chat, err, errlen) ||
-        srv_chat_render_init(&sv->render, &sv->chat, o->model_dir, err, errlen))
+        srv_chat_render_init(&sv->render, &sv->chat, o->model_dir, tool_format_of(o), err, errlen))
         return -1;
     srv_logf(sv->chat.builtin ? MHLA_LOG_WARN : MHLA_LOG_INFO, "chat_template", "%s%s",
              sv->chat.source,
              sv->chat.builtin ? ": give --chat-template FILE for the model's own format" : "");
+    srv_logf(MHLA_LOG_INFO, "tool_calls", "replies' tool calls are parsed as %s%s",
+             srv_tool_format_name(sv->render.tool_format),
+             o->tool_call_format ? " (--tool-call-format)" : " (by the chat template)");
     return 0;
 }
 

@@ -191,6 +191,35 @@ int srv_gen_config_load(const char *dir, const mhla_config *cfg, srv_gen_config 
                         size_t errlen);
 int srv_gen_is_eos(const srv_gen_config *g, int32_t id);
 
+/* ---- tool_parse.c: tool calls in a chat choice's text ----------------------- */
+
+/* How a model writes its tool calls (tool_parse.c shows each). */
+typedef enum {
+    SRV_TOOLS_NONE,
+    SRV_TOOLS_HERMES,
+    SRV_TOOLS_LLAMA3,
+    SRV_TOOLS_MISTRAL
+} srv_tool_format;
+
+const char *srv_tool_format_name(srv_tool_format f);
+/* "none", "hermes", "llama3" or "mistral": 0; anything else -1. */
+int srv_tool_format_from_name(const char *name, srv_tool_format *f);
+/* The format a chat template's tool calls take, by the markers it writes
+ * ([TOOL_CALLS], <tool_call>, <|python_tag|>); hermes when it shows none. */
+srv_tool_format srv_tool_format_detect(const char *tpl);
+
+typedef struct srv_tool_parser srv_tool_parser;
+srv_tool_parser *srv_tool_parser_new(srv_tool_format f); /* NULL: out of memory */
+/* Text as the stop strings release it: what is content goes to content,
+ * each call completed in it to calls as {"name", "arguments": JSON text}.
+ * -1 when out of memory. */
+int srv_tool_feed(srv_tool_parser *tp, const char *text, size_t len, mhla_buf *content,
+                  cJSON *calls);
+/* The reply ended: held text becomes calls or content. -1 out of memory. */
+int srv_tool_finish(srv_tool_parser *tp, mhla_buf *content, cJSON *calls);
+int srv_tool_parser_calls(const srv_tool_parser *tp); /* calls found so far */
+void srv_tool_parser_free(srv_tool_parser *tp);
+
 /* ---- request parameters (params.c) ---------------------------------------- */
 
 #define SRV_MAX_STOP 4
@@ -223,6 +252,8 @@ typedef struct {
     int n_bias;
     char *user;
     int chat; /* a /v1/chat/completions request: the response writers' chat shapes */
+    srv_tool_format tool_format; /* chat with tools: how its replies' calls are parsed */
+    int single_tool_call;        /* parallel_tool_calls false: the first call only */
 } srv_params;
 
 /* ---- errors.c: the one error model ---------------------------------------- */
@@ -296,27 +327,37 @@ void srv_chat_template_free(srv_chat_template *t);
 /* chat_render.c: the chat template compiled once at start, and the special
  * tokens' text it is given (tokenizer_config.json's bos_token and eos_token,
  * "" when the model has none). render renders messages (the array
- * srv_chat_messages_parse made; consumed) with add_generation_prompt,
- * bos_token, eos_token and kwargs' keys (may be NULL) into *text (malloc'd):
+ * srv_chat_messages_parse made; consumed) with tools (an array, or NULL),
+ * add_generation_prompt, bos_token, eos_token and kwargs' keys (may be
+ * NULL) into *text (malloc'd):
  * -1 with e set, a 400 (param "messages") for a template error,
  * raise_exception or a render limit, a 500 when out of memory. params.c
  * calls it through the pointer, so the request parser links without the
  * template module (the fuzz targets build the server's sources alone). */
 struct srv_chat_render {
     struct mhla_tpl *tpl;
+    struct mhla_tpl *tpl_tools;  /* the "tool_use" template, for requests with tools (or NULL) */
+    srv_tool_format tool_format; /* how replies' tool calls are parsed */
     char *bos, *eos;
-    int (*render)(const srv_chat_render *cr, cJSON *messages, const cJSON *kwargs, char **text,
-                  size_t *len, srv_error *e);
+    int (*render)(const srv_chat_render *cr, cJSON *messages, const cJSON *tools,
+                  const cJSON *kwargs, char **text, size_t *len, srv_error *e);
 };
-/* Compiles t's template; an error names t->source. */
+/* Compiles t's templates; an error names t->source. tool_format: a
+ * srv_tool_format, or -1 for the one the template's markers show. */
 int srv_chat_render_init(srv_chat_render *cr, const srv_chat_template *t, const char *model_dir,
-                         char *err, size_t errlen);
+                         int tool_format, char *err, size_t errlen);
 void srv_chat_render_free(srv_chat_render *cr);
 /* POST /apply-template (llama-server's shape): the prompt text body's
  * messages render to, with its tools, add_generation_prompt (default true)
  * and chat_template_kwargs. -1 with e set, as render. */
 int srv_chat_apply_template(const srv_chat_render *cr, const cJSON *root, char **text, size_t *len,
                             srv_error *e);
+
+/* chat_tools.c: a chat body's tools (checked; *tools points into root, NULL
+ * when none), tool_choice and parallel_tool_calls into p->tool_format and
+ * p->single_tool_call. -1 with e set (a 400 naming the field). */
+int srv_chat_tools_parse(const cJSON *root, const srv_chat_render *cr, srv_params *p,
+                         const cJSON **tools, srv_error *e);
 
 /* chat_messages.c: a chat body's "messages", checked and rewritten into the
  * array a chat template reads (*out, the caller's to cJSON_Delete): content
@@ -365,6 +406,7 @@ typedef struct {
     mhla_sampler *sampler;
     srv_codec_stream *dec;
     srv_stopper stopper;
+    srv_tool_parser *tools; /* p.tool_format: the reply's calls parsed out */
     int32_t last_tok;
     double t_last;
     long dec_chars; /* characters the decoder has produced (text_offset) */
@@ -379,6 +421,8 @@ typedef struct {
     int ids_sent;
     const char *finish_reason; /* NULL while running */
     int finish_sent;
+    cJSON *tool_calls; /* the reply's calls ({id, type, function}), NULL while none */
+    int n_calls, calls_sent;
 } srv_choice;
 
 typedef struct {
@@ -454,6 +498,7 @@ typedef struct {
     const char *text;        /* the text it releases (past stop hold-back) */
     size_t len;
     const char *finish; /* non-NULL: the choice ends with this reason */
+    cJSON *calls;       /* tool calls it completes (an array, its items moved), or NULL */
 } srv_token;
 
 /* Engine thread: appends t to choice ci and wakes the readers; -1 when out
@@ -469,8 +514,10 @@ void srv_req_finish(srv_req *r, const char *reason, srv_errcode code, const char
 typedef struct {
     const srv_codec *codec;
     const srv_gen_config *gen;
-    int state_pool; /* a finished choice keeps its end state for resume */
-    mhla_buf emit;  /* the text one token releases */
+    int state_pool;   /* a finished choice keeps its end state for resume */
+    mhla_buf emit;    /* the text one token releases */
+    mhla_buf content; /* with tool calls: the part of emit that is content */
+    cJSON *calls;     /* with tool calls: the calls one token completes */
 } srv_output;
 
 /* Choice ci starts decoding: its decoder and stop strings. */
@@ -524,6 +571,9 @@ char *srv_chunk_json(const srv_req *r, const char *model_name, const srv_codec *
 char *srv_echo_chunk_json(const srv_req *r, const char *model_name, const srv_codec *codec, int ci);
 /* A chat stream's first chunk for choice ci: the delta {role: assistant, content: ""}. */
 char *srv_chat_role_chunk_json(const srv_req *r, const char *model_name, int ci);
+/* A chat stream's chunk with choice ci's tool calls [from, to) as deltas
+ * ({index, id, type, function: {name, arguments}} each, whole). */
+char *srv_chat_calls_chunk_json(const srv_req *r, const char *model_name, int ci, int from, int to);
 /* The usage-only chunk of stream_options.include_usage. */
 char *srv_usage_chunk_json(const srv_req *r, const char *model_name);
 

@@ -64,8 +64,36 @@ static int opening(srv_sse *s)
     return rc;
 }
 
-/* Choice i's new text and ids, and its finish reason once it ended (on
- * chat in a chunk of its own, with an empty delta). -1 when out of memory. */
+/* A chat choice's events: its new content, its new tool calls, then its
+ * finish reason in a chunk of its own (an empty delta). */
+static int chat_events(srv_sse *s, int i, int finished)
+{
+    srv_req *r = s->r;
+    srv_choice *c = &r->choices[i];
+    size_t new_text = c->text.len - c->text_sent;
+    int rc = 0;
+    if (new_text > 0) {
+        rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, c->text.p + c->text_sent,
+                                           new_text, c->ids_sent, c->n_ids, NULL));
+        c->text_sent = c->text.len;
+        c->ids_sent = c->n_ids;
+    }
+    if (!rc && c->n_calls > c->calls_sent) {
+        rc = event(&s->out,
+                   srv_chat_calls_chunk_json(r, s->model_name, i, c->calls_sent, c->n_calls));
+        c->calls_sent = c->n_calls;
+    }
+    if (!rc && finished) {
+        rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, "", 0, c->ids_sent,
+                                           c->n_ids, c->finish_reason));
+        c->finish_sent = 1;
+        c->ids_sent = c->n_ids;
+    }
+    return rc ? -1 : 0;
+}
+
+/* Choice i's new text and ids, and its finish reason once it ended.
+ * -1 when out of memory. */
 static int choice_events(srv_sse *s, int i)
 {
     srv_req *r = s->r;
@@ -73,16 +101,8 @@ static int choice_events(srv_sse *s, int i)
     size_t new_text = c->text.len - c->text_sent;
     const char *text = c->text.p ? c->text.p + c->text_sent : ""; /* none yet: NULL */
     int finished = c->state == SRV_CH_DONE && !r->failed && !c->finish_sent, rc = 0;
-    if (finished && r->p.chat && new_text > 0) {
-        rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
-                                           c->ids_sent, c->n_ids, NULL));
-        c->text_sent = c->text.len;
-        c->ids_sent = c->n_ids;
-        text = "";
-        new_text = 0;
-    }
-    if (rc)
-        return -1;
+    if (r->p.chat)
+        return chat_events(s, i, finished);
     if (finished) {
         rc = event(&s->out, srv_chunk_json(r, s->model_name, s->codec, i, text, new_text,
                                            c->ids_sent, c->n_ids, c->finish_reason));

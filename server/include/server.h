@@ -28,8 +28,9 @@ typedef struct {
     const char *model_dir;     /* checkpoint directory */
     const char *model_name;    /* id served by /v1/models (default: the dir's basename) */
     const char *chat_template; /* a chat template file (NULL: the model's, else ChatML) */
-    int threads;               /* engine worker threads, 0 = the CPUs the process may use */
-    const char *cpu_isa;      /* CPU kernel path (NULL: MHLA_CPU_ISA, else the best the CPU runs) */
+    int tool_call_format; /* 0 auto (from the template), 1 hermes, 2 llama3, 3 mistral, 4 none */
+    int threads;          /* engine worker threads, 0 = the CPUs the process may use */
+    const char *cpu_isa;  /* CPU kernel path (NULL: MHLA_CPU_ISA, else the best the CPU runs) */
     const char *thread_adapt; /* "on" | "off" (NULL: MHLA_THREAD_ADAPT, else on) */
     int max_batch_tokens;     /* tokens per engine step (decode + prefill chunks): a hard cap */
     int itl_target_ms;        /* step time budget for running streams; 0: token budget only */

@@ -6,8 +6,10 @@ ChatML template) behind mhla-server with a state pool: a chat request's greedy
 tokens equal /v1/completions given the ChatML-rendered prompt, streaming equals
 non-streaming (role delta first, content deltas, a finish chunk, the usage chunk,
 [DONE]), n=2, logprobs in the chat shape, max_completion_tokens, the prefix cache
-serving turn 2 of a conversation from turn 1's blocks, the refusals (tools,
-response_format, echo, image parts, missing messages). A second server with
+serving turn 2 of a conversation from turn 1's blocks, tools rendered by the
+built-in template (Hermes style) and a reply without calls as content, the
+refusals (tool_choice that forces a call, malformed tools, response_format,
+echo, image parts, missing messages). A second server with
 --chat-template FILE: chat_template_kwargs, bos_token/eos_token from
 tokenizer_config.json and a template's raise_exception as a 400; a template that
 does not compile stops the server at start. A trained tokenizer.json whose
@@ -159,9 +161,23 @@ def check_errors(s):
     err(s, 400, {"messages": [{"role": "user", "content": [{"type": "image_url",
                                                            "image_url": {"url": "x"}}]}]},
         "an image part", param="messages[0].content[0].type")
-    err(s, 400, {"messages": hi, "tools": [{"type": "function", "function": {"name": "f"}}]},
-        "tools are not served yet", param="tools")
-    err(s, 400, {"messages": hi, "tool_choice": "auto"}, "tool_choice", param="tool_choice")
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    err(s, 400, {"messages": hi, "tools": tools, "tool_choice": "required"},
+        "tool_choice required (needs constrained sampling)", param="tool_choice")
+    err(s, 400, {"messages": hi, "tools": tools,
+                 "tool_choice": {"type": "function", "function": {"name": "f"}}},
+        "a named tool_choice", param="tool_choice")
+    err(s, 400, {"messages": hi, "tool_choice": "auto"}, "tool_choice without tools",
+        param="tool_choice")
+    err(s, 400, {"messages": hi, "tools": [{"type": "function", "function": {"name": "a b"}}]},
+        "a function name with a space", param="tools[0].function.name")
+    err(s, 400, {"messages": hi, "tools": [{"type": "retrieval"}]}, "a tool that is no function",
+        param="tools[0].type")
+    err(s, 400, {"messages": hi, "tools": {"name": "f"}}, "tools not an array", param="tools")
+    err(s, 400, {"messages": hi, "tools": tools, "parallel_tool_calls": "yes"},
+        "parallel_tool_calls not a boolean", param="parallel_tool_calls")
+    err(s, 400, {"messages": hi, "functions": [{"name": "f"}]}, "the deprecated functions",
+        param="functions")
     err(s, 400, {"messages": hi, "response_format": {"type": "json_object"}},
         "response_format json_object", param="response_format")
     err(s, 400, {"messages": hi, "echo": True}, "echo is not a chat field", param="echo")
@@ -267,6 +283,75 @@ def run_tokenizer(bin_dir, binary, work):
         s.stop()
 
 
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+
+def chatml_tools(messages, tools):
+    """The built-in template with tools: the Hermes convention of Qwen 2.5."""
+    head = "<|im_start|>system\n"
+    if messages[0]["role"] == "system":
+        head += messages[0]["content"] + "\n\n"
+    head += ("# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+             "You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+    for t in tools:
+        head += "\n" + json.dumps(t, ensure_ascii=False)
+    head += ("\n</tools>\n\nFor each function call, return a json object with function name and "
+             "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+             "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+             "</tool_call><|im_end|>\n")
+    for i, m in enumerate(messages):
+        if m["role"] == "system" and i == 0:
+            continue
+        if m.get("tool_calls"):
+            head += "<|im_start|>assistant" + ("\n" + m["content"] if m.get("content") else "")
+            for c in m["tool_calls"]:
+                args = json.dumps(json.loads(c["function"]["arguments"]), ensure_ascii=False)
+                head += ('\n<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>' %
+                         (c["function"]["name"], args))
+            head += "<|im_end|>\n"
+        elif m["role"] == "tool":
+            head += ("<|im_start|>user\n<tool_response>\n" + m["content"] +
+                     "\n</tool_response><|im_end|>\n")
+        else:
+            head += "<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"])
+    return head + "<|im_start|>assistant\n"
+
+
+def check_tools(s):
+    """Tools reach the template (the built-in one lists them, Hermes style);
+    a reply without a call is plain content."""
+    msgs = [{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 22 C"}]
+    st, _, data = s.request("POST", "/apply-template", {"messages": msgs, "tools": TOOLS})
+    want = chatml_tools(msgs, TOOLS)
+    got = json.loads(data).get("prompt") if st == 200 else data
+    check(st == 200 and got == want, "the built-in template renders tools and a tool round trip:\n"
+          "%r\n  want %r" % (got, want))
+    st, _, data = s.request("POST", "/apply-template", {"messages": msgs[:2], "tools": []})
+    check(st == 200 and json.loads(data)["prompt"] == chatml(msgs[:2]),
+          "an empty tools list renders as no tools")
+    # the model holds 512 positions: a short tool and one user turn fit
+    tools = [{"type": "function", "function": {"name": "f"}}]
+    msgs = [{"role": "user", "content": "Hi"}]
+    want = chatml_tools(msgs, tools)
+    body = {"messages": msgs, "tools": tools, "max_tokens": 4, "temperature": 0,
+            "ignore_eos": True}
+    st, r = chat(s, body)
+    st2, r2 = chat(s, dict(body, tool_choice="none"))
+    m = r["choices"][0]["message"] if st == 200 else {}
+    check(st == 200 and "tool_calls" not in m and r["choices"][0]["finish_reason"] == "length" and
+          r["usage"]["prompt_tokens"] == len(want.encode()),
+          "a chat request with tools: the prompt lists them; a reply without calls is content")
+    check(st2 == 200 and r2["choices"][0]["message"]["content"] == m.get("content"),
+          "tool_choice none: the same prompt, the reply not parsed")
+
+
 def check_apply_template(s):
     """POST /apply-template gives the text a chat request encodes."""
     msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi \u00e9"}]
@@ -304,6 +389,7 @@ def main():
         check_prefix_cache(s)
         check_errors(s)
         check_apply_template(s)
+        check_tools(s)
     finally:
         rc = s.stop()
         check(rc == 0, "SIGTERM: the chat server exits 0 (rc=%s)" % rc)

@@ -139,11 +139,11 @@ async function main() {
         'chat stream: role delta first, content equal to the non-streamed message, usage chunk');
   let etools = null;
   try {
-    await client.chat.completions.create({ ...creq, tools: [{ type: 'function',
-      function: { name: 'f', parameters: { type: 'object', properties: {} } } }] });
+    await client.chat.completions.create({ ...creq, tool_choice: 'required', tools: [{
+      type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }] });
   } catch (e) { etools = e; }
-  check(etools instanceof OpenAI.BadRequestError && etools.param === 'tools',
-        'chat with tools -> BadRequestError naming tools (not supported yet)');
+  check(etools instanceof OpenAI.BadRequestError && etools.param === 'tool_choice',
+        'tool_choice required -> BadRequestError naming tool_choice (needs constrained sampling)');
 
   // errors come back as the library's error classes
   let e400 = null, e404 = null, e401 = null;
