@@ -154,6 +154,9 @@ static enum MHD_Result handle_models(srv_http *h, struct MHD_Connection *conn, c
         cJSON_AddNumberToObject(m, "vocab_size", h->c.cfg->vocab_size);
         if (h->c.chat) /* where chat requests' template comes from */
             cJSON_AddStringToObject(m, "chat_template", h->c.chat->source);
+        if (h->c.render)
+            cJSON_AddStringToObject(m, "tool_call_format",
+                                    srv_tool_format_name(h->c.render->tool_format));
     }
     if (one) {
         if (strcmp(one, h->c.model_name) != 0) {
