@@ -29,6 +29,7 @@ struct srv_tool_parser {
     int started;   /* llama3: the reply's first non-space text was content */
     int n_calls;   /* calls found so far */
     mhla_buf hold; /* text not yet given out */
+    mhla_buf gap;  /* the whitespace before an open call: content again if it is none */
 };
 
 static const char HERMES_OPEN[] = "<tool_call>", HERMES_CLOSE[] = "</tool_call>";
@@ -77,6 +78,7 @@ void srv_tool_parser_free(srv_tool_parser *tp)
     if (!tp)
         return;
     mhla_buf_free(&tp->hold);
+    mhla_buf_free(&tp->gap);
     free(tp);
 }
 
@@ -102,8 +104,17 @@ static cJSON *make_call(const char *name, const cJSON *args)
     return NULL;
 }
 
+/* A string that holds a JSON object (arguments some models write as text). */
+static int object_text(const char *s)
+{
+    cJSON *v = cJSON_Parse(s);
+    int ok = cJSON_IsObject(v);
+    cJSON_Delete(v);
+    return ok;
+}
+
 /* A call object as the model wrote it: a string "name" and, under
- * "arguments" or "parameters", an object (or a string). 0 not a call. */
+ * "arguments" or "parameters", an object (or a string holding one). 0 not a call. */
 static int call_shape(const cJSON *o, const char **name, const cJSON **args)
 {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "name");
@@ -111,7 +122,7 @@ static int call_shape(const cJSON *o, const char **name, const cJSON **args)
     if (!a)
         a = cJSON_GetObjectItemCaseSensitive(o, "parameters");
     if (!cJSON_IsObject(o) || !cJSON_IsString(n) || !n->valuestring[0] ||
-        (a && !cJSON_IsObject(a) && !cJSON_IsString(a)))
+        (a && !cJSON_IsObject(a) && !(cJSON_IsString(a) && object_text(a->valuestring))))
         return 0;
     *name = n->valuestring;
     *args = a;
@@ -192,6 +203,10 @@ static int named_args_call(const char *s, size_t len, cJSON *got, size_t *used)
     char name[256];
     if (!nlen || nlen >= sizeof name)
         return 0;
+    for (size_t k = 0; k < nlen; k++) /* a function name: letters, digits, _ - . */
+        if (!((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z') ||
+              (s[k] >= '0' && s[k] <= '9') || s[k] == '_' || s[k] == '-' || s[k] == '.'))
+            return 0;
     memcpy(name, s, nlen);
     name[nlen] = 0;
     cJSON *args = cJSON_ParseWithLengthOpts(a + alen, len - nlen - alen, &end, 0);
@@ -234,14 +249,15 @@ static size_t partial_marker(const char *s, size_t len, const char *marker)
     return 0;
 }
 
-/* Keeps s[from, len) as the new hold (s may point into the hold). */
-static int keep_from(srv_tool_parser *tp, const char *s, size_t len, size_t from)
+/* Keeps hold[from, len) as the hold, moved in place. */
+static int keep_from(srv_tool_parser *tp, size_t len, size_t from)
 {
-    mhla_buf rest = {0};
-    int rc = mhla_buf_put(&rest, s + from, len - from);
-    mhla_buf_free(&tp->hold);
-    tp->hold = rest;
-    return rc;
+    if (from > 0 && from < len)
+        memmove(tp->hold.p, tp->hold.p + from, len - from);
+    tp->hold.len = len - from;
+    if (tp->hold.p)
+        tp->hold.p[tp->hold.len] = 0;
+    return 0;
 }
 
 /* Content s[0, n), less its trailing whitespace when a call follows. */
@@ -250,6 +266,26 @@ static int give(mhla_buf *content, const char *s, size_t n, int call_follows)
     while (call_follows && n > 0 && is_space(s[n - 1]))
         n--;
     return n ? mhla_buf_put(content, s, n) : 0;
+}
+
+/* The text before a marker: content, its trailing whitespace kept aside
+ * until the call proves one (gap). */
+static int give_before_call(srv_tool_parser *tp, const char *s, size_t n, mhla_buf *content)
+{
+    size_t k = n;
+    while (k > 0 && is_space(s[k - 1]))
+        k--;
+    tp->gap.len = 0;
+    return give(content, s, k, 0) || mhla_buf_put(&tp->gap, s + k, n - k);
+}
+
+/* What was held for a call that is none: the gap, marker and body as written. */
+static int give_back(srv_tool_parser *tp, const char *marker, const char *body, size_t n,
+                     const char *closer, mhla_buf *content)
+{
+    return mhla_buf_put(content, tp->gap.p ? tp->gap.p : "", tp->gap.len) ||
+           mhla_buf_put(content, marker, strlen(marker)) || mhla_buf_put(content, body, n) ||
+           mhla_buf_put(content, closer, strlen(closer));
 }
 
 static int found(srv_tool_parser *tp, cJSON *calls, int rc)
@@ -266,9 +302,7 @@ static int hermes_call(srv_tool_parser *tp, const char *body, size_t n, int clos
     int rc = found(tp, calls, parse_calls(body, n, 0, 0, calls));
     if (rc)
         return rc < 0 ? -1 : 0;
-    return mhla_buf_put(content, HERMES_OPEN, strlen(HERMES_OPEN)) ||
-           mhla_buf_put(content, body, n) ||
-           (closed && mhla_buf_put(content, HERMES_CLOSE, strlen(HERMES_CLOSE)));
+    return give_back(tp, HERMES_OPEN, body, n, closed ? HERMES_CLOSE : "", content);
 }
 
 /* Content until the marker; TP_CALL/TP_TAIL from it on. s is hold + new text. */
@@ -279,12 +313,12 @@ static int scan_text(srv_tool_parser *tp, const char *s, size_t len, const char 
     if (m) {
         size_t at = (size_t)(m - s);
         tp->mode = tp->fmt == SRV_TOOLS_HERMES ? TP_CALL : TP_TAIL;
-        return give(content, s, at, 1) || keep_from(tp, s, len, at + strlen(marker));
+        return give_before_call(tp, s, at, content) || keep_from(tp, len, at + strlen(marker));
     }
     size_t held = partial_marker(s, len, marker), n = len - held;
     while (n > 0 && is_space(s[n - 1])) /* whitespace waits: a call may follow */
         n--;
-    return give(content, s, n, 0) || keep_from(tp, s, len, n);
+    return give(content, s, n, 0) || keep_from(tp, len, n);
 }
 
 /* llama3: a reply that opens with '{' or <|python_tag|> is held to the end. */
@@ -295,13 +329,13 @@ static int scan_start(srv_tool_parser *tp, const char *s, size_t len, mhla_buf *
         i++;
     size_t rest = len - i, tl = strlen(PYTHON_TAG);
     if (rest == 0 || (rest < tl && !memcmp(s + i, PYTHON_TAG, rest)))
-        return keep_from(tp, s, len, 0);
+        return keep_from(tp, len, 0);
     if (s[i] == '{' || (rest >= tl && !memcmp(s + i, PYTHON_TAG, tl))) {
-        tp->mode = TP_TAIL;
-        return keep_from(tp, s, len, i);
+        tp->mode = TP_TAIL; /* held whole, leading whitespace too: it may be content yet */
+        return 0;
     }
     tp->started = 1;
-    return mhla_buf_put(content, s, len) || keep_from(tp, s, len, len);
+    return mhla_buf_put(content, s, len) || keep_from(tp, len, len);
 }
 
 static int step(srv_tool_parser *tp, mhla_buf *content, cJSON *calls)
@@ -315,12 +349,12 @@ static int step(srv_tool_parser *tp, mhla_buf *content, cJSON *calls)
         size_t at = (size_t)(e - s);
         tp->mode = TP_TEXT;
         return hermes_call(tp, s, at, 1, content, calls) ||
-               keep_from(tp, s, len, at + strlen(HERMES_CLOSE));
+               keep_from(tp, len, at + strlen(HERMES_CLOSE));
     }
     if (tp->mode == TP_TAIL)
         return 0;
     if (tp->fmt == SRV_TOOLS_LLAMA3)
-        return tp->started ? mhla_buf_put(content, s, len) || keep_from(tp, s, len, len)
+        return tp->started ? mhla_buf_put(content, s, len) || keep_from(tp, len, len)
                            : scan_start(tp, s, len, content);
     return scan_text(tp, s, len, tp->fmt == SRV_TOOLS_HERMES ? HERMES_OPEN : MISTRAL_OPEN, content);
 }
@@ -330,16 +364,17 @@ int srv_tool_feed(srv_tool_parser *tp, const char *text, size_t len, mhla_buf *c
 {
     if (len && mhla_buf_put(&tp->hold, text, len))
         return -1;
-    for (;;) { /* a step may leave text another step takes (a second call) */
+    while (tp->hold.len > 0) { /* a step may leave text another step takes (a second call) */
         int mode = tp->mode;
         size_t before = tp->hold.len;
         if (step(tp, content, calls))
             return -1;
         if (tp->mode == mode && tp->hold.len == before)
             return 0;
-        if (tp->mode == TP_TAIL || tp->hold.len == 0)
+        if (tp->mode == TP_TAIL)
             return 0;
     }
+    return 0;
 }
 
 /* The end of a held tail: its calls, or all of it given back. */
@@ -349,7 +384,11 @@ static int finish_tail(srv_tool_parser *tp, mhla_buf *content, cJSON *calls)
     size_t len = tp->hold.len, tl = strlen(PYTHON_TAG);
     int rc;
     if (tp->fmt == SRV_TOOLS_LLAMA3) {
-        size_t skip = len >= tl && !memcmp(s, PYTHON_TAG, tl) ? tl : 0;
+        size_t skip = 0;
+        while (skip < len && is_space(s[skip]))
+            skip++;
+        if (len - skip >= tl && !memcmp(s + skip, PYTHON_TAG, tl))
+            skip += tl;
         rc = found(tp, calls, parse_calls(s + skip, len - skip, ';', 0, calls));
         return rc < 0 ? -1 : rc ? 0 : mhla_buf_put(content, s, len);
     }
@@ -361,8 +400,7 @@ static int finish_tail(srv_tool_parser *tp, mhla_buf *content, cJSON *calls)
     rc = found(tp, calls, rc);
     if (rc)
         return rc < 0 ? -1 : 0;
-    return mhla_buf_put(content, MISTRAL_OPEN, strlen(MISTRAL_OPEN)) ||
-           mhla_buf_put(content, s, len);
+    return give_back(tp, MISTRAL_OPEN, s, len, "", content);
 }
 
 int srv_tool_finish(srv_tool_parser *tp, mhla_buf *content, cJSON *calls)

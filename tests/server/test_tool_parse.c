@@ -97,7 +97,11 @@ static void hermes(void)
            "[" CALL("f", "{}") "]");
     /* not calls: given back as written */
     plain(H, "<tool_call>{not json}</tool_call>");
+    plain(H, "text \n <tool_call>{not json}</tool_call> \n");
+    splits(H, "a <tool_call>{\"name\":\"f\"}</tool_call> b <tool_call>x</tool_call>",
+           "a b <tool_call>x</tool_call>", "[" CALL("f", "{}") "]");
     plain(H, "<tool_call>{\"arguments\":{}}</tool_call>");
+    plain(H, "<tool_call>{\"name\":\"f\",\"arguments\":\"not json\"}</tool_call>");
     plain(H, "<tool_call>[1, 2]</tool_call> after");
     plain(H, "<tool_call>{\"name\":\"f\"");
     plain(H, "Plain text, a < sign, <tool and <tool_cal at the end: <tool_ca");
@@ -132,6 +136,7 @@ static void mistral(void)
     splits(M, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]b[ARGS]{}", "",
            "[" CALL("get_weather", "{\\\"city\\\":\\\"Paris\\\"}") "," CALL("b", "{}") "]");
     plain(M, "[TOOL_CALLS]not a call");
+    plain(M, "before \n[TOOL_CALLS][{\"name\": 1}]");
     plain(M, "[TOOL_CALLS][]");
     plain(M, "[TOOL_CALLS][{\"name\":\"a\",\"arguments\":{}}] trailing");
     plain(M, "text with [TOOL and [TOOL_CALL at its end [TOOL_CA");
