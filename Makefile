@@ -7,7 +7,7 @@ MODEL ?=
 # server's integration test, against the sanitized binaries. SANITIZE=0 skips it.
 SANITIZE ?= 1
 SANITIZE_BUILD ?= build-asan
-SANITIZE_TESTS ?= ^(engine[.](checkpoints|batch_independence[.].*|weight_dtype|context_limit|bad_checkpoints|sampler|step_choose|error_codes)|kvstate[.](churn|prefix_exact[.].*)|server[.]integration|client[.]unit|tokenizer[.](data|unit|agree[.].*)|fault[.].*)$$
+SANITIZE_TESTS ?= ^(engine[.](checkpoints|batch_independence[.].*|weight_dtype|context_limit|bad_checkpoints|sampler|step_choose|error_codes)|kvstate[.](churn|prefix_exact[.].*)|server[.](integration|tool_parse|chat_messages|tool_calls)|client[.]unit|tokenizer[.](data|unit|agree[.].*)|fault[.].*)$$
 SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 MHLA_TEST_TIME_FACTOR=2
 
