@@ -19,9 +19,9 @@ static int get_prompts(const cl_bench_args *a, cl_prompts *prompts, char *err)
 {
     const cl_bench_options *o = &a->run;
     int rc = a->prompts_path
-                 ? cl_prompts_load_jsonl(a->prompts_path, a->output.mean, prompts, err)
+                 ? cl_prompts_load_jsonl(a->prompts_path, a->output.mean, o->chat, prompts, err)
                  : cl_prompts_synthesize(&o->conn, &a->input, &a->output, (size_t)a->num_prompts,
-                                         o->rng_seed, prompts, err);
+                                         o->rng_seed, o->chat, prompts, err);
     if (rc == 0 && prompts->as_ids)
         fprintf(stderr,
                 "mhla-bench: %zu of %zu synthesized prompts are sent as token ids (their "

@@ -132,6 +132,13 @@ static const mhla_opt rows[] = {
     {WHOLE("seed", ARG(rng_seed), 0, 9007199254740992.0, "N"),
      .help = "random seed of prompt synthesis and arrivals (default 1)"},
     TEXT("request"),
+    {.name = "chat",
+     .kind = MHLA_OPT_FLAG,
+     .off = RUN(chat),
+     .help = "send each prompt as one user message to /v1/chat/completions\n"
+             "(measured from its chat.completion.chunk stream)"},
+    {STR("system", RUN(system), "TEXT"),
+     .help = "with --chat: a system message before every prompt"},
     {NUM("temperature", RUN(temperature), 0, 100, "T"),
      .help = "sampling temperature (default: the server's)"},
     {WHOLE("sampling-seed", ARG(sampling_seed), 0, 9007199254740992.0, "N"),
@@ -229,6 +236,10 @@ int cl_bench_parse_args(int argc, char **argv, cl_bench_args *a, char *err)
     }
     if (o->duration_s > 0 && o->requests > 0) {
         snprintf(err, CL_ERR_LEN, "--duration and --requests exclude each other");
+        return -1;
+    }
+    if (o->system && !o->chat) {
+        snprintf(err, CL_ERR_LEN, "--system needs --chat (a system message is a chat message)");
         return -1;
     }
     if (o->duration_s <= 0 && o->requests == 0)

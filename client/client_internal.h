@@ -74,7 +74,8 @@ typedef struct {
     double temperature; /* < 0: leave out */
     long long seed;     /* < 0: leave out */
     int ignore_eos, token_ids, usage;
-    int chat; /* /v1/chat/completions: the prompt (a string) is one user message */
+    int chat;           /* /v1/chat/completions: the prompt (a string) is one user message */
+    const char *system; /* chat: a system message before it, or NULL */
 } cl_req_params;
 
 /* Prepares r (zeroed by the caller or reused after cl_req_reset) to send one
@@ -114,9 +115,14 @@ typedef struct {
 
 int cl_parse_dist(const char *s, cl_dist *out);
 long cl_draw_len(const cl_len_spec *s, mhla_rng *r);
-int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts *out, char *err);
+/* text_only (chat, whose message content is a string): a line whose prompt is a
+ * token-id array is an error naming the line. */
+int cl_prompts_load_jsonl(const char *path, long default_max_tokens, int text_only, cl_prompts *out,
+                          char *err);
+/* text_only (chat): every prompt stays text, and its input_tokens is -1, since
+ * the server's chat template adds tokens the client cannot count. */
 int cl_prompts_synthesize(const cl_conn *c, const cl_len_spec *in, const cl_len_spec *out_len,
-                          size_t count, uint64_t seed, cl_prompts *out, char *err);
+                          size_t count, uint64_t seed, int text_only, cl_prompts *out, char *err);
 void cl_prompts_free(cl_prompts *p);
 
 /* ---- the load run (runner.c) ---- */
@@ -135,6 +141,8 @@ typedef struct {
     double temperature;
     long long seed;
     int ignore_eos, token_ids, usage;
+    int chat;           /* /v1/chat/completions, each prompt one user message */
+    const char *system; /* chat: the system message of every request, or NULL */
     double slo_ttft_ms, slo_tpot_ms, slo_e2e_ms; /* <= 0: no objective */
     int progress;                                /* live progress line on stderr */
     uint64_t rng_seed;

@@ -9,6 +9,9 @@
  * tokenized again to confirm the length. Where text does not round-trip to the
  * same count (a BPE merge across the cut), the prompt is sent as the id array
  * instead, which the completions API accepts and which is exact by definition.
+ * For --chat the prompt stays text (a message's content is a string) and the
+ * input length is left to the usage chunk: the server's chat template wraps
+ * the message in tokens of its own.
  */
 #include "client_internal.h"
 
@@ -60,9 +63,10 @@ static int push(cl_prompts *ps, char *json, long max_tokens, long in_tokens)
     return 0;
 }
 
-/* One non-blank line of a JSONL file: {"prompt": string or array, "max_tokens"?}. */
+/* One non-blank line of a JSONL file: {"prompt": string or array, "max_tokens"?};
+ * text_only: the prompt must be a string. */
 static int jsonl_line(const char *line, const char *path, long lineno, long default_max_tokens,
-                      cl_prompts *out, char *err)
+                      int text_only, cl_prompts *out, char *err)
 {
     cJSON *o = cJSON_Parse(line);
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
@@ -72,6 +76,12 @@ static int jsonl_line(const char *line, const char *path, long lineno, long defa
         snprintf(err, CL_ERR_LEN,
                  "%s:%ld: expected a JSON object with a string or array "
                  "\"prompt\"",
+                 path, lineno);
+        rc = -1;
+    } else if (text_only && !cJSON_IsString(pr)) {
+        snprintf(err, CL_ERR_LEN,
+                 "%s:%ld: --chat sends each prompt as a message's text, and this \"prompt\" "
+                 "is an array",
                  path, lineno);
         rc = -1;
     } else if (mt && !(cJSON_IsNumber(mt) && mt->valuedouble >= 1)) {
@@ -93,7 +103,8 @@ static int jsonl_line(const char *line, const char *path, long lineno, long defa
     return rc;
 }
 
-int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts *out, char *err)
+int cl_prompts_load_jsonl(const char *path, long default_max_tokens, int text_only, cl_prompts *out,
+                          char *err)
 {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "r");
@@ -109,7 +120,7 @@ int cl_prompts_load_jsonl(const char *path, long default_max_tokens, cl_prompts 
     while (rc == 0 && (n = getline(&line, &cap, f)) >= 0) {
         lineno++;
         if (strspn(line, " \t\r\n") < (size_t)n) /* else a blank line */
-            rc = jsonl_line(line, path, lineno, default_max_tokens, out, err);
+            rc = jsonl_line(line, path, lineno, default_max_tokens, text_only, out, err);
     }
     free(line);
     if (rc == 0 && ferror(f)) {
@@ -221,9 +232,11 @@ static const cJSON *long_enough(const cl_conn *c, mhla_rng *rng, long len, doubl
 }
 
 /* One prompt of exactly len tokens, as a JSON value: the text of the first
- * len ids when it tokenizes back to len ids, else the ids (*as_ids). */
+ * len ids when it tokenizes back to len ids, else the ids (*as_ids). text_only:
+ * that text without the check, since a chat message's content must be text and
+ * the chat template's tokens make the length inexact anyway. */
 static char *one_prompt(const cl_conn *c, mhla_rng *rng, long len, double chars_per_token,
-                        int *as_ids, char *err)
+                        int text_only, int *as_ids, char *err)
 {
     mhla_buf text = {0};
     cJSON *h1 = NULL, *h2 = NULL, *h3 = NULL, *ids = NULL;
@@ -240,7 +253,10 @@ static char *one_prompt(const cl_conn *c, mhla_rng *rng, long len, double chars_
         if (h2 && !cJSON_IsString(back))
             snprintf(err, CL_ERR_LEN, "/detokenize answered without a \"prompt\" string");
     }
-    if (cJSON_IsString(back) && (again = tokenize(c, back->valuestring, &h3, err))) {
+    if (cJSON_IsString(back) && text_only) {
+        if (!(json = cJSON_PrintUnformatted(back)))
+            snprintf(err, CL_ERR_LEN, "out of memory synthesizing a prompt");
+    } else if (cJSON_IsString(back) && (again = tokenize(c, back->valuestring, &h3, err))) {
         *as_ids = cJSON_GetArraySize(again) != len;
         json = cJSON_PrintUnformatted(*as_ids ? ids : back);
         if (!json)
@@ -255,7 +271,7 @@ static char *one_prompt(const cl_conn *c, mhla_rng *rng, long len, double chars_
 }
 
 int cl_prompts_synthesize(const cl_conn *c, const cl_len_spec *in, const cl_len_spec *out_len,
-                          size_t count, uint64_t seed, cl_prompts *out, char *err)
+                          size_t count, uint64_t seed, int text_only, cl_prompts *out, char *err)
 {
     memset(out, 0, sizeof *out);
     mhla_rng rng;
@@ -279,8 +295,8 @@ int cl_prompts_synthesize(const cl_conn *c, const cl_len_spec *in, const cl_len_
     for (size_t i = 0; i < count; i++) {
         long len = cl_draw_len(in, &rng), max_tokens = cl_draw_len(out_len, &rng);
         int as_ids = 0;
-        char *json = one_prompt(c, &rng, len, cpt, &as_ids, err);
-        if (!json || push(out, json, max_tokens, len)) {
+        char *json = one_prompt(c, &rng, len, cpt, text_only, &as_ids, err);
+        if (!json || push(out, json, max_tokens, text_only ? -1 : len)) {
             if (json) {
                 free(json);
                 snprintf(err, CL_ERR_LEN, "out of memory synthesizing prompts");

@@ -156,18 +156,14 @@ int cl_write_samples(const char *path, const cl_bench_options *o, const cl_level
     return 0;
 }
 
-int cl_write_json(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
-                  char *err)
+/* What the run was: target, endpoint, load and objectives. */
+static void run_json(cJSON *root, const cl_bench_options *o)
 {
-    cJSON *root = cJSON_CreateObject();
-    if (!root) {
-        snprintf(err, CL_ERR_LEN, "out of memory writing %s", path);
-        return -1;
-    }
     cJSON_AddStringToObject(root, "tool", "mhla-bench");
     cJSON_AddStringToObject(root, "url", o->conn.url);
     if (o->conn.model)
         cJSON_AddStringToObject(root, "model", o->conn.model);
+    cJSON_AddStringToObject(root, "endpoint", o->chat ? "/v1/chat/completions" : "/v1/completions");
     cJSON_AddStringToObject(root, "mode", o->open_loop ? "rate" : "concurrency");
     if (o->open_loop)
         cJSON_AddStringToObject(root, "arrivals", o->poisson ? "poisson" : "constant");
@@ -184,6 +180,17 @@ int cl_write_json(const char *path, const cl_bench_options *o, const cl_level_re
         cJSON_AddNumberToObject(slo, "tpot", o->slo_tpot_ms);
     if (slo && o->slo_e2e_ms > 0)
         cJSON_AddNumberToObject(slo, "e2e", o->slo_e2e_ms);
+}
+
+int cl_write_json(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
+                  char *err)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root) {
+        snprintf(err, CL_ERR_LEN, "out of memory writing %s", path);
+        return -1;
+    }
+    run_json(root, o);
     cJSON *levels = cJSON_AddArrayToObject(root, "levels");
     for (size_t i = 0; levels && i < n; i++)
         cJSON_AddItemToArray(levels, level_json(&r[i]));

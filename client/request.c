@@ -8,6 +8,9 @@
  * When a chunk carries k > 1 tokens, the gap since the previous chunk is
  * split evenly over them, so inter-token latency is per token, not per chunk.
  * The usage chunk, when the server sends it, gives the final token counts.
+ * Chat streams (chat.completion.chunk) are measured the same way from
+ * delta.content: the first chunk, which carries only the assistant's role,
+ * has no text and no ids, so it is not a token and does not end the TTFT.
  */
 #include "client_internal.h"
 
@@ -124,7 +127,26 @@ static int add_header(struct curl_slist **h, const char *s)
     return 0;
 }
 
-/* The prompt as the body's "prompt", or (chat) as one user message; 0 on success. */
+/* Appends {"role": role, "content": content} to msgs; content is owned: freed when
+ * it cannot be added. 0 on success. */
+static int add_message(cJSON *msgs, const char *role, cJSON *content)
+{
+    cJSON *m = cJSON_CreateObject();
+    int ok = m && content && cJSON_AddStringToObject(m, "role", role);
+    if (!ok || !cJSON_AddItemToObject(m, "content", content)) {
+        cJSON_Delete(content);
+        cJSON_Delete(m);
+        return -1;
+    }
+    if (!cJSON_AddItemToArray(msgs, m)) {
+        cJSON_Delete(m);
+        return -1;
+    }
+    return 0;
+}
+
+/* The prompt as the body's "prompt", or (chat) as one user message after the
+ * system message, when there is one; 0 on success. */
 static int add_prompt(cJSON *o, const cl_req_params *p)
 {
     cJSON *prompt = cJSON_Parse(p->prompt_json);
@@ -134,16 +156,12 @@ static int add_prompt(cJSON *o, const cl_req_params *p)
     }
     if (!p->chat)
         return cJSON_AddItemToObject(o, "prompt", prompt) ? 0 : (cJSON_Delete(prompt), -1);
-    cJSON *msgs = cJSON_AddArrayToObject(o, "messages"), *m = cJSON_CreateObject();
-    int ok = msgs && m && cJSON_AddStringToObject(m, "role", "user") &&
-             cJSON_AddItemToObject(m, "content", prompt);
-    if (ok)
-        prompt = NULL;
-    ok = ok && cJSON_AddItemToArray(msgs, m);
-    cJSON_Delete(prompt);
-    if (!ok)
-        cJSON_Delete(m);
-    return ok ? 0 : -1;
+    cJSON *msgs = cJSON_AddArrayToObject(o, "messages");
+    if (!msgs || (p->system && add_message(msgs, "system", cJSON_CreateString(p->system)))) {
+        cJSON_Delete(prompt);
+        return -1;
+    }
+    return add_message(msgs, "user", prompt);
 }
 
 static char *build_body(const cl_conn *c, const cl_req_params *p)
@@ -200,8 +218,8 @@ int cl_req_setup(cl_req *r, const cl_conn *c, const cl_req_params *p, char *err)
         mhla_buf_free(&url);
         mhla_buf_free(&auth);
         snprintf(err, CL_ERR_LEN,
-                 "out of memory preparing a request (or a prompt that is not "
-                 "JSON)");
+                 "out of memory preparing a request (or a prompt that is not JSON, "
+                 "or for chat not a string)");
         return -1;
     }
     CURL *e = r->easy;

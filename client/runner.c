@@ -312,7 +312,9 @@ static int level_setup(run_state *st, const cl_bench_options *o, double level, c
                                  .seed = o->seed,
                                  .ignore_eos = o->ignore_eos,
                                  .token_ids = o->token_ids,
-                                 .usage = o->usage};
+                                 .usage = o->usage,
+                                 .chat = o->chat,
+                                 .system = o->system};
     st->t0 = st->next_arrival = mhla_now();
     st->warm_end = st->t0 + o->warmup_s;
     st->total = o->duration_s > 0 ? LONG_MAX : o->warmup_requests + o->requests;

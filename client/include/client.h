@@ -1,8 +1,8 @@
 /*
  * client.h — the public API of mhla-serve's bundled clients (docs/architecture.md, The modules):
  * mhla-bench, the load generator, and mhla-cli, which streams one completion to
- * the terminal. Both speak the OpenAI completions protocol over libcurl, so
- * they work against any compatible server.
+ * the terminal. Both speak the OpenAI completions protocol (chat completions
+ * with --chat) over libcurl, so they work against any compatible server.
  *
  * Exposed here are the two entry points and the two pieces that are worth
  * testing on their own: the latency statistics (percentiles) and the

@@ -16,6 +16,13 @@ do not accumulate. The server records the arrival time of every request, and
 GET /arrivals returns them (seconds, time.monotonic()); take_log() gives the send time
 of every chunk, i.e. what the server actually did when a busy machine made it late.
 Token text is "t<k> ".
+POST /v1/chat/completions is served too: the program is then the content of the last
+user message, and the stream is chat.completion.chunk events: a first chunk with only
+the assistant's role (sent on arrival, before the programmed TTFT; with token_ids [] when
+asked, as mhla-server does), one delta.content chunk per programmed chunk, and an empty
+delta with the finish_reason. A chat body without a list of {role, content} messages, or
+with "prompt", is answered 400; so is a completions body with "messages". take_log()
+records each request's path and body.
 /tokenize and /detokenize map bytes to ids (byte b = id b) like mhla-server's stand-in.
 """
 import http.server
@@ -86,6 +93,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             self.chunk(b"data: " + payload.encode() + b"\n\n", False)
 
+    def bad_request(self, msg):
+        return self.send_json(400, {"error": {"message": msg, "type": "invalid_request_error",
+                                              "param": None, "code": None}})
+
+    def body_error(self, body):
+        """Why body does not fit the path's shape, or None."""
+        if self.path == "/v1/completions":
+            return "'messages' belongs to /v1/chat/completions" if "messages" in body else None
+        msgs = body.get("messages")
+        if "prompt" in body:
+            return "'prompt' belongs to /v1/completions"
+        if not isinstance(msgs, list) or not msgs or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and
+                isinstance(m.get("content"), str) for m in msgs):
+            return "'messages' must be a non-empty list of {role, content} objects"
+        return None
+
+    def event_obj(self, chat, delta_or_text, finish, ids):
+        """One stream chunk of either shape; ids None: no token_ids field."""
+        choice = {"index": 0, "logprobs": None, "finish_reason": finish}
+        if chat:
+            choice["delta"] = delta_or_text
+        else:
+            choice["text"] = delta_or_text
+        if ids is not None:
+            choice["token_ids"] = ids
+        return {"id": "cmpl-fake", "object": "chat.completion.chunk" if chat else
+                "text_completion", "created": 0, "model": "fake", "choices": [choice]}
+
     def do_POST(self):
         t0 = time.monotonic()
         length = int(self.headers.get("Content-Length", "0"))
@@ -97,14 +133,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
             ids = body.get("tokens", [])
             text = bytes(i for i in ids if 0 < i < 256).decode("utf-8", "replace")
             return self.send_json(200, {"prompt": text})
-        if self.path != "/v1/completions":
+        if self.path not in ("/v1/completions", "/v1/chat/completions"):
             return self.send_json(404, {"error": {"message": "not found"}})
+        chat = self.path == "/v1/chat/completions"
         with self.server.lock:
             self.server.arrivals.append(t0)
-        p = program(body.get("prompt"))
-        rec = {"t0": t0, "program": p, "sends": [], "done": None}
+        why = self.body_error(body)
+        users = [] if why or not chat else [m["content"] for m in body["messages"]
+                                             if m["role"] == "user"]
+        p = program(users[-1] if users else body.get("prompt"))
+        rec = {"t0": t0, "program": p, "sends": [], "done": None, "path": self.path,
+               "body": body}
         with self.server.lock:
             self.server.log.append(rec)
+        if why:
+            return self.bad_request(why)
         if p["status"] != 200:
             return self.send_json(p["status"], {"error": {
                 "message": "programmed failure %d" % p["status"], "type": "test",
@@ -116,41 +159,47 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         self.wfile.flush()
-        n, k = p["n"], p["per_chunk"]
-        sent = 0
-        step = 0
-        while sent < n:
-            # chunk `step` carries k tokens: the programmed per-token gap is itl
-            due = t0 + (p["ttft"] + step * k * p["itl"]) / 1000.0
-            delay = due - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            m = min(k, n - sent)
-            choice = {"index": 0, "text": "".join("t%d " % (sent + j) for j in range(m)),
-                      "logprobs": None, "finish_reason": None}
-            if want_ids:
-                choice["token_ids"] = list(range(sent, sent + m))
-            self.event({"id": "cmpl-fake", "object": "text_completion", "created": 0,
-                        "model": "fake", "choices": [choice]}, p["split"])
-            rec["sends"].append((time.monotonic(), m))
-            sent += m
-            step += 1
-            if p["drop"] >= 0 and sent >= p["drop"]:
-                self.close_connection = True
-                self.wfile.flush()
-                return  # no terminating chunk: the client sees a broken transfer
-        self.event({"id": "cmpl-fake", "object": "text_completion", "created": 0, "model": "fake",
-                    "choices": [{"index": 0, "text": "", "logprobs": None,
-                                 "finish_reason": "length"}]}, p["split"])
+        if chat:  # the role alone, at once: no token, so it must not end the TTFT
+            self.event(self.event_obj(True, {"role": "assistant", "content": ""}, None,
+                                      [] if want_ids else None), p["split"])
+        if not self.stream_tokens(p, rec, chat, want_ids):
+            return  # dropped: no terminating chunk, the client sees a broken transfer
+        self.event(self.event_obj(chat, {} if chat else "", "length", None), p["split"])
         if usage:
-            self.event({"id": "cmpl-fake", "object": "text_completion", "created": 0,
-                        "model": "fake", "choices": [],
+            n = p["n"]
+            self.event({"id": "cmpl-fake", "object": "chat.completion.chunk" if chat else
+                        "text_completion", "created": 0, "model": "fake", "choices": [],
                         "usage": {"prompt_tokens": 5, "completion_tokens": n,
                                   "total_tokens": n + 5}}, p["split"])
         self.event("[DONE]", p["split"])
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         rec["done"] = time.monotonic()
+
+    def stream_tokens(self, p, rec, chat, want_ids):
+        """Sends the programmed tokens; False when the program dropped the connection."""
+        n, k = p["n"], p["per_chunk"]
+        sent = 0
+        step = 0
+        while sent < n:
+            # chunk `step` carries k tokens: the programmed per-token gap is itl
+            due = rec["t0"] + (p["ttft"] + step * k * p["itl"]) / 1000.0
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            m = min(k, n - sent)
+            text = "".join("t%d " % (sent + j) for j in range(m))
+            self.event(self.event_obj(chat, {"content": text} if chat else text, None,
+                                      list(range(sent, sent + m)) if want_ids else None),
+                       p["split"])
+            rec["sends"].append((time.monotonic(), m))
+            sent += m
+            step += 1
+            if p["drop"] >= 0 and sent >= p["drop"]:
+                self.close_connection = True
+                self.wfile.flush()
+                return False
+        return True
 
 
 class FakeServer(socketserver.ThreadingMixIn, http.server.HTTPServer):

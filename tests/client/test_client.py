@@ -6,11 +6,13 @@ schedule, and checks that the measured TTFT, inter-token latency, TPOT,
 end-to-end latency and throughput are within 5% of the programmed values, that
 percentiles and goodput match a programmed distribution, that open-loop arrivals
 follow the requested rate, that warm-up requests are left out, that failures are
-counted by kind, and that split/CRLF event streams parse.
+counted by kind, and that split/CRLF event streams parse; with --chat, that the
+requests go to /v1/chat/completions with the right messages and that the
+chat.completion.chunk stream (its role-only first chunk no token) gives the same figures.
 
 Part 2 starts build/bin/mhla-server on a free loopback port (default demo model)
-and checks exact synthesized prompt lengths, mhla-cli, and a 20-second run with
-zero failed requests and a JSON result that parses. Servers are always killed.
+and checks exact synthesized prompt lengths, mhla-cli (and --chat), a --chat bench run,
+and a 20-second run with zero failed requests and a JSON result that parses. Servers are always killed.
 """
 import argparse
 import json
@@ -356,12 +358,94 @@ def fake_tests(c):
         # 12. usage errors name the flag
         for bad, word in ((["--concurrency", "2", "--rate", "3"], "exclude"),
                           (["--rate", "x"], "--rate"), (["--arrivals", "burst"], "--arrivals"),
-                          (["--frobnicate", "1"], "unknown option")):
+                          (["--frobnicate", "1"], "unknown option"),
+                          (["--system", "be brief"], "--system needs --chat")):
             p = subprocess.run([c.bench] + bad, capture_output=True, text=True, timeout=30)
             check(p.returncode == 2 and word in p.stderr and "mhla-bench: error:" in p.stderr,
                   "usage error %s names the cause" % " ".join(bad))
+
+        # 13. --chat: the body and path of a chat request, and figures from its chunks
+        chat_tests(c, fake)
     finally:
         fake.stop()
+
+
+def check_chat_bodies(log, prompt, system, usage, max_tokens):
+    """Every request of log went to /v1/chat/completions as the messages [system?, user]."""
+    want = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": prompt}]
+    paths = sorted(set(x["path"] for x in log))
+    check(paths == ["/v1/chat/completions"], "--chat posts to /v1/chat/completions (%s)" % paths)
+    bodies = [x["body"] for x in log]
+    check(bool(bodies) and all(b.get("messages") == want for b in bodies),
+          "--chat%s sends messages %s (first body: %s)"
+          % (" --system" if system else "", json.dumps(want),
+             json.dumps(bodies[0]) if bodies else None))
+    check(all("prompt" not in b and b.get("stream") is True and b.get("max_tokens") == max_tokens
+              for b in bodies), "--chat bodies stream, with max_tokens and without 'prompt'")
+    inc = [bool((b.get("stream_options") or {}).get("include_usage")) for b in bodies]
+    check(all(x == usage for x in inc), "--chat asks for the usage chunk: %s (%s)" % (usage, inc))
+
+
+def chat_tests(c, fake):
+    """mhla-bench --chat against the fake server's chat.completion.chunk stream, whose first
+    chunk (the role alone) arrives at once: counted as a token it would make the TTFT about
+    0 and add a token and an ITL sample per request."""
+    prompt = "ttft=250 itl=25 n=6"
+
+    def chat_timing():
+        prompts = c.jsonl([{"prompt": prompt, "max_tokens": 6}])
+        fake.take_log()
+        rc, out, err, r = c.run(fake.url, "--chat", "--system", "be brief", "--prompts", prompts,
+                                "--concurrency", 2, "--requests", 6, "--warmup-requests", 2)
+        log = fake.take_log()
+        if not check(rc == 0 and r is not None, "--chat run exits 0 with JSON (%s)"
+                     % err.strip()):
+            return
+        check_chat_bodies(log, prompt, "be brief", True, 6)
+        check(r.get("endpoint") == "/v1/chat/completions", "JSON names the chat endpoint")
+        lv, act = r["levels"][0], actual(log[2:])
+        check(lv["completed"] == 6 and lv["output_tokens"] == 36,
+              "--chat: 6 completed, 36 output tokens (%d, %d)"
+              % (lv["completed"], lv["output_tokens"]))
+        check(lv["itl_ms"]["n"] == 6 * 5, "--chat: ITL samples %d == 30 (the role chunk is no "
+              "token)" % lv["itl_ms"]["n"])
+        for fig, prog in (("ttft", 250.0), ("itl", 25.0), ("tpot", 25.0)):
+            check_fig(lv[fig + "_ms"]["mean"], act[fig]["mean"], prog, "--chat %s mean (ms)" % fig)
+    timed("chat_timing", chat_timing)
+
+    # tokens counted from the content chunks alone (no usage chunk, no token_ids)
+    prompts = c.jsonl([{"prompt": "ttft=20 itl=5 n=7 split=1", "max_tokens": 7}])
+    fake.take_log()
+    rc, out, err, r = c.run(fake.url, "--chat", "--prompts", prompts, "--concurrency", 2,
+                            "--requests", 4, "--no-usage", "--no-token-ids")
+    log = fake.take_log()
+    if check(rc == 0 and r is not None, "--chat --no-usage --no-token-ids exits 0"):
+        check_chat_bodies(log, "ttft=20 itl=5 n=7 split=1", None, False, 7)
+        lv = r["levels"][0]
+        check(lv["completed"] == 4 and lv["output_tokens"] == 28,
+              "--chat: 28 tokens counted from content chunks (%d)" % lv["output_tokens"])
+
+    # a token-id prompt cannot be a message's content: an error naming the line
+    prompts = c.jsonl([{"prompt": "ttft=5 n=2"}, {"prompt": [1, 2, 3]}])
+    rc, out, err, r = c.run(fake.url, "--chat", "--prompts", prompts, "--requests", 2)
+    check(rc == 1 and ":2:" in err and "--chat" in err,
+          "--chat refuses a token-id prompt, naming its line (%r)" % err.strip())
+
+    # synthesized prompts stay text under --chat
+    fake.take_log()
+    rc, out, err, r = c.run(fake.url, "--chat", "--input-len", 40, "--output-len", 3,
+                            "--num-prompts", 2, "--requests", 2)
+    contents = [x["body"].get("messages", [{}])[-1].get("content") for x in fake.take_log()]
+    check(rc == 0 and len(contents) == 2 and all(isinstance(t, str) and len(t) == 40
+                                                 for t in contents),
+          "--chat sends synthesized prompts as 40-byte text (%s)" % contents)
+
+    # mhla-cli --chat over the same stream: the role chunk writes nothing
+    p = subprocess.run([c.cli, "--url", fake.url, "--chat", "--stats", "ttft=20 itl=5 n=4"],
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout == "t0 t1 t2 t3 \n" and "4 tokens" in p.stderr,
+          "mhla-cli --chat prints the streamed content (%r, %r)" % (p.stdout, p.stderr.strip()))
 
 
 def start_server(binary, work, extra):
@@ -400,6 +484,7 @@ def server_tests(c, a):
                            text=True, timeout=60)
         check(p.returncode == 0 and "12 tokens" in p.stderr and p.stdout.strip(),
               "mhla-cli --chat streams 12 tokens of an assistant message (%s)" % p.stderr.strip())
+        server_chat(c, url)
 
         # the 20-second run: zero failed requests, a JSON result that parses
         t = time.time()
@@ -422,6 +507,27 @@ def server_tests(c, a):
                       for k in ("mean", "p50", "p90", "p99", "max")), "JSON has every figure")
     finally:
         stop(proc, 20)
+
+
+def server_chat(c, url):
+    """mhla-bench --chat against mhla-server: every request completes, the outputs are
+    exact (ignore_eos), and the input tokens, from the usage chunk, include what the chat
+    template and the system message add to the 32-token synthesized prompts."""
+    rc, out, err, r = c.run(url, "--chat", "--system", "Answer briefly.", "--concurrency", 4,
+                            "--requests", 12, "--input-len", 32, "--output-len", 16,
+                            "--num-prompts", 4)
+    if check(rc == 0 and r is not None, "mhla-server: --chat run exits 0 (%s)" % err.strip()):
+        lv = r["levels"][0]
+        check(lv["completed"] == 12 and lv["failed"] == 0 and lv["output_tokens"] == 12 * 16,
+              "--chat: 12 completed, 0 failed, 16 output tokens each (%d, %d, %d)"
+              % (lv["completed"], lv["failed"], lv["output_tokens"]))
+        check(lv["input_tokens"] > 12 * 32, "--chat: input tokens from the usage chunk include "
+              "the template's (%d > %d)" % (lv["input_tokens"], 12 * 32))
+        # a chunk may carry several tokens (text held back until it is whole UTF-8), and
+        # those of a first chunk have no gap before them: at most 15 ITL samples each
+        check(lv["ttft_ms"]["n"] == 12 and 0 < lv["itl_ms"]["n"] <= 12 * 15,
+              "--chat: one TTFT per request, at most 15 ITL samples each (%d, %d)"
+              % (lv["ttft_ms"]["n"], lv["itl_ms"]["n"]))
 
 
 def main():
