@@ -421,6 +421,7 @@ typedef struct srv_req {
     srv_errcode err_code;
     char err[512];
     long prompt_tokens, completion_tokens; /* under mu */
+    long cached_tokens; /* under mu: prompt tokens the state pool served (set at admission) */
     char **echo;        /* p.n_prompts decoded prompts when p.echo, set before submission */
 
     struct srv_req *next; /* scheduler queue link */
