@@ -91,7 +91,12 @@ static int add_tool_call(const cJSON *tc, int i, int k, cJSON *calls, srv_error 
     snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function", i, k);
     if (!cJSON_IsObject(tc) || !cJSON_IsObject(fn) || !cJSON_IsString(name))
         return refuse(e, param, "a tool call needs a function with a string '%s'", "name");
-    cJSON *parsed = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+    int oom = 0;
+    cJSON *parsed = cJSON_IsString(args)
+                        ? srv_json_parse(args->valuestring, strlen(args->valuestring), NULL, &oom)
+                        : NULL;
+    if (oom)
+        return nomem(e);
     if (args && !cJSON_IsNull(args) && !parsed) {
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.arguments", i, k);
         return refuse(e, param, "'%s' must be a string holding JSON", "arguments");
@@ -101,8 +106,9 @@ static int add_tool_call(const cJSON *tc, int i, int k, cJSON *calls, srv_error 
              (!cJSON_IsString(id) || cJSON_AddStringToObject(call, "id", id->valuestring)) &&
              cJSON_AddStringToObject(f, "name", name->valuestring);
     if (ok && parsed) {
-        cJSON_AddItemToObject(f, "arguments", parsed);
-        parsed = NULL;
+        ok = cJSON_AddItemToObject(f, "arguments", parsed);
+        if (ok)
+            parsed = NULL;
     }
     ok = ok && cJSON_AddItemToObject(call, "function", f);
     if (ok)
@@ -172,12 +178,14 @@ static cJSON *one_message(const cJSON *m, int i, srv_error *e)
     }
     int assistant = !strcmp(roles[r], "assistant"), tool = !strcmp(roles[r], "tool");
     cJSON *out = cJSON_CreateObject();
-    if (!out || !cJSON_AddStringToObject(out, "role", roles[r]) ||
-        add_content(m, i, assistant, out, e) || add_string(m, i, "name", 0, out, e) ||
+    if (!out || !cJSON_AddStringToObject(out, "role", roles[r])) {
+        nomem(e);
+        cJSON_Delete(out);
+        return NULL;
+    }
+    if (add_content(m, i, assistant, out, e) || add_string(m, i, "name", 0, out, e) ||
         (assistant && add_tool_calls(m, i, out, e)) ||
         (tool && add_string(m, i, "tool_call_id", 1, out, e))) {
-        if (!out)
-            nomem(e);
         cJSON_Delete(out);
         return NULL;
     }

@@ -28,17 +28,21 @@ static int special_text(const cJSON *root, const char *name, char **out)
     return *out ? 0 : -1;
 }
 
-/* bos and eos from model_dir/tokenizer_config.json; "" without one. */
+/* bos and eos from model_dir/tokenizer_config.json; "" without one (or
+ * with one that cannot be read: chat_template.c reports that). Running out
+ * of memory is an error: it must not turn into empty special tokens. */
 static int load_specials(srv_chat_render *cr, const char *model_dir, char *err, size_t errlen)
 {
     char path[4096], msg[256], *text = NULL;
     size_t len = 0;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir ? model_dir : ".");
     cJSON *root = NULL;
-    if (mhla_read_file(path, MAX_CONFIG_BYTES, &text, &len, msg, sizeof msg) == 0)
-        root = cJSON_ParseWithLength(text, len);
+    int rd = mhla_read_file(path, MAX_CONFIG_BYTES, &text, &len, msg, sizeof msg), oom = 0;
+    if (rd == 0)
+        root = srv_json_parse(text, len, NULL, &oom);
     free(text);
-    int rc = special_text(root, "bos_token", &cr->bos) || special_text(root, "eos_token", &cr->eos);
+    int rc = rd == MHLA_READ_NOMEM || oom || special_text(root, "bos_token", &cr->bos) ||
+             special_text(root, "eos_token", &cr->eos);
     cJSON_Delete(root);
     if (rc)
         snprintf(err, errlen, "out of memory for the chat template's special tokens");
@@ -88,6 +92,16 @@ void srv_chat_render_free(srv_chat_render *cr)
     memset(cr, 0, sizeof *cr);
 }
 
+/* cJSON_AddItemToObject, item deleted when it was not added (the key's copy
+ * failed, or item is NULL from a failed copy itself). */
+static int add_owned(cJSON *obj, const char *key, cJSON *item)
+{
+    if (item && cJSON_AddItemToObject(obj, key, item))
+        return 1;
+    cJSON_Delete(item);
+    return 0;
+}
+
 /* The template's variables: kwargs' keys, then the server's (which win,
  * save add_generation_prompt, which a client may turn off). NULL when out
  * of memory; messages is consumed either way. */
@@ -100,13 +114,13 @@ static cJSON *context(const srv_chat_render *cr, cJSON *messages, const cJSON *t
         cJSON_Delete(messages);
         return NULL;
     }
-    int ok = !tools || cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(tools, 1));
+    int ok = !tools || add_owned(ctx, "tools", cJSON_Duplicate(tools, 1));
     const cJSON *kw;
     cJSON_ArrayForEach(kw, kwargs)
     {
         if (strcmp(kw->string, "messages") && strcmp(kw->string, "bos_token") &&
             strcmp(kw->string, "eos_token") && !cJSON_GetObjectItemCaseSensitive(ctx, kw->string))
-            ok &= cJSON_AddItemToObject(ctx, kw->string, cJSON_Duplicate(kw, 1));
+            ok &= add_owned(ctx, kw->string, cJSON_Duplicate(kw, 1));
     }
     if (!cJSON_GetObjectItemCaseSensitive(ctx, "add_generation_prompt"))
         ok &= cJSON_AddBoolToObject(ctx, "add_generation_prompt", 1) != NULL;

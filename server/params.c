@@ -86,7 +86,12 @@ cJSON *srv_json_parse_body(const char *body, size_t len, srv_error *e)
         return NULL;
     }
     const char *where = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &where, 0);
+    int nomem;
+    cJSON *root = srv_json_parse(body, len, &where, &nomem);
+    if (!root && nomem) {
+        srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory reading the request body");
+        return NULL;
+    }
     if (!root) {
         long off = where && where >= body && where <= body + len ? (long)(where - body) : -1;
         BAD(NULL, "the request body is not valid JSON (error near byte %ld)", off);

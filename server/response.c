@@ -36,6 +36,10 @@ static cJSON *usage(const srv_req *r)
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)r->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)r->completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(r->prompt_tokens + r->completion_tokens));
+    /* OpenAI's shape: the prompt tokens not recomputed (prefix cache, resume) */
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    if (d)
+        cJSON_AddNumberToObject(d, "cached_tokens", (double)r->cached_tokens);
     return u;
 }
 

@@ -226,6 +226,9 @@ static int admit_seqs(srv_sched *s, srv_req *r, mhla_error *e)
         g++;
     if (g == r->p.n_prompts) {
         srv_metrics_tokens(matched, 0); /* prompt tokens served by the cache */
+        srv_req_lock(r);
+        r->cached_tokens = matched; /* the usage's prompt_tokens_details */
+        srv_req_unlock(r);
         return 0;
     }
     for (int k = 0; k <= g && k < r->p.n_prompts; k++) {

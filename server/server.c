@@ -243,6 +243,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     server sv = {0};
     sigset_t set;
     srv_log_set_level(o->log_level);
+    srv_json_hooks_install();
     srv_metrics_init();
     if (block_signals(&set, err, errlen))
         return -1;

@@ -84,6 +84,13 @@ double srv_wall_time(void); /* unix seconds */
 int srv_ct_equal(const char *a, const char *b);
 /* Random 64-bit value from the OS (falls back to time). */
 uint64_t srv_random_u64(void);
+/* cJSON reports bad JSON and a failed allocation alike (NULL): the server's
+ * hooks (installed once at start, before any other thread runs) note the
+ * failed allocation, so that srv_json_parse can tell them apart. */
+void srv_json_hooks_install(void);
+/* cJSON_ParseWithLengthOpts(s, len, end, 0); when NULL, *nomem is 1 if an
+ * allocation failed (known with the hooks installed; else always 0). */
+struct cJSON *srv_json_parse(const char *s, size_t len, const char **end, int *nomem);
 
 /* ---- log.c ----------------------------------------------------------------- */
 
@@ -458,7 +465,8 @@ typedef struct srv_req {
     srv_errcode err_code;
     char err[512];
     long prompt_tokens, completion_tokens; /* under mu */
-    char **echo; /* p.n_prompts decoded prompts when p.echo, set before submission */
+    long cached_tokens; /* under mu: prompt tokens the state pool served (set at admission) */
+    char **echo;        /* p.n_prompts decoded prompts when p.echo, set before submission */
 
     struct srv_req *next; /* scheduler queue link */
 } srv_req;

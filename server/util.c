@@ -4,7 +4,9 @@
  */
 #include "server_internal.h"
 
+#include <cJSON.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -54,4 +56,30 @@ uint64_t srv_random_u64(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec;
+}
+
+/* Set by json_malloc on a failed allocation; per thread, as parses run on
+ * the connection threads. */
+static _Thread_local int json_nomem;
+
+static void *json_malloc(size_t n)
+{
+    void *p = malloc(n);
+    if (!p)
+        json_nomem = 1;
+    return p;
+}
+
+void srv_json_hooks_install(void)
+{
+    cJSON_Hooks h = {.malloc_fn = json_malloc, .free_fn = free};
+    cJSON_InitHooks(&h);
+}
+
+cJSON *srv_json_parse(const char *s, size_t len, const char **end, int *nomem)
+{
+    json_nomem = 0;
+    cJSON *root = cJSON_ParseWithLengthOpts(s, len, end, 0);
+    *nomem = !root && json_nomem;
+    return root;
 }

@@ -382,9 +382,7 @@ int tpl_lex(tpl_arena *a, const char *src, size_t len, tpl_toks *out, char *err,
 {
     lexer lx = {.a = a, .line = 1, .line_starting = 1, .out = out, .err = err, .errlen = errlen};
     lx.s = normalise(a, src, len, &lx.n);
-    if (!lx.s)
-        return MHLA_TPL_NOMEM;
-    int rc = lex_root(&lx);
+    int rc = lx.s ? lex_root(&lx) : MHLA_TPL_NOMEM;
     if (!rc)
         rc = push(&lx, T_EOF, "", 0) ? MHLA_TPL_NOMEM : 0;
     if (rc == MHLA_TPL_NOMEM && err)

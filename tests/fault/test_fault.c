@@ -27,10 +27,18 @@
  *        test_fault sched CHECKPOINT TOKDIR    one request through the scheduler
  *        test_fault sched_nopool CHECKPOINT TOKDIR   the same without a state pool
  *        test_fault sched_stream CHECKPOINT TOKDIR   the same streamed (SSE)
+ *        test_fault template TEMPLATE          a chat template compiled and rendered with
+ *                                              tools and tool calls
+ *        test_fault chat_messages -            a chat body's messages checked and rewritten
+ *        test_fault chat CHECKPOINT TOKDIR TEMPLATE SPECIALS_DIR
+ *                                              the chat template loaded and compiled as at
+ *                                              start, /apply-template with tools, a chat
+ *                                              body parsed into its prompt
  */
 #include "check.h"
 #include "engine.h"
 #include "fault.h"
+#include "template.h"
 #ifdef FAULT_WITH_SERVER
 #include "server_internal.h"
 #include <cJSON.h>
@@ -403,6 +411,72 @@ done:
     free(dec);
     mhla_tok_free(tok);
     return rc;
+}
+
+/* ---- scenario: a chat template compiled and rendered ----------------------- */
+
+/* The context chat_render.c gives a template: messages as
+ * srv_chat_messages_parse leaves them (content strings, arguments objects),
+ * tools, add_generation_prompt, bos_token and eos_token. */
+static const char tpl_context[] =
+    "{\"messages\": ["
+    "{\"role\": \"system\", \"content\": \"Be brief.\"},"
+    "{\"role\": \"user\", \"content\": \"Weather in Oslo and in Lyon?\"},"
+    "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": ["
+    "{\"id\": \"a1b2c3d4e\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+    "\"arguments\": {\"city\": \"Oslo\", \"unit\": \"celsius\"}}},"
+    "{\"id\": \"f5g6h7i8j\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+    "\"arguments\": {\"city\": \"Lyon\"}}}]},"
+    "{\"role\": \"tool\", \"tool_call_id\": \"a1b2c3d4e\", \"name\": \"get_weather\", "
+    "\"content\": \"-3 C\"},"
+    "{\"role\": \"tool\", \"tool_call_id\": \"f5g6h7i8j\", \"name\": \"get_weather\", "
+    "\"content\": \"14 C\"},"
+    "{\"role\": \"assistant\", \"content\": \"Oslo: -3 C. Lyon: 14 C.\"},"
+    "{\"role\": \"user\", \"content\": \"And tomorrow in Oslo?\"}],"
+    "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+    "\"description\": \"The weather in a city\", \"parameters\": {\"type\": \"object\", "
+    "\"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": {\"type\": \"string\", "
+    "\"enum\": [\"celsius\", \"fahrenheit\"]}}, \"required\": [\"city\"]}}}],"
+    "\"add_generation_prompt\": true, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
+
+static char *tpl_src;
+static size_t tpl_len;
+static cJSON *tpl_ctx;
+
+/* A template call's failure must be MHLA_TPL_NOMEM saying out of memory. */
+static int tpl_nomem(int rc, const char *err, const char *what)
+{
+    if (rc == MHLA_TPL_NOMEM)
+        return msg_nomem(err, what);
+    fprintf(stderr, "FAIL fault.%s n=%ld: %s failed with %d, not MHLA_TPL_NOMEM: %s\n", scenario,
+            current_n, what, rc, err);
+    return RUN_BAD;
+}
+
+static int run_template(result *out)
+{
+    mhla_tpl *tpl;
+    char err[512] = "", *text;
+    size_t len;
+    int rc = mhla_tpl_compile(tpl_src, tpl_len, &tpl, err, sizeof err);
+    if (rc)
+        return tpl_nomem(rc, err, "mhla_tpl_compile");
+    rc = mhla_tpl_render(tpl, tpl_ctx, NULL, &text, &len, err, sizeof err);
+    mhla_tpl_free(tpl);
+    if (rc)
+        return tpl_nomem(rc, err, "mhla_tpl_render");
+    put(out, text, len);
+    free(text);
+    return RUN_OK;
+}
+
+static void template_setup(const char *path)
+{
+    char err[512];
+    if (mhla_read_file(path, 1 << 20, &tpl_src, &tpl_len, err, sizeof err))
+        die("%s", err);
+    if (!(tpl_ctx = cJSON_Parse(tpl_context)))
+        die("the template scenario's context does not parse");
 }
 
 #ifdef FAULT_WITH_SERVER
@@ -778,6 +852,134 @@ static void sched_setup(const char *dir, const char *tokdir)
         die("%s", err);
 }
 
+/* ---- scenario: the chat path (messages, template, /apply-template, params) -- */
+
+/* Content parts, a system message as parts, tool calls with 9-character ids
+ * (Mistral's templates refuse others), their arguments as JSON strings. */
+#define CHAT_MESSAGES                                                                              \
+    "\"messages\": ["                                                                              \
+    "{\"role\": \"system\", \"content\": [{\"type\": \"text\", \"text\": \"Be brief.\"}, "         \
+    "{\"type\": \"text\", \"text\": \"Use the tools.\"}]},"                                        \
+    "{\"role\": \"user\", \"content\": \"Weather in Oslo and in Lyon?\"},"                         \
+    "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": ["                               \
+    "{\"id\": \"a1b2c3d4e\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", "   \
+    "\"arguments\": \"{\\\"city\\\": \\\"Oslo\\\", \\\"unit\\\": \\\"celsius\\\"}\"}},"            \
+    "{\"id\": \"f5g6h7i8j\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", "   \
+    "\"arguments\": \"{\\\"city\\\": \\\"Lyon\\\"}\"}}]},"                                         \
+    "{\"role\": \"tool\", \"tool_call_id\": \"a1b2c3d4e\", \"name\": \"get_weather\", "            \
+    "\"content\": \"-3 C\"},"                                                                      \
+    "{\"role\": \"tool\", \"tool_call_id\": \"f5g6h7i8j\", \"name\": \"get_weather\", "            \
+    "\"content\": [{\"type\": \"text\", \"text\": \"14 C\"}]},"                                    \
+    "{\"role\": \"assistant\", \"content\": \"Oslo: -3 C. Lyon: 14 C.\"},"                         \
+    "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"And tomorrow\"}, "        \
+    "{\"type\": \"text\", \"text\": \"in Oslo?\"}]}]"
+#define CHAT_TOOLS                                                                                 \
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "        \
+    "\"The weather in a city\", \"parameters\": {\"type\": \"object\", \"properties\": {"          \
+    "\"city\": {\"type\": \"string\"}, \"unit\": {\"type\": \"string\", \"enum\": [\"celsius\", "  \
+    "\"fahrenheit\"]}}, \"required\": [\"city\"]}}},"                                              \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"parameters\": {"            \
+    "\"type\": \"object\", \"properties\": {\"zone\": {\"type\": \"string\"}}}}}]"
+
+static const char chat_apply_body[] =
+    "{" CHAT_MESSAGES ", \"tools\": " CHAT_TOOLS ", \"chat_template_kwargs\": {\"extra\": 1}}";
+static const char chat_params_body[] =
+    "{" CHAT_MESSAGES ", \"max_tokens\": 3, \"chat_template_kwargs\": {\"extra\": 1}}";
+
+static const char *chat_template_path; /* the template file (template, chat) */
+static const char *chat_specials_dir;  /* its tokenizer_config.json: bos and eos (chat) */
+
+/* A server error must be a 500 saying out of memory. */
+static int srv_nomem(const srv_error *se, const char *what)
+{
+    if (srv_error_status(se->code) != 500) {
+        fprintf(stderr, "FAIL fault.%s n=%ld: %s failed with HTTP %d: %s\n", scenario, current_n,
+                what, srv_error_status(se->code), se->message);
+        return RUN_BAD;
+    }
+    return msg_nomem(se->message, what);
+}
+
+/* Puts a cJSON value's text; cJSON's printing may itself run out of memory. */
+static int put_json(const cJSON *j, result *out)
+{
+    char *text = cJSON_PrintUnformatted(j);
+    if (!text)
+        return RUN_NOMEM;
+    put(out, text, strlen(text));
+    cJSON_free(text);
+    return RUN_OK;
+}
+
+static int run_chat_messages(result *out)
+{
+    cJSON *root = cJSON_Parse(chat_apply_body), *msgs = NULL;
+    if (!root)
+        return RUN_NOMEM; /* cJSON's own parse, out of memory: the body is valid */
+    srv_error se = {0};
+    int rc = srv_chat_messages_parse(root, &msgs, &se) ? srv_nomem(&se, "srv_chat_messages_parse")
+                                                       : put_json(msgs, out);
+    cJSON_Delete(msgs);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* /apply-template's render of chat_apply_body (tools and kwargs), then
+ * chat_params_body parsed into its prompt's ids, both through cr. */
+static int chat_requests(const srv_chat_render *cr, result *out)
+{
+    cJSON *root = cJSON_Parse(chat_apply_body);
+    if (!root)
+        return RUN_NOMEM;
+    char *text = NULL;
+    size_t len = 0;
+    srv_error se = {0};
+    int rc = srv_chat_apply_template(cr, root, &text, &len, &se);
+    cJSON_Delete(root);
+    if (rc) {
+        free(text);
+        return srv_nomem(&se, "srv_chat_apply_template");
+    }
+    put(out, text, len);
+    free(text);
+    srv_limits lim = {.codec = sched_codec,
+                      .gen = &sched_gen,
+                      .model_name = "fault",
+                      .vocab_size = mhla_model_config(sched_model)->vocab_size,
+                      .max_positions = 1 << 16, /* the prompt is parsed, never run */
+                      .max_running = 8,
+                      .chat = cr};
+    srv_params p;
+    memset(&p, 0, sizeof p);
+    rc = srv_chat_params_parse(chat_params_body, strlen(chat_params_body), &lim, &p, &se);
+    if (rc == 0)
+        put_params(&p, out);
+    srv_params_free(&p);
+    return rc ? srv_nomem(&se, "srv_chat_params_parse") : RUN_OK;
+}
+
+/* The server's start (the template read and compiled, its specials read),
+ * then two chat requests. */
+static int run_chat(result *out)
+{
+    srv_chat_template t;
+    srv_chat_render cr;
+    char err[512] = "";
+    if (srv_chat_template_load(NULL, chat_template_path, &t, err, sizeof err))
+        return msg_nomem(err, "srv_chat_template_load");
+    int rc = srv_chat_render_init(&cr, &t, chat_specials_dir, err, sizeof err);
+    srv_chat_template_free(&t);
+    if (rc)
+        return msg_nomem(err, "srv_chat_render_init");
+    rc = chat_requests(&cr, out);
+    srv_chat_render_free(&cr);
+    return rc;
+}
+
+/* The server's cJSON hooks, as at start: their malloc is the wrapped one
+ * (util.c is linked in here), so the chat path's cJSON objects fail one at
+ * a time too, and a parse knows when it ran out of memory. */
+static void cjson_through_wrap(void) { srv_json_hooks_install(); }
 #endif
 
 /* ---- the loop -------------------------------------------------------------- */
@@ -908,6 +1110,11 @@ int main(int argc, char **argv)
         tok_path = json;
         tok_config = config;
         failures += loop(run_tokenizer);
+    } else if (!strcmp(scenario, "template")) {
+        template_setup(argv[2]);
+        failures += loop(run_template);
+        cJSON_Delete(tpl_ctx);
+        free(tpl_src);
     } else if (!strcmp(scenario, "tokenizer_train")) {
         const char *tmp = getenv("TMPDIR");
         tmp = tmp && *tmp ? tmp : "/tmp";
@@ -922,6 +1129,19 @@ int main(int argc, char **argv)
         codec_ckpt = argv[2];
         codec_tokdir = argv[3];
         failures += loop(run_codec);
+    } else if (!strcmp(scenario, "chat_messages")) {
+        cjson_through_wrap();
+        failures += loop(run_chat_messages);
+    } else if (!strcmp(scenario, "chat") && argc == 6) {
+        cjson_through_wrap();
+        chat_template_path = argv[4];
+        chat_specials_dir = argv[5];
+        setenv("MHLA_TPL_FAKE_TIME", "1750000000", 1); /* strftime_now: one date for all runs */
+        sched_setup(argv[2], argv[3]);
+        failures += loop(run_chat);
+        srv_codec_free(sched_codec);
+        mhla_engine_free(sched_engine);
+        mhla_model_free(sched_model);
     } else if (!strcmp(scenario, "params") && argc == 4) {
         sched_setup(argv[2], argv[3]);
         failures += loop(run_params);

@@ -521,7 +521,8 @@ def run_main(s, a, model):
         check(st == 200 and r["choices"][0]["token_ids"] == want,
               "greedy ids equal mhla-generate (prompt %d, %d tokens)" % (plen, n))
         check(st == 200 and r["usage"] == {"prompt_tokens": plen, "completion_tokens": n,
-                                           "total_tokens": plen + n} and
+                                           "total_tokens": plen + n,
+                                           "prompt_tokens_details": {"cached_tokens": 0}} and
               r["object"] == "text_completion" and r["choices"][0]["finish_reason"] == "length",
               "response shape and usage (prompt %d)" % plen)
 
