@@ -967,7 +967,7 @@ static int run_chat(result *out)
     char err[512] = "";
     if (srv_chat_template_load(NULL, chat_template_path, &t, err, sizeof err))
         return msg_nomem(err, "srv_chat_template_load");
-    int rc = srv_chat_render_init(&cr, &t, chat_specials_dir, err, sizeof err);
+    int rc = srv_chat_render_init(&cr, &t, chat_specials_dir, -1, err, sizeof err);
     srv_chat_template_free(&t);
     if (rc)
         return msg_nomem(err, "srv_chat_render_init");
