@@ -104,17 +104,20 @@ static cJSON *make_call(const char *name, const cJSON *args)
     return NULL;
 }
 
-/* A string that holds a JSON object (arguments some models write as text). */
+/* A string that holds a JSON object (arguments some models write as
+ * text): 1, 0 when it does not, -1 out of memory. */
 static int object_text(const char *s)
 {
-    cJSON *v = cJSON_Parse(s);
-    int ok = cJSON_IsObject(v);
+    int nomem = 0;
+    cJSON *v = srv_json_parse(s, strlen(s), NULL, &nomem);
+    int ok = nomem ? -1 : cJSON_IsObject(v);
     cJSON_Delete(v);
     return ok;
 }
 
 /* A call object as the model wrote it: a string "name" and, under
- * "arguments" or "parameters", an object (or a string holding one). 0 not a call. */
+ * "arguments" or "parameters", an object (or a string holding one). 1, 0
+ * not a call, -1 out of memory. */
 static int call_shape(const cJSON *o, const char **name, const cJSON **args)
 {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, "name");
@@ -122,11 +125,12 @@ static int call_shape(const cJSON *o, const char **name, const cJSON **args)
     if (!a)
         a = cJSON_GetObjectItemCaseSensitive(o, "parameters");
     if (!cJSON_IsObject(o) || !cJSON_IsString(n) || !n->valuestring[0] ||
-        (a && !cJSON_IsObject(a) && !(cJSON_IsString(a) && object_text(a->valuestring))))
+        (a && !cJSON_IsObject(a) && !cJSON_IsString(a)))
         return 0;
+    int ok = cJSON_IsString(a) ? object_text(a->valuestring) : 1;
     *name = n->valuestring;
     *args = a;
-    return 1;
+    return ok;
 }
 
 /* The first m in s[0, len), or NULL (memmem is not C11). */
@@ -144,8 +148,9 @@ static int add_call(const cJSON *item, cJSON *got)
 {
     const char *name;
     const cJSON *args;
-    if (!call_shape(item, &name, &args))
-        return 0;
+    int shape = call_shape(item, &name, &args);
+    if (shape <= 0)
+        return shape;
     cJSON *call = make_call(name, args);
     return call && cJSON_AddItemToArray(got, call) ? 1 : (cJSON_Delete(call), -1);
 }
@@ -186,8 +191,9 @@ static int parse_calls(const char *s, size_t len, char sep, int arrays, cJSON *o
         if (i == len)
             break;
         const char *end = NULL;
-        cJSON *v = cJSON_ParseWithLengthOpts(s + i, len - i, &end, 0);
-        rc = v ? add_calls(v, arrays, got) : 0;
+        int nomem = 0;
+        cJSON *v = srv_json_parse(s + i, len - i, &end, &nomem);
+        rc = v ? add_calls(v, arrays, got) : nomem ? -1 : 0;
         i = v ? (size_t)(end - s) : len;
         cJSON_Delete(v);
     }
@@ -209,9 +215,10 @@ static int named_args_call(const char *s, size_t len, cJSON *got, size_t *used)
             return 0;
     memcpy(name, s, nlen);
     name[nlen] = 0;
-    cJSON *args = cJSON_ParseWithLengthOpts(a + alen, len - nlen - alen, &end, 0);
+    int nomem = 0;
+    cJSON *args = srv_json_parse(a + alen, len - nlen - alen, &end, &nomem);
     cJSON *call = cJSON_IsObject(args) ? make_call(name, args) : NULL;
-    int rc = call && cJSON_AddItemToArray(got, call) ? 1 : cJSON_IsObject(args) ? -1 : 0;
+    int rc = call && cJSON_AddItemToArray(got, call) ? 1 : cJSON_IsObject(args) || nomem ? -1 : 0;
     if (rc == -1)
         cJSON_Delete(call);
     *used = rc == 1 ? (size_t)(end - s) : len;

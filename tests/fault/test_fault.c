@@ -884,7 +884,20 @@ static void sched_setup(const char *dir, const char *tokdir)
 static const char chat_apply_body[] =
     "{" CHAT_MESSAGES ", \"tools\": " CHAT_TOOLS ", \"chat_template_kwargs\": {\"extra\": 1}}";
 static const char chat_params_body[] =
-    "{" CHAT_MESSAGES ", \"max_tokens\": 3, \"chat_template_kwargs\": {\"extra\": 1}}";
+    "{" CHAT_MESSAGES ", \"tools\": " CHAT_TOOLS ", \"tool_choice\": \"auto\", "
+    "\"max_tokens\": 3, \"chat_template_kwargs\": {\"extra\": 1}}";
+/* Replies with content and two calls, as the stop strings release them:
+ * hermes, then the template's own format (mistral). */
+static const char *const tool_reply[] = {
+    "Checking both.\n<tool",
+    "_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": ",
+    "\"Oslo\"}}\n</tool_call>\n<tool_call>{\"name\": \"get_time\", \"arguments\": {}}",
+    "</tool_call> done",
+    NULL,
+    "Both. [TOOL_",
+    "CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}, ",
+    "{\"name\": \"get_time\", \"arguments\": {}}]",
+    NULL};
 
 static const char *chat_template_path; /* the template file (template, chat) */
 static const char *chat_specials_dir;  /* its tokenizer_config.json: bos and eos (chat) */
@@ -958,8 +971,31 @@ static int chat_requests(const srv_chat_render *cr, result *out)
     return rc ? srv_nomem(&se, "srv_chat_params_parse") : RUN_OK;
 }
 
+/* The reply's pieces from tool_reply[*at] to its NULL through the parser. */
+static int parse_tool_reply(srv_tool_format f, size_t *at, result *out)
+{
+    srv_tool_parser *tp = srv_tool_parser_new(f);
+    cJSON *calls = cJSON_CreateArray();
+    mhla_buf content = {0};
+    int rc = !tp || !calls;
+    for (; tool_reply[*at]; ++*at)
+        rc = rc || srv_tool_feed(tp, tool_reply[*at], strlen(tool_reply[*at]), &content, calls);
+    ++*at;
+    rc = rc || srv_tool_finish(tp, &content, calls);
+    if (!rc) {
+        put(out, content.p ? content.p : "", content.len);
+        rc = put_json(calls, out);
+    } else {
+        rc = RUN_NOMEM;
+    }
+    mhla_buf_free(&content);
+    cJSON_Delete(calls);
+    srv_tool_parser_free(tp);
+    return rc;
+}
+
 /* The server's start (the template read and compiled, its specials read),
- * then two chat requests. */
+ * then two chat requests and a reply's tool calls. */
 static int run_chat(result *out)
 {
     srv_chat_template t;
@@ -972,6 +1008,11 @@ static int run_chat(result *out)
     if (rc)
         return msg_nomem(err, "srv_chat_render_init");
     rc = chat_requests(&cr, out);
+    size_t at = 0;
+    if (rc == RUN_OK)
+        rc = parse_tool_reply(SRV_TOOLS_HERMES, &at, out);
+    if (rc == RUN_OK)
+        rc = parse_tool_reply(cr.tool_format, &at, out);
     srv_chat_render_free(&cr);
     return rc;
 }
