@@ -339,10 +339,11 @@ char *srv_chat_role_chunk_json(const srv_req *r, const char *model_name, int ci)
 /* A call as a stream delta: OpenAI's, with the call's index in the reply. */
 static cJSON *call_delta(const cJSON *call, int k)
 {
-    cJSON *d = cJSON_Duplicate(call, 1), *idx = cJSON_CreateNumber(k);
-    if (d && idx && cJSON_InsertItemInArray(d, 0, idx))
+    cJSON *d = cJSON_Duplicate(call, 1);
+    cJSON *idx = d ? cJSON_AddNumberToObject(d, "index", k) : NULL;
+    /* index first, as OpenAI's deltas have it */
+    if (idx && cJSON_InsertItemInArray(d, 0, cJSON_DetachItemViaPointer(d, idx)))
         return d;
-    cJSON_Delete(idx);
     cJSON_Delete(d);
     return NULL;
 }

@@ -1,0 +1,120 @@
+// The official OpenAI client library (npm `openai`) calling tools through mhla-server:
+// tests/server/data/toolcall/model learned, greedily, the replies of its
+// conversations.json (a Qwen 2.5 template, the hermes format). With the client's
+// chat.completions.create: a request with tools gets the reply's calls as tool_calls
+// (finish_reason tool_calls), the same calls streamed as tool_calls deltas that the
+// library's stream helper puts together, two calls in one reply, and the round trip
+// (the calls sent back with the tool's result) answered in text.
+//
+// usage: node test_openai_tools.mjs BIN_DIR WORK_DIR
+// The server runs on a free 127.0.0.1 port and is always killed at the end.
+import OpenAI from 'openai';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const [binDir, work] = process.argv.slice(2);
+if (!binDir || !work) {
+  console.error('usage: node test_openai_tools.mjs BIN_DIR WORK_DIR');
+  process.exit(2);
+}
+const here = path.dirname(fileURLToPath(import.meta.url));
+const data = path.join(here, 'data', 'toolcall');
+const failures = [];
+function check(cond, what) {
+  console.log((cond ? 'ok   ' : 'FAIL ') + what);
+  if (!cond) failures.push(what);
+}
+
+fs.rmSync(work, { recursive: true, force: true });
+fs.mkdirSync(work, { recursive: true });
+const cases = JSON.parse(fs.readFileSync(path.join(data, 'conversations.json'), 'utf8'));
+const byName = Object.fromEntries(cases.map((c) => [c.name, c]));
+const logPath = path.join(work, 'server.log');
+const logFd = fs.openSync(logPath, 'w');
+const server = spawn(path.join(binDir, 'mhla-server'), ['--model', path.join(data, 'model'),
+  '--chat-template', path.join(data, 'Qwen-Qwen2.5-7B-Instruct.jinja'), '--host', '127.0.0.1',
+  '--port', '0', '--device', 'cpu', '--threads', '2', '--model-name', 'fixture'],
+  { stdio: ['ignore', 'ignore', logFd] });
+const killTimer = setTimeout(() => { server.kill('SIGKILL'); }, 590000); // never outlive ctest
+killTimer.unref();
+process.on('exit', () => { if (server.exitCode === null) server.kill('SIGKILL'); });
+
+async function waitPort() {
+  for (;;) {
+    if (server.exitCode !== null) throw new Error('server exited: ' + fs.readFileSync(logPath, 'utf8'));
+    for (const line of fs.readFileSync(logPath, 'utf8').split('\n')) {
+      if (line.includes('"event":"listening"')) return JSON.parse(line).port;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function sameCalls(got, want) {
+  return Array.isArray(got) && got.length === want.length && got.every((g, i) =>
+    g.type === 'function' && g.id && g.function.name === want[i].name &&
+    JSON.stringify(JSON.parse(g.function.arguments)) === JSON.stringify(want[i].arguments));
+}
+
+function request(c) {
+  return { model: 'fixture', messages: c.messages, tools: c.tools, temperature: 0, max_tokens: 200 };
+}
+
+async function main() {
+  const port = await waitPort();
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0 });
+  for (const name of ['hermes-weather', 'hermes-parallel']) {
+    const c = byName[name];
+    const r = await client.chat.completions.create(request(c));
+    const ch = r.choices[0];
+    check(ch.finish_reason === 'tool_calls' && ch.message.content === null &&
+          sameCalls(ch.message.tool_calls, c.tool_calls),
+          `${name}: tool_calls ${JSON.stringify(ch.message.tool_calls)}`);
+    // the library's stream helper merges tool_calls deltas into the final message
+    const stream = client.beta?.chat?.completions?.stream
+      ? client.beta.chat.completions.stream(request(c))
+      : client.chat.completions.stream(request(c));
+    let deltas = 0;
+    stream.on('chunk', (chunk) => { if (chunk.choices[0]?.delta?.tool_calls) deltas++; });
+    const fin = await stream.finalChatCompletion();
+    const fc = fin.choices[0];
+    check(fc.finish_reason === 'tool_calls' && sameCalls(fc.message.tool_calls, c.tool_calls) &&
+          deltas >= 1, `${name}: streamed, ${deltas} tool_calls delta chunk(s) give the same calls`);
+  }
+  // the round trip: the calls go back with their result, the model answers in text
+  const rt = byName['hermes-roundtrip'];
+  const r = await client.chat.completions.create(request(rt));
+  check(r.choices[0].finish_reason === 'stop' && r.choices[0].message.content === rt.reply &&
+        !r.choices[0].message.tool_calls, `round trip: "${r.choices[0].message.content}"`);
+  let err = null;
+  try {
+    await client.chat.completions.create({ ...request(byName['hermes-weather']), tool_choice: 'required' });
+  } catch (e) { err = e; }
+  check(err instanceof OpenAI.BadRequestError && err.param === 'tool_choice',
+        'tool_choice required -> BadRequestError naming tool_choice');
+}
+
+let code = 0;
+try {
+  await main();
+} catch (e) {
+  console.error(e);
+  failures.push('exception: ' + e);
+} finally {
+  server.kill('SIGTERM');
+  const exited = await Promise.race([
+    new Promise((r) => server.on('exit', (c) => r(c))),
+    new Promise((r) => setTimeout(() => r('timeout'), 15000)),
+  ]);
+  if (exited === 'timeout') server.kill('SIGKILL');
+  check(exited === 0, `server exits 0 on SIGTERM (${exited})`);
+  fs.closeSync(logFd);
+}
+if (failures.length) {
+  console.log(`${failures.length} FAILED:\n  ${failures.join('\n  ')}`);
+  code = 1;
+} else {
+  console.log('all OpenAI tool-call checks passed');
+}
+process.exit(code);
