@@ -31,7 +31,7 @@ import tempfile
 STRING = re.compile(r'"(\\.|[^"\\])*"|\'(\\.|[^\'\\])*\'')
 NOT_NAMES = {"__attribute__", "always_inline", "noinline", "format", "aligned", "__launch_bounds__",
              "target", "if", "while", "for", "switch", "sizeof", "defined"}
-TREE_MODULES = ["server", "engine", "kvstate", "tokenizer", "template", "client", "base", "tools"]
+TREE_MODULES = ["server", "engine", "kvstate", "tokenizer", "template", "grammar", "client", "base", "tools"]
 TREE_EXTS = (".c", ".h", ".cu", ".cuh")
 
 

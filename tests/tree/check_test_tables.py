@@ -37,6 +37,7 @@ MODULE_README = {
     "kvstate": "kvstate/README.md",
     "tokenizer": "tokenizer/README.md",
     "template": "template/README.md",
+    "grammar": "grammar/README.md",
     "server": "server/README.md",
     "client": "client/README.md",
     "train": "train/README.md",
