@@ -6,8 +6,9 @@ conversations (system + user, multi-turn, tools with a tool-call round trip
 (arguments as a dict, and as JSON strings with parallel calls), a longer
 dialogue, sixty turns, Unicode, a bare user turn) twice: with `mhla-tokenize apply-template` and with
 jinja2 set up as transformers' apply_chat_template sets it up
-(ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols,
-tojson with ensure_ascii=False, raise_exception, strftime_now). A pair passes
+(ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, the
+generation block tag, tojson with ensure_ascii=False, raise_exception,
+strftime_now). A pair passes
 when both give the same bytes, or when both fail (a template that refuses a
 conversation, e.g. a system role, must refuse it in ours too).
 
@@ -32,6 +33,7 @@ import time
 
 import jinja2
 import jinja2.ext
+import jinja2.nodes
 import jinja2.sandbox
 
 FAKE_TIME = 1764979200  # 2025-12-06 00:00:00 UTC
@@ -151,6 +153,23 @@ CONVERSATIONS["sixty_turns"] = {
 BOS, EOS = "<s>", "</s>"
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """transformers' {% generation %}...{% endgeneration %}: it marks the
+    assistant's text for return_assistant_tokens_mask and renders its body
+    unchanged, which is all a rendered prompt shows of it. Without it jinja2
+    refuses such templates at parse time, and a template both sides refuse
+    would agree without anything being compared."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
 def jinja_env():
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -162,7 +181,7 @@ def jinja_env():
         return time.strftime(fmt, time.localtime(FAKE_TIME))
 
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+        trim_blocks=True, lstrip_blocks=True, extensions=[GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
