@@ -785,6 +785,7 @@ int srv_http_start(const srv_http_options *c, srv_http **out, int *bound_port, c
     h->lim = (srv_limits){.codec = c->codec,
                           .gen = c->gen,
                           .chat = c->render,
+                          .grammars = c->grammars,
                           .model_name = c->model_name,
                           .vocab_size = c->cfg->vocab_size,
                           .max_positions = c->cfg->max_positions,

@@ -388,6 +388,7 @@ char *srv_metrics_render(void)
     rc |= render_hists(&b);
     rc |= render_steps(&b);
     pthread_mutex_unlock(&M.mu);
+    rc |= srv_metrics_grammar_render(&b);
     if (rc) {
         mhla_buf_free(&b);
         return NULL;

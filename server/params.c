@@ -460,9 +460,6 @@ typedef struct {
 
 static const refusal refused[] = {
     {"suffix", "text after the completion (insertion) is not supported"},
-    {"response_format", "structured outputs are not supported on /v1/completions yet"},
-    {"grammar", "grammar-constrained sampling is not supported yet"},
-    {"json_schema", "schema-constrained sampling is not supported yet"},
     {"tools", "tool calls are a chat feature: send them to /v1/chat/completions"},
     {"tool_choice", "tool calls are a chat feature: send them to /v1/chat/completions"},
     {"parallel_tool_calls", "tool calls are a chat feature: send them to /v1/chat/completions"},
@@ -483,26 +480,10 @@ static const refusal refused_chat[] = {
     {"modalities", "output modalities other than text are not supported"},
     {"prediction", "predicted outputs are not supported"},
     {"web_search_options", "web search is not supported"},
-    {"grammar", "grammar-constrained sampling is not supported yet"},
-    {"json_schema", "schema-constrained sampling is not supported yet"},
     {"suffix", "text after the completion (insertion) is not supported"},
     {"echo", "not a chat field (it belongs to /v1/completions)"},
     {"prompt", "'prompt' belongs to /v1/completions; send 'messages' here"},
 };
-
-/* response_format: only {"type": "text"}, the default, is served. */
-static int check_response_format(const cJSON *root, srv_error *e)
-{
-    const cJSON *rf = field(root, "response_format");
-    if (!rf)
-        return 0;
-    const cJSON *t = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
-    if (cJSON_IsString(t) && !strcmp(t->valuestring, "text"))
-        return 0;
-    return BAD("response_format",
-               "'response_format': structured outputs are not supported yet (only "
-               "{\"type\": \"text\"})");
-}
 
 /* What an endpoint refuses and knows besides the fields both know. */
 typedef struct {
@@ -533,12 +514,14 @@ static const char *const known_both[] = {"model",
                                          "logprobs",
                                          "ignore_eos",
                                          "return_token_ids",
-                                         "user"};
+                                         "user",
+                                         "response_format",
+                                         "grammar",
+                                         "json_schema"};
 static const char *const known_completions[] = {"prompt", "echo"};
-static const char *const known_chat[] = {"messages",        "max_completion_tokens",
-                                         "top_logprobs",    "chat_template_kwargs",
-                                         "response_format", "tools",
-                                         "tool_choice",     "parallel_tool_calls"};
+static const char *const known_chat[] = {"messages",    "max_completion_tokens", "top_logprobs",
+                                         "chat_template_kwargs", "tools", "tool_choice",
+                                         "parallel_tool_calls"};
 static const field_rules completion_rules = {refused, N_OF(refused), known_completions,
                                              N_OF(known_completions)};
 static const field_rules chat_rules = {refused_chat, N_OF(refused_chat), known_chat,
@@ -606,14 +589,13 @@ static int parse(const cJSON *root, const srv_limits *lim, srv_params *p, srv_er
 {
     if (!cJSON_IsObject(root))
         return BAD(NULL, "the request body must be a JSON object");
-    if (check_fields(root, p->chat ? &chat_rules : &completion_rules, e) ||
-        (p->chat && check_response_format(root, e)))
+    if (check_fields(root, p->chat ? &chat_rules : &completion_rules, e))
         return -1;
     if (parse_model(root, lim, p, e) ||
         (p->chat ? parse_messages(root, lim, p, e) : parse_prompt(root, lim, p, e)) ||
         parse_counts(root, lim, p, e) || parse_sampling(root, lim, p, e) ||
         parse_switches(root, p, e) || parse_extras(root, p, e) || parse_stop(root, p, e) ||
-        parse_logit_bias(root, lim, p, e))
+        parse_logit_bias(root, lim, p, e) || srv_params_format(root, lim, p, e))
         return -1;
     return check_lengths(lim, p, e);
 }
@@ -664,5 +646,6 @@ void srv_params_free(srv_params *p)
     free(p->model);
     free(p->user);
     free(p->bias);
+    srv_grammar_ref_release(p->grammar);
     memset(p, 0, sizeof *p);
 }

@@ -90,6 +90,8 @@ void srv_choice_free_engine(srv_choice *c)
     srv_stopper_free(&c->stopper);
     srv_tool_parser_free(c->tools);
     c->tools = NULL;
+    srv_row_grammar_free(c->grammar);
+    c->grammar = NULL;
 }
 
 void srv_req_release(srv_req *r)

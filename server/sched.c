@@ -241,6 +241,19 @@ static int admit_seqs(srv_sched *s, srv_req *r, mhla_error *e)
     return -1;
 }
 
+/* A constrained choice's matcher, whose mask its sample slots carry. */
+static int make_grammar(srv_sched *s, srv_req *r, int ci, mhla_error *e)
+{
+    srv_choice *c = &r->choices[ci];
+    if (srv_row_grammar_create(r->p.grammar, s->mc->vocab_size, &c->grammar, &c->mask, e->msg,
+                               sizeof e->msg)) {
+        e->code = MHLA_ERR_NOMEM;
+        return -1;
+    }
+    srv_metrics_grammar_row();
+    return 0;
+}
+
 /* Each choice's sampler, made at admission: the engine samples its first
  * token from the prompt's last logits in the step that finishes the prompt. */
 static int make_samplers(srv_sched *s, srv_req *r, mhla_error *e)
@@ -254,6 +267,8 @@ static int make_samplers(srv_sched *s, srv_req *r, mhla_error *e)
             r->p.has_seed ? r->p.seed + (uint64_t)k * 0x9e3779b97f4a7c15ull : srv_random_u64();
         if (mhla_sampler_create(&sp, s->mc->vocab_size, r->p.prompts[g].ids, r->p.prompts[g].n,
                                 &r->choices[ci].sampler, e))
+            return -1;
+        if (r->p.grammar && make_grammar(s, r, ci, e))
             return -1;
     }
     return 0;
@@ -491,6 +506,7 @@ static mhla_batch_item decode_item(srv_sched *s, const item_ref *rf)
     mhla_sample_slot *sl = &s->slots[rf->slot0];
     memset(sl, 0, sizeof *sl);
     sl->sampler = ch->sampler;
+    sl->mask = ch->grammar ? &ch->mask : NULL;
     sl->n_top = rf->r->p.logprobs >= 0 ? rf->r->p.logprobs : -1;
     return (mhla_batch_item){.seq = ch->seq,
                              .tokens = &ch->last_tok,
@@ -516,7 +532,9 @@ static mhla_batch_item prefill_item(srv_sched *s, const item_ref *rf)
     for (int k = 0; k < rf->n_slots; k++) {
         mhla_sample_slot *sl = &s->slots[rf->slot0 + k];
         memset(sl, 0, sizeof *sl);
-        sl->sampler = r->choices[rf->idx * r->p.n + k].sampler;
+        srv_choice *ch = &r->choices[rf->idx * r->p.n + k];
+        sl->sampler = ch->sampler;
+        sl->mask = ch->grammar ? &ch->mask : NULL;
         sl->at = rf->n - 1;
         sl->n_top = r->p.logprobs >= 0 ? r->p.logprobs : -1;
     }

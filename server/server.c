@@ -42,6 +42,7 @@ typedef struct {
     srv_gen_config gen;
     srv_chat_template chat;
     srv_chat_render render; /* chat's template compiled */
+    srv_grammars *grammars; /* structured outputs: the vocabulary's bytes, compiled grammars */
     srv_sched *sched;
     srv_http *http;
     const mhla_config *cfg;
@@ -146,7 +147,8 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     if (srv_codec_create(o->model_dir, sv->cfg->vocab_size, &sv->codec, err, errlen) ||
         srv_gen_config_load(o->model_dir, sv->cfg, &sv->gen, err, errlen) ||
         srv_chat_template_load(o->model_dir, o->chat_template, &sv->chat, err, errlen) ||
-        srv_chat_render_init(&sv->render, &sv->chat, o->model_dir, tool_format_of(o), err, errlen))
+        srv_chat_render_init(&sv->render, &sv->chat, o->model_dir, tool_format_of(o), err, errlen) ||
+        srv_grammars_create(sv->codec, &sv->gen, sv->cfg->vocab_size, &sv->grammars, err, errlen))
         return -1;
     srv_logf(sv->chat.builtin ? MHLA_LOG_WARN : MHLA_LOG_INFO, "chat_template", "%s%s",
              sv->chat.source,
@@ -179,6 +181,7 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                            .cfg = sv->cfg,
                            .chat = &sv->chat,
                            .render = &sv->render,
+                           .grammars = sv->grammars,
                            .sched = sv->sched};
     return srv_http_start(&hc, &sv->http, &sv->port, err, errlen);
 }
@@ -261,6 +264,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     srv_http_stop(sv.http);
     srv_codec_free(sv.codec);
     srv_chat_render_free(&sv.render);
+    srv_grammars_free(sv.grammars);
     srv_chat_template_free(&sv.chat);
     mhla_engine_free(sv.engine);
     mhla_model_free(sv.model);

@@ -42,6 +42,12 @@ int srv_codec_encode(const srv_codec *c, const char *text, size_t len, int add_s
 /* ids -> valid UTF-8 text (malloc'd, NUL-terminated). skip_special drops the
  * tokenizer's special tokens. Ids the tokenizer does not know (a model
  * vocabulary padded past the tokenizer's) decode to nothing. */
+/* The bytes token id adds to a text (buf of cap bytes, *len of them) and
+ * whether it is special (or no text at all: padding ids, the stand-in's 0):
+ * what a grammar's mask needs. -1 for an id outside the vocabulary, or cap
+ * too small (*len the size needed). */
+int srv_codec_token_bytes(const srv_codec *c, int32_t id, char *buf, size_t cap, size_t *len,
+                          int *special);
 int srv_codec_decode(const srv_codec *c, const int32_t *ids, int n, int skip_special, char **text,
                      size_t *len, char *err, size_t errlen);
 
@@ -179,6 +185,12 @@ void srv_metrics_cpu_isa(const char *path);  /* the CPU kernels' instruction-set
 void srv_metrics_engine(const mhla_engine *e);
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */
 char *srv_metrics_render(void);
+/* metrics_grammar.c: structured outputs' counters and the mask histogram. */
+void srv_metrics_grammar_compiled(double seconds);
+void srv_metrics_grammar_lookup(int hit);
+void srv_metrics_grammar_row(void);
+void srv_metrics_grammar_mask(double seconds);
+int srv_metrics_grammar_render(mhla_buf *b);
 
 /* ---- gen_config.c: generation_config.json ---------------------------------- */
 
@@ -227,6 +239,29 @@ int srv_tool_finish(srv_tool_parser *tp, mhla_buf *content, cJSON *calls);
 int srv_tool_parser_calls(const srv_tool_parser *tp); /* calls found so far */
 void srv_tool_parser_free(srv_tool_parser *tp);
 
+/* ---- structured.c: grammars, their cache, a choice's mask ------------------ */
+
+typedef enum { SRV_GRAMMAR_GBNF = 1, SRV_GRAMMAR_SCHEMA, SRV_GRAMMAR_JSON_OBJECT } srv_grammar_kind;
+typedef struct srv_grammars srv_grammars;       /* the server's: vocabulary and cache */
+typedef struct srv_grammar_ref srv_grammar_ref; /* one compiled grammar, counted */
+typedef struct srv_row_grammar srv_row_grammar; /* one choice's matcher */
+
+/* The vocabulary's bytes from codec (end ids from gen), an empty cache. */
+int srv_grammars_create(const srv_codec *codec, const srv_gen_config *gen, int n_vocab,
+                        srv_grammars **out, char *err, size_t errlen);
+void srv_grammars_free(srv_grammars *gs);
+/* The compiled grammar of text (GBNF, a schema's JSON, or none for a JSON
+ * object), from the cache or compiled now; *out holds a reference for the
+ * caller. A grammar that does not compile is a 400 naming param, with the
+ * position or schema path; out of memory a 500. */
+int srv_grammars_get(srv_grammars *gs, srv_grammar_kind kind, const char *text, size_t len,
+                     const char *param, srv_grammar_ref **out, srv_error *e);
+void srv_grammar_ref_release(srv_grammar_ref *r);
+/* A choice's matcher on ref and the mask the sampler applies through it. */
+int srv_row_grammar_create(srv_grammar_ref *ref, int n_vocab, srv_row_grammar **out,
+                           mhla_token_mask *mask, char *err, size_t errlen);
+void srv_row_grammar_free(srv_row_grammar *rg);
+
 /* ---- request parameters (params.c) ---------------------------------------- */
 
 #define SRV_MAX_STOP 4
@@ -260,6 +295,7 @@ typedef struct {
     char *user;
     int chat; /* a /v1/chat/completions request: the response writers' chat shapes */
     srv_tool_format tool_format; /* chat with tools: how its replies' calls are parsed */
+    srv_grammar_ref *grammar;    /* response_format / grammar: the constraint, or NULL */
     int single_tool_call;        /* parallel_tool_calls false: the first call only */
 } srv_params;
 
@@ -307,7 +343,8 @@ typedef struct {
     int vocab_size;
     int max_positions;
     int max_running;
-    const srv_chat_render *chat; /* NULL: no chat requests (last: callers list the others) */
+    const srv_chat_render *chat; /* NULL: no chat requests */
+    srv_grammars *grammars;      /* NULL: no structured outputs (last: callers list the others) */
 } srv_limits;
 
 /* Parses and validates a /v1/completions body. On error fills e and returns -1. */
@@ -318,6 +355,9 @@ int srv_params_parse(const char *body, size_t len, const srv_limits *lim, srv_pa
 int srv_chat_params_parse(const char *body, size_t len, const srv_limits *lim, srv_params *p,
                           srv_error *e);
 void srv_params_free(srv_params *p);
+/* params_format.c: response_format, grammar or json_schema into p->grammar
+ * (compiled through lim->grammars); -1 with e set. */
+int srv_params_format(const cJSON *root, const srv_limits *lim, srv_params *p, srv_error *e);
 /* chat_template.c: the chat template chosen at start (--chat-template FILE,
  * else tokenizer_config.json's chat_template, else a built-in ChatML one). */
 typedef struct {
@@ -414,6 +454,8 @@ typedef struct {
     srv_codec_stream *dec;
     srv_stopper stopper;
     srv_tool_parser *tools; /* p.tool_format: the reply's calls parsed out */
+    srv_row_grammar *grammar; /* p.grammar: this choice's matcher, and its mask */
+    mhla_token_mask mask;
     int32_t last_tok;
     double t_last;
     long dec_chars; /* characters the decoder has produced (text_offset) */
@@ -630,6 +672,7 @@ typedef struct {
     const mhla_config *cfg;
     const srv_chat_template *chat;
     const srv_chat_render *render; /* chat's template compiled (NULL: no chat endpoint) */
+    srv_grammars *grammars;        /* structured outputs (NULL: none served) */
     srv_sched *sched;
 } srv_http_options;
 

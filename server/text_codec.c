@@ -155,6 +155,27 @@ int srv_codec_encode(const srv_codec *c, const char *text, size_t len, int add_s
     return 0;
 }
 
+int srv_codec_token_bytes(const srv_codec *c, int32_t id, char *buf, size_t cap, size_t *len,
+                          int *special)
+{
+    *len = 0;
+    *special = 0;
+    if (id < 0 || id >= c->vocab_size)
+        return -1;
+    if (!c->tok) { /* the stand-in: byte b is id b; 0 and past 255 are no text */
+        *special = id == 0 || id > 255;
+        if (!*special && cap > 0)
+            buf[(*len)++] = (char)id;
+        return 0;
+    }
+    if ((size_t)id >= mhla_tok_vocab_size(c->tok)) { /* padding rows: never text */
+        *special = 1;
+        return 0;
+    }
+    *special = mhla_tok_is_special(c->tok, id);
+    return mhla_tok_token_bytes(c->tok, id, buf, cap, len);
+}
+
 int srv_codec_decode(const srv_codec *c, const int32_t *ids, int n, int skip_special, char **text,
                      size_t *len, char *err, size_t errlen)
 {
