@@ -269,14 +269,16 @@ static int parse_rule(gp_parser *p, const char **pos)
     p->b->def_pos[id] = (long)(name - p->s);
     q = gp_space(q + 3, 1);
     rc = parse_alternates(p, &q, id, id, 0);
-    if (!rc && *q == '\r')
+    if (rc) /* q may lie anywhere now, even past the end */
+        return rc;
+    if (*q == '\r')
         q += q[1] == '\n' ? 2 : 1;
-    else if (!rc && *q == '\n')
+    else if (*q == '\n')
         q++;
-    else if (!rc && *q)
-        rc = gp_fail(p, q, MHLA_GRAMMAR_SYNTAX, "expecting a newline or the end, found '%c'", *q);
+    else if (*q)
+        return gp_fail(p, q, MHLA_GRAMMAR_SYNTAX, "expecting a newline or the end, found '%c'", *q);
     *pos = gp_space(q, 1);
-    return rc;
+    return 0;
 }
 
 /* The rules of text, checked, compiled with root as the start. */

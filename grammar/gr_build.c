@@ -176,7 +176,8 @@ int gb_push_elems(gb_builder *b, uint32_t rule, const gr_elem *e, uint32_t n)
                        GR_MAX_ELEMS);
     gb_seq *s = &b->rules[rule];
     gr_elem *copy = NULL;
-    if (n && e >= s->e && e < s->e + s->n) { /* a part of this rule: it may move on growth */
+    if (n && s->e && e >= s->e &&
+        e < s->e + s->n) { /* a part of this rule: it may move on growth */
         copy = malloc((size_t)n * sizeof *copy);
         if (!copy)
             return gr_fail(b->err, MHLA_GRAMMAR_NOMEM, -1, "out of memory copying elements");
@@ -266,14 +267,16 @@ static int flatten(gb_builder *b, mhla_grammar *g)
     uint32_t at = 0;
     for (uint32_t r = 0; r < b->n_rules; r++) {
         g->rule_start[r] = at;
-        memcpy(g->elems + at, b->rules[r].e, (size_t)b->rules[r].n * sizeof *g->elems);
+        if (b->rules[r].n)
+            memcpy(g->elems + at, b->rules[r].e, (size_t)b->rules[r].n * sizeof *g->elems);
         at += b->rules[r].n;
         g->rule_names[r] = strdup(b->names[r] ? b->names[r] : "");
         if (!g->rule_names[r])
             return gr_fail(b->err, MHLA_GRAMMAR_NOMEM, -1, "out of memory naming rules");
     }
     g->n_elems = at;
-    memcpy(g->classes, b->classes, (size_t)b->n_classes * sizeof *g->classes);
+    if (b->n_classes)
+        memcpy(g->classes, b->classes, (size_t)b->n_classes * sizeof *g->classes);
     g->n_classes = b->n_classes;
     return 0;
 }

@@ -136,7 +136,8 @@ static int room(gr_stacks *ss, uint32_t len, mhla_grammar_error *err)
     if (!rc)
         ss->cap = (uint32_t)cap;
     if (!rc)
-        rc = grow_mem((void **)&m->pool, &m->pool_cap, m->pool_n + len, sizeof *m->pool, err);
+        rc = grow_mem((void **)&m->pool, &m->pool_cap, m->pool_n + len + 1, sizeof *m->pool,
+                      err); /* + 1: never NULL, even when every stack is empty */
     if (!rc && (ss->n + 1) * 2 > m->hash_cap)
         rc = rehash(ss, err);
     return rc;
