@@ -57,7 +57,7 @@ static inline int gr_class_has(const gr_class *c, unsigned char b)
 #define GR_MAX_ELEMS (1 << 22)
 #define GR_MAX_STACKS 4096      /* stacks a matcher may hold at once */
 #define GR_MAX_STACK_DEPTH 1024 /* frames in one stack */
-#define GR_MAX_EXPAND (1 << 20) /* rule expansions in one start/advance call */
+#define GR_MAX_EXPAND (1 << 16) /* rule expansions in one start/advance call */
 
 struct mhla_grammar {
     int refs; /* atomic: retain/free from any thread */

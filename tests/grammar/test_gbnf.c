@@ -323,6 +323,15 @@ static void test_caps(void)
     CHECK(rc == L && strstr(err.msg, "more than 4096 stacks"), "stack count: %d %s", rc, err.msg);
     CHECK(g && mhla_grammar_match(g, "aaaaaaab", 8, NULL) == PREFIX, "7 a's fit");
     mhla_grammar_free(g);
+    /* nullable repetitions of a recursive group: exponentially many ways to
+     * expand the same stacks, stopped by the expansion cap */
+    g = compile("root ::= (\"-(\" root \"\")*{3,5}");
+    s = repeat("", "-(", 100, "");
+    rc = g ? mhla_grammar_match(g, s, 200, &err) : 0;
+    CHECK(rc == L && strstr(err.msg, "rule expansions"), "expansions: %d %s", rc, err.msg);
+    CHECK(g && mhla_grammar_match(g, s, 4, NULL) == WHOLE, "two levels fit");
+    free(s);
+    mhla_grammar_free(g);
 }
 
 static void test_sample(void)
