@@ -57,6 +57,7 @@ static inline int gr_class_has(const gr_class *c, unsigned char b)
 #define GR_MAX_ELEMS (1 << 22)
 #define GR_MAX_STACKS 4096      /* stacks a matcher may hold at once */
 #define GR_MAX_STACK_DEPTH 1024 /* frames in one stack */
+#define GR_MAX_EXPAND (1 << 16) /* rule expansions in one start/advance call */
 
 struct mhla_grammar {
     int refs; /* atomic: retain/free from any thread */
@@ -76,17 +77,25 @@ typedef struct {
     uint32_t n;
 } gr_stack;
 
-/* A set of expanded stacks, deduplicated; stacks own their pos arrays. */
+/* A set of expanded stacks, deduplicated. The stacks' pos arrays lie in
+ * one buffer the set owns (mem, with the dedup table and the expansion's
+ * scratch), so that advancing allocates nothing once the set has grown:
+ * a set is made only by gr_stacks_start/advance into a zero-initialised
+ * gr_stacks or into one they filled before (its memory is reused, its old
+ * stacks dropped), moved by assignment, and freed by gr_stacks_free. */
+struct gr_stacks_mem;
 typedef struct {
     gr_stack *s;
     uint32_t n, cap;
+    struct gr_stacks_mem *mem;
 } gr_stacks;
 
 void gr_stacks_free(gr_stacks *ss);
 /* The expanded stacks of the grammar's start (root's alternatives). */
 int gr_stacks_start(const mhla_grammar *g, gr_stacks *out, mhla_grammar_error *err);
 /* out = the stacks after byte b from in (expanded, deduplicated); out empty
- * when none accepts b. MHLA_GRAMMAR_LIMIT past GR_MAX_STACKS or the depth. */
+ * when none accepts b (in and out distinct sets). MHLA_GRAMMAR_LIMIT past
+ * GR_MAX_STACKS, the depth, or GR_MAX_EXPAND expansion steps in one call. */
 int gr_stacks_advance(const mhla_grammar *g, const gr_stacks *in, unsigned char b, gr_stacks *out,
                       mhla_grammar_error *err);
 /* 1 when one of the stacks is empty (the string so far is whole). */
