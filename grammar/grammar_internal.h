@@ -124,6 +124,11 @@ struct mhla_grammar_tokens {
 struct mhla_grammar_matcher {
     mhla_grammar_tokens *t;
     gr_stacks stacks;
+    int ended;       /* an end id was taken: only end ids may follow */
+    gr_stacks *sets; /* scratch kept from call to call (so advancing reuses its
+                      * memory): the mask's set after each byte of a token,
+                      * accept's two */
+    size_t n_sets;   /* the longest token's bytes + 2 */
 };
 
 #endif

@@ -15,7 +15,7 @@
 typedef struct {
     const mhla_grammar *g;
     const mhla_grammar_vocab *v;
-    gr_stacks *sets; /* sets[d]: the stacks after the last run token's first d bytes */
+    gr_stacks *sets; /* sets[d], d >= 1: the stacks after the last run token's first d bytes */
     uint64_t *bits;
     mhla_grammar_error *err;
 } check_ctx;
@@ -35,7 +35,7 @@ static int run_from(check_ctx *c, const gr_stacks *view, const char *p, size_t n
 {
     for (size_t j = d; j < n; j++) {
         const gr_stacks *from = j ? &c->sets[j] : view;
-        int rc = gr_mask_advance(c->g, from, (unsigned char)p[j], &c->sets[j + 1], c->err);
+        int rc = gr_stacks_advance(c->g, from, (unsigned char)p[j], &c->sets[j + 1], c->err);
         if (rc)
             return rc;
         *have = j + 1;
@@ -106,10 +106,7 @@ static int or_accepted(mhla_grammar_matcher *m, uint64_t *bits, size_t words,
 
 static int or_uncertain(mhla_grammar_matcher *m, uint64_t *bits, mhla_grammar_error *err)
 {
-    const gr_trie *tr = m->t->v->trie;
-    check_ctx c = {m->t->g, m->t->v, gr_mask_sets_new(tr->max_len + 1), bits, err};
-    if (!c.sets)
-        return gr_mask_err(err, MHLA_GRAMMAR_NOMEM, "out of memory for the mask's scratch");
+    check_ctx c = {m->t->g, m->t->v, m->sets, bits, err};
     int rc = 0;
     for (uint32_t k = 0; k < m->stacks.n && rc == 0; k++) {
         const gr_stack *s = &m->stacks.s[k];
@@ -120,7 +117,6 @@ static int or_uncertain(mhla_grammar_matcher *m, uint64_t *bits, mhla_grammar_er
         if (rc == 0 && tt->n_uncertain)
             rc = check_uncertain(&c, s, tt);
     }
-    gr_mask_sets_free(c.sets, tr->max_len + 1);
     return rc;
 }
 
@@ -131,8 +127,8 @@ int mhla_grammar_matcher_mask(mhla_grammar_matcher *m, uint64_t *bits, mhla_gram
     const mhla_grammar_vocab *v = m->t->v;
     size_t words = ((size_t)v->n + 63) / 64;
     memset(bits, 0, words * sizeof *bits);
-    int rc = or_accepted(m, bits, words, err);
-    if (rc == 0)
+    int rc = m->ended ? 0 : or_accepted(m, bits, words, err);
+    if (rc == 0 && !m->ended)
         rc = or_uncertain(m, bits, err);
     if (rc)
         return rc;

@@ -32,10 +32,8 @@ typedef struct {
 int gr_mask_err(mhla_grammar_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* out = the stacks after byte b from in; out's old stacks are freed first. */
-int gr_mask_advance(const mhla_grammar *g, const gr_stacks *in, unsigned char b, gr_stacks *out,
-                    mhla_grammar_error *err);
-/* An empty array of n sets (freed by gr_mask_sets_free), or NULL. */
+/* n zeroed sets (gr_stacks_advance fills them; gr_mask_sets_free frees
+ * them), or NULL. */
 gr_stacks *gr_mask_sets_new(size_t n);
 void gr_mask_sets_free(gr_stacks *sets, size_t n);
 

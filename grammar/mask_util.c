@@ -1,13 +1,13 @@
 /*
  * mask_util.c — small helpers the mask code shares: error messages, and
- * advancing into a scratch set that is reused from step to step.
+ * arrays of scratch stack sets (zeroed, so gr_stacks_advance may fill them
+ * and then reuse their memory from step to step).
  */
 #include "mask_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 int gr_mask_err(mhla_grammar_error *err, int code, const char *fmt, ...)
 {
@@ -20,17 +20,6 @@ int gr_mask_err(mhla_grammar_error *err, int code, const char *fmt, ...)
     err->pos = -1;
     err->path[0] = '\0';
     return code;
-}
-
-/* gr_stacks_advance's out is documented as the result only: its old stacks
- * are freed here so the scratch sets never leak whatever the stacks code
- * does with them. */
-int gr_mask_advance(const mhla_grammar *g, const gr_stacks *in, unsigned char b, gr_stacks *out,
-                    mhla_grammar_error *err)
-{
-    gr_stacks_free(out);
-    memset(out, 0, sizeof *out);
-    return gr_stacks_advance(g, in, b, out, err);
 }
 
 gr_stacks *gr_mask_sets_new(size_t n) { return calloc(n ? n : 1, sizeof(gr_stacks)); }

@@ -24,7 +24,8 @@
 typedef struct {
     const mhla_grammar *g;
     const gr_trie *tr;
-    gr_stacks *sets;    /* sets[d]: the stacks after the first d bytes of the branch */
+    gr_stacks start;    /* the one stack [p] (a view, never advanced into) */
+    gr_stacks *sets;    /* sets[d], d >= 1: the stacks after the branch's first d bytes */
     uint32_t *anc;      /* anc[d]: the branch's node at depth d */
     unsigned char *unc; /* unc[d]: a path popped past p's frame before byte d */
     gr_top_tokens *tt;
@@ -86,10 +87,11 @@ static int has_empty(const gr_stacks *ss)
 static int visit(walk_ctx *c, uint32_t i, size_t d, uint32_t *next, size_t *depth)
 {
     const gr_trie_node *nd = &c->tr->nodes[i];
+    const gr_stacks *from = d ? &c->sets[d] : &c->start;
     *next = nd->end;
-    if (!any_top_has(c->g, &c->sets[d], nd->byte))
+    if (!any_top_has(c->g, from, nd->byte))
         return mark(c, i, nd->end, c->unc[d]);
-    int rc = gr_mask_advance(c->g, &c->sets[d], nd->byte, &c->sets[d + 1], c->err);
+    int rc = gr_stacks_advance(c->g, from, nd->byte, &c->sets[d + 1], c->err);
     if (rc == MHLA_GRAMMAR_LIMIT) /* too many stacks: the run-time check decides */
         return mark(c, i, nd->end, 1);
     if (rc)
@@ -124,38 +126,21 @@ static int walk(walk_ctx *c)
     return 0;
 }
 
-/* sets[0] = the one stack [p]. */
-static int start_set(gr_stacks *ss, uint32_t p)
-{
-    ss->s = malloc(sizeof *ss->s);
-    uint32_t *pos = malloc(sizeof *pos);
-    if (!ss->s || !pos) {
-        free(pos);
-        return MHLA_GRAMMAR_NOMEM;
-    }
-    pos[0] = p;
-    ss->s[0] = (gr_stack){pos, 1};
-    ss->n = ss->cap = 1;
-    return 0;
-}
-
 static int classify(const mhla_grammar_tokens *t, uint32_t p, gr_top_tokens **out,
                     mhla_grammar_error *err)
 {
     const gr_trie *tr = t->v->trie;
     size_t depths = tr->max_len + 2;
-    walk_ctx c = {t->g,
-                  tr,
-                  gr_mask_sets_new(depths),
-                  malloc(depths * sizeof(uint32_t)),
-                  malloc(depths),
-                  calloc(1, sizeof(gr_top_tokens)),
-                  0,
-                  err};
+    gr_stack top = {&p, 1};
+    walk_ctx c = {.g = t->g, .tr = tr, .start = {&top, 1, 1}, .err = err};
+    c.sets = gr_mask_sets_new(depths);
+    c.anc = malloc(depths * sizeof *c.anc);
+    c.unc = malloc(depths);
+    c.tt = calloc(1, sizeof *c.tt);
     int rc = MHLA_GRAMMAR_NOMEM;
     if (c.sets && c.anc && c.unc && c.tt) {
         c.tt->accepted = calloc(((size_t)t->v->n + 63) / 64, sizeof(uint64_t));
-        rc = c.tt->accepted ? start_set(&c.sets[0], p) : MHLA_GRAMMAR_NOMEM;
+        rc = c.tt->accepted ? 0 : MHLA_GRAMMAR_NOMEM;
     }
     if (rc)
         gr_mask_err(err, rc, "out of memory classifying tokens at element %u", p);

@@ -3,7 +3,8 @@
  * for the mask tests and the benchmark, linked only while grammar/ has none
  * of its own (tests/grammar/CMakeLists.txt looks for one). It follows the
  * documented contract literally: expanded stacks, tail calls left out, a top
- * at GR_ALT/GR_END pops, deduplicated sets; clarity over speed.
+ * at GR_ALT/GR_END pops, deduplicated sets, an output set that was filled
+ * before is emptied first; clarity over speed.
  */
 #include "grammar_internal.h"
 
@@ -100,7 +101,7 @@ static int fail(int rc, mhla_grammar_error *err)
 
 int gr_stacks_start(const mhla_grammar *g, gr_stacks *out, mhla_grammar_error *err)
 {
-    memset(out, 0, sizeof *out);
+    gr_stacks_free(out); /* a set filled before is reused: its old stacks go */
     uint32_t a = g->rule_start[g->root];
     int rc = 0;
     for (;;) {
@@ -119,7 +120,7 @@ int gr_stacks_start(const mhla_grammar *g, gr_stacks *out, mhla_grammar_error *e
 int gr_stacks_advance(const mhla_grammar *g, const gr_stacks *in, unsigned char b, gr_stacks *out,
                       mhla_grammar_error *err)
 {
-    memset(out, 0, sizeof *out);
+    gr_stacks_free(out);
     int rc = 0;
     for (uint32_t i = 0; i < in->n && rc == 0; i++) {
         const gr_stack *s = &in->s[i];
