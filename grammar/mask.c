@@ -1,7 +1,8 @@
 /*
  * mask.c — one row's token mask: the OR over the row's stacks of the tokens
- * accepted at each stack's top (precomputed, tokens.c), plus each of that
- * top's uncertain tokens run against the whole stack. The uncertain tokens of
+ * accepted at each stack's top, or the suffix that decides it (precomputed,
+ * tokens.c and mask_deep.c), plus each of its uncertain tokens run against
+ * the whole stack. The uncertain tokens of
  * a top are kept sorted by their bytes, so consecutive ones share prefixes:
  * the stack sets after each prefix byte are kept and a token starts from the
  * longest prefix it shares with the last one run (and is dropped at once
@@ -49,7 +50,7 @@ static int run_from(check_ctx *c, const gr_stacks *view, const char *p, size_t n
 static int check_uncertain(check_ctx *c, const gr_stack *s, const gr_top_tokens *tt)
 {
     gr_stack one = *s;
-    const gr_stacks view = {&one, 1, 1};
+    const gr_stacks view = {.s = &one, .n = 1, .cap = 1};
     const char *last = NULL;
     size_t last_n = 0, have = 0;
     for (uint32_t k = 0; k < tt->n_uncertain; k++) {
@@ -73,50 +74,50 @@ static int check_uncertain(check_ctx *c, const gr_stack *s, const gr_top_tokens 
     return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
+static int cmp_ptr(const void *a, const void *b)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uintptr_t x = (uintptr_t) * (const void *const *)a, y = (uintptr_t) * (const void *const *)b;
     return x < y ? -1 : x > y;
 }
 
-/* bits = the OR of the accepted tokens of each distinct top of the row. */
-static int or_accepted(mhla_grammar_matcher *m, uint64_t *bits, size_t words,
+/* bits |= the accepted tokens of each distinct classes in tts[0, n). */
+static int or_accepted(const gr_top_tokens **tts, uint32_t n, uint64_t *bits, size_t words,
                        mhla_grammar_error *err)
 {
-    const gr_stacks *ss = &m->stacks;
-    uint32_t *tops = malloc((ss->n ? ss->n : 1) * sizeof *tops), n = 0;
-    if (!tops)
-        return gr_mask_err(err, MHLA_GRAMMAR_NOMEM, "out of memory for %u stack tops", ss->n);
-    for (uint32_t k = 0; k < ss->n; k++)
-        if (ss->s[k].n)
-            tops[n++] = ss->s[k].pos[ss->s[k].n - 1];
-    qsort(tops, n, sizeof *tops, cmp_u32);
-    int rc = 0;
-    for (uint32_t k = 0; k < n && rc == 0; k++) {
-        const gr_top_tokens *tt;
-        if (k && tops[k] == tops[k - 1])
+    const gr_top_tokens **u = malloc((n ? n : 1) * sizeof *u);
+    if (!u)
+        return gr_mask_err(err, MHLA_GRAMMAR_NOMEM, "out of memory for %u stacks' classes", n);
+    memcpy(u, tts, n * sizeof *u);
+    qsort(u, n, sizeof *u, cmp_ptr);
+    for (uint32_t k = 0; k < n; k++) {
+        if (!u[k] || (k && u[k] == u[k - 1]))
             continue;
-        rc = gr_top_tokens_get(m->t, tops[k], &tt, err);
-        for (size_t w = 0; w < words && rc == 0; w++)
-            bits[w] |= tt->accepted[w];
+        for (size_t w = 0; w < words; w++)
+            bits[w] |= u[k]->accepted[w];
     }
-    free(tops);
-    return rc;
+    free(u);
+    return 0;
 }
 
-static int or_uncertain(mhla_grammar_matcher *m, uint64_t *bits, mhla_grammar_error *err)
+/* bits = the accepted tokens of the classes deciding each stack, plus each
+ * stack's uncertain ones run against it. */
+static int or_stacks(mhla_grammar_matcher *m, uint64_t *bits, size_t words, mhla_grammar_error *err)
 {
-    check_ctx c = {m->t->g, m->t->v, m->sets, bits, err};
+    const gr_stacks *ss = &m->stacks;
+    const gr_top_tokens **tts = calloc(ss->n ? ss->n : 1, sizeof *tts);
+    if (!tts)
+        return gr_mask_err(err, MHLA_GRAMMAR_NOMEM, "out of memory for %u stacks", ss->n);
     int rc = 0;
-    for (uint32_t k = 0; k < m->stacks.n && rc == 0; k++) {
-        const gr_stack *s = &m->stacks.s[k];
-        const gr_top_tokens *tt;
-        if (s->n == 0)
-            continue;
-        rc = gr_top_tokens_get(m->t, s->pos[s->n - 1], &tt, err);
-        if (rc == 0 && tt->n_uncertain)
-            rc = check_uncertain(&c, s, tt);
-    }
+    for (uint32_t k = 0; k < ss->n && rc == 0; k++)
+        if (ss->s[k].n)
+            rc = gr_stack_tokens(m->t, &ss->s[k], &tts[k], err);
+    if (rc == 0)
+        rc = or_accepted(tts, ss->n, bits, words, err);
+    check_ctx c = {m->t->g, m->t->v, m->sets, bits, err};
+    for (uint32_t k = 0; k < ss->n && rc == 0; k++)
+        if (tts[k] && tts[k]->n_uncertain)
+            rc = check_uncertain(&c, &ss->s[k], tts[k]);
+    free(tts);
     return rc;
 }
 
@@ -127,9 +128,7 @@ int mhla_grammar_matcher_mask(mhla_grammar_matcher *m, uint64_t *bits, mhla_gram
     const mhla_grammar_vocab *v = m->t->v;
     size_t words = ((size_t)v->n + 63) / 64;
     memset(bits, 0, words * sizeof *bits);
-    int rc = m->ended ? 0 : or_accepted(m, bits, words, err);
-    if (rc == 0 && !m->ended)
-        rc = or_uncertain(m, bits, err);
+    int rc = m->ended ? 0 : or_stacks(m, bits, words, err);
     if (rc)
         return rc;
     int accepting = gr_stacks_accepting(&m->stacks);

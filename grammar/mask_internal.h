@@ -37,11 +37,34 @@ int gr_mask_err(mhla_grammar_error *err, int code, const char *fmt, ...)
 gr_stacks *gr_mask_sets_new(size_t n);
 void gr_mask_sets_free(gr_stacks *sets, size_t n);
 
+/* A top's classes leaving more uncertain tokens than this are marked deeper:
+ * the classes of a longer suffix of the stack are used (each uncertain token
+ * costs a run against the whole stack at every step). */
+#define GR_MASK_DEEPER 16
+/* The threshold in use: GR_MASK_DEEPER, lowered by the exactness test (set
+ * before any classes are made) so that small vocabularies take the deeper
+ * path too. */
+extern uint32_t gr_mask_deeper_at;
+/* Suffixes are at most this long, and at most GR_MASK_MAX_DEEP of them are
+ * kept per grammar and vocabulary (then the shorter one serves). */
+#define GR_MASK_MAX_SUFFIX 32
+#define GR_MASK_MAX_DEEP 2048
+
+/* The classes of tokens for the stacks whose last k elements are suffix
+ * (k = 1: the top alone), computed by one walk of the trie (tokens.c). */
+int gr_classify(const mhla_grammar_tokens *t, const uint32_t *suffix, uint32_t k,
+                gr_top_tokens **out, mhla_grammar_error *err);
 /* The classes of tokens at stack top p (a GR_BYTES element), computed the
  * first time it is asked for and then shared (thread-safe). */
 int gr_top_tokens_get(mhla_grammar_tokens *t, uint32_t p, const gr_top_tokens **out,
                       mhla_grammar_error *err);
 void gr_top_tokens_free(gr_top_tokens *tt);
+/* The classes that decide for stack s: its top's, or where those are deeper
+ * the longest-needed suffix's (mask_deep.c; thread-safe). */
+int gr_stack_tokens(mhla_grammar_tokens *t, const gr_stack *s, const gr_top_tokens **out,
+                    mhla_grammar_error *err);
+void gr_deep_free(void *deep);
+uint32_t gr_deep_count(const void *deep); /* suffixes classified (for tests) */
 
 /* 1 when the vocabulary lets a mask allow token id by its bytes (not special,
  * not an end id, not empty). */

@@ -15,6 +15,12 @@
  * carrying the set of stacks reached so far; a byte no stack top allows (or
  * a set left empty) ends its whole subtree at once. Classes are computed the
  * first time a row's stack has that top, then shared under the mutex.
+ *
+ * The same walk from a stack's last k elements instead of [p] classifies
+ * for every stack ending with them (mask_deep.c keeps those): where p's rule
+ * ends after a byte or two (a character of a string, `x*` compiled to a
+ * helper rule), most tokens run past it and only the elements under p
+ * decide them.
  */
 #include "mask_internal.h"
 
@@ -32,6 +38,8 @@ typedef struct {
     uint32_t cap;            /* of tt->uncertain */
     mhla_grammar_error *err; /* where a failure is told */
 } walk_ctx;
+
+uint32_t gr_mask_deeper_at = GR_MASK_DEEPER;
 
 void gr_top_tokens_free(gr_top_tokens *tt)
 {
@@ -126,13 +134,13 @@ static int walk(walk_ctx *c)
     return 0;
 }
 
-static int classify(const mhla_grammar_tokens *t, uint32_t p, gr_top_tokens **out,
-                    mhla_grammar_error *err)
+int gr_classify(const mhla_grammar_tokens *t, const uint32_t *suffix, uint32_t k,
+                gr_top_tokens **out, mhla_grammar_error *err)
 {
     const gr_trie *tr = t->v->trie;
     size_t depths = tr->max_len + 2;
-    gr_stack top = {&p, 1};
-    walk_ctx c = {.g = t->g, .tr = tr, .start = {&top, 1, 1}, .err = err};
+    gr_stack top = {(uint32_t *)suffix, k}; /* read only: the walk's start, never advanced into */
+    walk_ctx c = {.g = t->g, .tr = tr, .start = {.s = &top, .n = 1, .cap = 1}, .err = err};
     c.sets = gr_mask_sets_new(depths);
     c.anc = malloc(depths * sizeof *c.anc);
     c.unc = malloc(depths);
@@ -143,9 +151,11 @@ static int classify(const mhla_grammar_tokens *t, uint32_t p, gr_top_tokens **ou
         rc = c.tt->accepted ? 0 : MHLA_GRAMMAR_NOMEM;
     }
     if (rc)
-        gr_mask_err(err, rc, "out of memory classifying tokens at element %u", p);
+        gr_mask_err(err, rc, "out of memory classifying tokens at element %u", suffix[k - 1]);
     else
         rc = walk(&c);
+    if (rc == 0)
+        c.tt->deeper = c.tt->n_uncertain > gr_mask_deeper_at;
     gr_mask_sets_free(c.sets, depths);
     free(c.anc);
     free(c.unc);
@@ -167,7 +177,7 @@ int gr_top_tokens_get(mhla_grammar_tokens *t, uint32_t p, const gr_top_tokens **
     }
     /* computed outside the lock, so rows at other tops are not held up; the
      * first to finish publishes, a later one frees its copy */
-    int rc = classify(t, p, &tt, err);
+    int rc = gr_classify(t, &p, 1, &tt, err);
     if (rc)
         return rc;
     pthread_mutex_lock(&t->mu);
@@ -211,6 +221,7 @@ void mhla_grammar_tokens_free(mhla_grammar_tokens *t)
     for (uint32_t p = 0; p < t->g->n_elems; p++)
         gr_top_tokens_free(t->by_elem[p]);
     free(t->by_elem);
+    gr_deep_free(t->deep);
     pthread_mutex_destroy(&t->mu);
     mhla_grammar_free(t->g);
     free(t);
