@@ -116,23 +116,32 @@ struct mhla_grammar_vocab {
 
 /* Per expanded-stack top (a GR_BYTES element), computed the first time a row
  * reaches it: the tokens accepted whatever lies below the top's rule, and the
- * ones that run past the end of that rule (checked against the whole stack). */
+ * ones that run past the end of that rule (checked against the whole stack).
+ * The same for a stack's last k > 1 elements (the top and the continuations
+ * under it), used where the top alone leaves many uncertain (deeper). */
 typedef struct {
     uint64_t *accepted; /* (n + 63) / 64 words */
-    int32_t *uncertain;
+    int32_t *uncertain; /* sorted by their bytes */
     uint32_t n_uncertain;
+    int deeper; /* too many uncertain: a longer suffix of the stack decides */
 } gr_top_tokens;
 
 struct mhla_grammar_tokens {
     mhla_grammar *g; /* retained */
     const mhla_grammar_vocab *v;
     gr_top_tokens **by_elem; /* n_elems; NULL until computed (published under mu) */
+    void *deep;              /* the classes of longer suffixes (mask_deep.c), under mu */
     pthread_mutex_t mu;
 };
 
 struct mhla_grammar_matcher {
     mhla_grammar_tokens *t;
     gr_stacks stacks;
+    int ended;       /* an end id was taken: only end ids may follow */
+    gr_stacks *sets; /* scratch kept from call to call (so advancing reuses its
+                      * memory): the mask's set after each byte of a token,
+                      * accept's two */
+    size_t n_sets;   /* the longest token's bytes + 2 */
 };
 
 #endif
