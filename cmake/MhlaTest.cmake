@@ -10,7 +10,7 @@
 #                 COMMAND <program> [<arg>...])
 #
 # The name says where a test belongs: its first dot-separated part is the module
-# (engine, kvstate, tokenizer, server, client, train, cuda, fuzz, style, docs),
+# (engine, kvstate, tokenizer, grammar, server, client, train, cuda, fuzz, style, docs),
 # the rest is the test and, after a second dot, its variant
 # (engine.batch_independence.gqa). Every test is labelled with its module and its
 # tier, so that
@@ -32,7 +32,7 @@
 # The command runs as add_test(NAME ... COMMAND ...) runs it: a target name
 # as the program means that target's binary; generator expressions work.
 
-set(MHLA_TEST_MODULES base engine kvstate tokenizer template server client train cuda fuzz style docs deploy fault)
+set(MHLA_TEST_MODULES base engine kvstate tokenizer template grammar server client train cuda fuzz style docs deploy fault)
 set(MHLA_TESTS_ABSENT_FILE ${CMAKE_BINARY_DIR}/tests-absent.txt)
 file(WRITE ${MHLA_TESTS_ABSENT_FILE} "")
 
