@@ -12,7 +12,7 @@ case "$mode" in
   *) echo "usage: $0 [--build-only|--container-tools]" >&2; exit 2 ;;
 esac
 
-pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest python3-jinja2
+pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest python3-jinja2 python3-jsonschema
       libmicrohttpd-dev libcjson-dev libjemalloc-dev libopenblas-dev
       libpcre2-dev libutf8proc-dev libcurl4-openssl-dev valgrind
       clang libclang-rt-14-dev clang-format)

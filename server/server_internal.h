@@ -246,22 +246,6 @@ typedef struct srv_grammars srv_grammars;       /* the server's: vocabulary and 
 typedef struct srv_grammar_ref srv_grammar_ref; /* one compiled grammar, counted */
 typedef struct srv_row_grammar srv_row_grammar; /* one choice's matcher */
 
-/* The vocabulary's bytes from codec (end ids from gen), an empty cache. */
-int srv_grammars_create(const srv_codec *codec, const srv_gen_config *gen, int n_vocab,
-                        srv_grammars **out, char *err, size_t errlen);
-void srv_grammars_free(srv_grammars *gs);
-/* The compiled grammar of text (GBNF, a schema's JSON, or none for a JSON
- * object), from the cache or compiled now; *out holds a reference for the
- * caller. A grammar that does not compile is a 400 naming param, with the
- * position or schema path; out of memory a 500. */
-int srv_grammars_get(srv_grammars *gs, srv_grammar_kind kind, const char *text, size_t len,
-                     const char *param, srv_grammar_ref **out, srv_error *e);
-void srv_grammar_ref_release(srv_grammar_ref *r);
-/* A choice's matcher on ref and the mask the sampler applies through it. */
-int srv_row_grammar_create(srv_grammar_ref *ref, int n_vocab, srv_row_grammar **out,
-                           mhla_token_mask *mask, char *err, size_t errlen);
-void srv_row_grammar_free(srv_row_grammar *rg);
-
 /* ---- request parameters (params.c) ---------------------------------------- */
 
 #define SRV_MAX_STOP 4
@@ -417,6 +401,24 @@ int srv_chat_messages_parse(const cJSON *root, cJSON **out, srv_error *e);
 cJSON *srv_json_parse_body(const char *body, size_t len, srv_error *e);
 /* JSON nesting depth check (strings and escapes honoured); 0 when within max. */
 int srv_json_depth_ok(const char *s, size_t len, int max_depth);
+
+/* ---- structured.c (the types are above, with the parameters) ------------- */
+
+/* The vocabulary's bytes from codec (end ids from gen), an empty cache. */
+int srv_grammars_create(const srv_codec *codec, const srv_gen_config *gen, int n_vocab,
+                        srv_grammars **out, char *err, size_t errlen);
+void srv_grammars_free(srv_grammars *gs);
+/* The compiled grammar of text (GBNF, a schema's JSON, or none for a JSON
+ * object), from the cache or compiled now; *out holds a reference for the
+ * caller. A grammar that does not compile is a 400 naming param, with the
+ * position or schema path; out of memory a 500. */
+int srv_grammars_get(srv_grammars *gs, srv_grammar_kind kind, const char *text, size_t len,
+                     const char *param, srv_grammar_ref **out, srv_error *e);
+void srv_grammar_ref_release(srv_grammar_ref *r);
+/* A choice's matcher on ref and the mask the sampler applies through it. */
+int srv_row_grammar_create(srv_grammar_ref *ref, int n_vocab, srv_row_grammar **out,
+                           mhla_token_mask *mask, char *err, size_t errlen);
+void srv_row_grammar_free(srv_row_grammar *rg);
 
 /* ---- stopper.c: stop strings with hold-back ----------------------------- */
 

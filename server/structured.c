@@ -209,11 +209,9 @@ static void compile_error(int rc, const mhla_grammar_error *ge, const char *para
         srv_error_set(e, SRV_ERR_INTERNAL, NULL, "out of memory compiling the grammar");
         return;
     }
-    char where[200] = "";
+    char where[200] = ""; /* a GBNF message names its line and column itself */
     if (ge->path[0])
         snprintf(where, sizeof where, " (at %s)", ge->path);
-    else if (ge->pos >= 0)
-        snprintf(where, sizeof where, " (at byte %ld)", ge->pos);
     srv_error_set(e, SRV_ERR_INVALID, param, "%s%s%s", rc == MHLA_GRAMMAR_LIMIT ? "too large: " : "",
                   ge->msg, where);
 }

@@ -1,0 +1,239 @@
+#!/usr/bin/python3
+"""Structured outputs through the server (docs/api.md "Structured outputs").
+
+A small random checkpoint (byte-level vocabulary) behind mhla-server: whatever
+the model would say, its answer under a constraint is a string of it.
+
+- grammar (GBNF): every answer of 12 seeds at temperature 1 is accepted whole by
+  `mhla-grammar match`, and finishes by stop;
+- response_format json_schema, bounded schemas (enums, maxLength, integer
+  ranges, maxItems, nested objects, anyOf): every answer parses and validates
+  with python3-jsonschema, none runs to length at a generous max_tokens; the
+  same through /v1/chat/completions;
+- response_format json_object: answers that finish are JSON objects;
+- streaming gives the text of the whole answer;
+- a seeded constrained answer is the same, token for token, alone and among 16
+  requests at once;
+- a repeated schema is compiled once (the cache's hits in /metrics), the mask
+  histogram counts the steps;
+- refusals naming the param: bad GBNF (with its line and column), a schema
+  keyword not served, two constraints at once, ignore_eos with a grammar, an
+  unknown response_format type.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import jsonschema
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_server as ts  # noqa: E402
+from test_server import check  # noqa: E402
+
+GBNF = r'''root ::= "{\"verdict\": \"" verdict "\", \"count\": " count ", \"tags\": [" tags "]}"
+verdict ::= "guilty" | "not guilty" | "hung"
+count ::= [1-9] [0-9]?
+tags ::= ( tag ( ", " tag ){0,2} )?
+tag ::= "\"" [a-z]{1,6} "\""
+'''
+
+SCHEMAS = [
+    {"type": "object", "properties": {"verdict": {"enum": ["guilty", "not guilty"]},
+                                      "count": {"type": "integer", "minimum": 1, "maximum": 12}},
+     "required": ["verdict", "count"], "additionalProperties": False},
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                      "ok": {"type": "boolean"}},
+     "required": ["name", "ok"], "additionalProperties": False},
+    {"type": "array", "items": {"type": "integer", "minimum": -5, "maximum": 5}, "maxItems": 4},
+    {"type": "object", "properties": {"who": {"type": "object", "properties": {
+        "first": {"type": "string", "maxLength": 5}, "age": {"type": "integer", "minimum": 0,
+                                                            "maximum": 120}},
+        "required": ["first", "age"], "additionalProperties": False}},
+     "required": ["who"], "additionalProperties": False},
+    {"anyOf": [{"type": "null"}, {"enum": ["a", "b", 3]}, {"type": "boolean"}]},
+    {"type": "object", "properties": {"tags": {"type": "array", "maxItems": 3,
+                                               "items": {"type": "string", "maxLength": 4}}},
+     "required": ["tags"], "additionalProperties": False},
+]
+
+
+def complete(s, body):
+    st, _, data = s.request("POST", "/v1/completions", body)
+    return st, (json.loads(data) if data else None)
+
+
+def grammar_matches(tool, gbnf_path, text):
+    r = subprocess.run([tool, "match", gbnf_path, "--text", text], capture_output=True)
+    return r.returncode == 0
+
+
+def check_gbnf(s, tool, work):
+    path = os.path.join(work, "verdict.gbnf")
+    with open(path, "w") as f:
+        f.write(GBNF)
+    ok = finished = 0
+    for seed in range(12):
+        st, r = complete(s, {"prompt": "The jury said", "max_tokens": 120, "temperature": 1.0,
+                             "seed": seed, "grammar": GBNF})
+        c = r["choices"][0] if st == 200 else {}
+        finished += c.get("finish_reason") == "stop"
+        ok += st == 200 and grammar_matches(tool, path, c["text"])
+    check(ok == 12 and finished == 12,
+          "grammar: %d of 12 seeded answers are whole strings of it, %d finish by stop" %
+          (ok, finished))
+
+
+def check_schemas(s):
+    valid = stopped = total = 0
+    bad = []
+    for i, schema in enumerate(SCHEMAS):
+        for seed in range(4):
+            rf = {"type": "json_schema", "json_schema": {"name": "s%d" % i, "schema": schema,
+                                                          "strict": True}}
+            chat = seed % 2 == 1
+            body = {"max_tokens": 400, "temperature": 1.0, "seed": seed, "response_format": rf}
+            if chat:
+                st, _, data = s.request("POST", "/v1/chat/completions",
+                                        dict(body, messages=[{"role": "user", "content": "Go"}]))
+                r = json.loads(data) if st == 200 else None
+                text = r["choices"][0]["message"]["content"] if r else None
+            else:
+                st, r = complete(s, dict(body, prompt="Answer:"))
+                text = r["choices"][0]["text"] if st == 200 else None
+            total += 1
+            if st != 200:
+                bad.append("schema %d seed %d: %d %s" % (i, seed, st, r))
+                continue
+            stopped += r["choices"][0]["finish_reason"] == "stop"
+            try:
+                jsonschema.validate(json.loads(text), schema)
+                valid += 1
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                bad.append("schema %d seed %d: %r: %s" % (i, seed, text, str(e)[:120]))
+    check(valid == total and stopped == total,
+          "json_schema: %d of %d answers validate, %d finish by stop (none by length)%s" %
+          (valid, total, stopped, "\n    " + "\n    ".join(bad[:5]) if bad else ""))
+
+
+def check_json_object(s):
+    good = stopped = 0
+    for seed in range(6):
+        st, r = complete(s, {"prompt": "{", "max_tokens": 300, "temperature": 1.0, "seed": seed,
+                             "response_format": {"type": "json_object"}})
+        c = r["choices"][0] if st == 200 else {}
+        if c.get("finish_reason") == "stop":
+            stopped += 1
+            try:
+                good += isinstance(json.loads(c["text"]), dict)
+            except ValueError:
+                pass
+    check(stopped > 0 and good == stopped,
+          "json_object: %d of the %d answers that finished are JSON objects" % (good, stopped))
+
+
+def check_stream_and_batch(s):
+    rf = {"type": "json_schema", "json_schema": {"name": "v", "schema": SCHEMAS[0]}}
+    base = {"prompt": "Verdict:", "max_tokens": 200, "temperature": 1.0, "response_format": rf,
+            "return_token_ids": True}
+    st, alone = complete(s, dict(base, seed=7))
+    st2, chunks, _ = s.stream(dict(base, seed=7))
+    text, ids, finish = ts.stream_text(chunks or [])
+    a = alone["choices"][0] if st == 200 else {}
+    check(st2 == 200 and text == a.get("text") and ids == a.get("token_ids") and finish == "stop",
+          "a constrained stream equals the whole answer")
+    results = [None] * 16
+
+    def one(k):
+        results[k] = complete(s, dict(base, seed=7 if k == 5 else 100 + k))
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    st5, b = results[5]
+    check(st5 == 200 and b["choices"][0]["token_ids"] == a.get("token_ids"),
+          "a seeded constrained answer is the same alone and among 16 at once")
+    check(all(r[0] == 200 for r in results), "the 16 constrained requests at once all answer")
+
+
+def check_cache_and_metrics(s):
+    m0 = s.metrics()
+    rf = {"type": "json_schema", "json_schema": {"name": "c", "schema": SCHEMAS[1]}}
+    for seed in range(3):
+        complete(s, {"prompt": "x", "max_tokens": 60, "seed": seed, "response_format": rf})
+    m1 = s.metrics()
+    hits = m1["mhla_grammar_cache_hits_total"] - m0["mhla_grammar_cache_hits_total"]
+    compiled = m1["mhla_grammar_compiled_total"] - m0["mhla_grammar_compiled_total"]
+    check(hits == 3 and compiled == 0,
+          "a schema seen before is not compiled again (%d hits, %d compiled)" % (hits, compiled))
+    check(m1["mhla_grammar_mask_seconds_count"] > m0["mhla_grammar_mask_seconds_count"] and
+          m1["mhla_grammar_rows_total"] >= m0["mhla_grammar_rows_total"] + 3,
+          "/metrics counts the masks and the constrained rows")
+
+
+def err(s, body, param, words, path="/v1/completions"):
+    st, _, data = s.request("POST", path, body)
+    e = json.loads(data).get("error", {}) if data else {}
+    check(st == 400 and e.get("param") == param and words in e.get("message", ""),
+          "%s -> 400 %s" % (param, json.dumps(e)[:200]))
+
+
+def check_refusals(s):
+    err(s, {"prompt": "x", "grammar": "root ::= \"a\" foo"}, "grammar", "undefined rule 'foo'")
+    err(s, {"prompt": "x", "grammar": "root ::= [a-"}, "grammar", "line 1")
+    err(s, {"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {
+        "name": "n", "schema": {"type": "string", "contentEncoding": "base64"}}}},
+        "response_format.json_schema.schema", "contentEncoding")
+    err(s, {"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}},
+        "grammar", "one of")
+    err(s, {"prompt": "x", "grammar": "root ::= \"a\"", "ignore_eos": True}, "ignore_eos",
+        "cannot go with a grammar")
+    err(s, {"prompt": "x", "response_format": {"type": "yaml"}}, "response_format.type",
+        "json_schema")
+    err(s, {"messages": [{"role": "user", "content": "x"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "n"}}},
+        "response_format.json_schema.schema", "missing", path="/v1/chat/completions")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    model = os.path.join(a.work, "model")
+    ts.gen_checkpoint.main(["--out", model, "--vocab", "256", "--hidden", "64", "--layers", "2",
+                            "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "5"])
+    s = ts.Server(os.path.join(a.bin, "mhla-server"), model, a.work, "structured",
+                  "--threads", "2", "--max-batch-tokens", "64")
+    try:
+        check_gbnf(s, os.path.join(a.bin, "mhla-grammar"), a.work)
+        check_schemas(s)
+        check_json_object(s)
+        check_stream_and_batch(s)
+        check_cache_and_metrics(s)
+        check_refusals(s)
+    finally:
+        rc = s.stop()
+        check(rc == 0, "SIGTERM: exit 0 (rc=%s)" % rc)
+    if ts.FAILURES:
+        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
+        return 1
+    print("all structured-output checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    finally:
+        for p in ts.PROCS:
+            if p.poll() is None:
+                p.kill()
