@@ -193,7 +193,7 @@ int srv_chat_apply_template(const srv_chat_render *cr, const cJSON *root, char *
     cJSON *messages = NULL, *kwargs = apply_kwargs(root, e);
     if (!kwargs)
         return -1;
-    int rc = srv_chat_tools_parse(root, cr, &p, &tools, e) ||
+    int rc = srv_chat_tools_parse(root, cr, NULL, &p, &tools, e) ||
                      srv_chat_messages_parse(root, &messages, e) ||
                      cr->render(cr, messages, tools, kwargs, text, len, e)
                  ? -1

@@ -4,9 +4,9 @@
  * "function": {name, description?, parameters?, strict?}}) and handed to
  * the template as `tools`, and how the reply is read: with tools and a
  * tool_choice other than "none", the reply's calls are parsed in the
- * server's tool-call format. A tool_choice that must force a call
- * ("required", or one named function) is refused: forcing one needs
- * constrained sampling, which this server does not do yet.
+ * server's tool-call format. A tool_choice that forces a call
+ * ("required", or one named function) holds the reply to calls by a
+ * grammar (tool_force.c).
  */
 #include "server_internal.h"
 
@@ -82,33 +82,75 @@ static int check_tools(const cJSON *tools, srv_error *e)
     return 0;
 }
 
-/* tool_choice: 1 when calls are parsed ("auto", the default with tools),
- * 0 for "none"; -1 with e set. */
-static int check_choice(const cJSON *choice, int has_tools, srv_error *e)
+/* tools names a function called name. */
+static int has_tool(const cJSON *tools, const char *name)
 {
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools)
+    {
+        const cJSON *n =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"),
+                                             "name");
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, name))
+            return 1;
+    }
+    return 0;
+}
+
+/* A named tool_choice, {"type": "function", "function": {"name"}}: its name
+ * (one of the tools'), or NULL with e set. */
+static const char *named_choice(const cJSON *choice, const cJSON *tools, srv_error *e)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(choice, "type");
+    const cJSON *name =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"),
+                                         "name");
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") || !cJSON_IsString(name)) {
+        refuse(e, "tool_choice",
+               "a named 'tool_choice' is {\"type\": \"function\", \"function\": {\"name\": …}}");
+        return NULL;
+    }
+    if (!has_tool(tools, name->valuestring)) {
+        refuse(e, "tool_choice.function.name",
+               "'tool_choice' names a function 'tools' do not have");
+        return NULL;
+    }
+    return name->valuestring;
+}
+
+enum { CHOICE_NONE, CHOICE_AUTO, CHOICE_FORCED };
+
+/* tool_choice: CHOICE_AUTO when calls are parsed ("auto", the default with
+ * tools), CHOICE_NONE for "none", CHOICE_FORCED for "required" or a named
+ * function (*only: its name); -1 with e set. */
+static int check_choice(const cJSON *choice, const cJSON *tools, const char **only, srv_error *e)
+{
+    int has_tools = tools != NULL;
+    *only = NULL;
     if (!choice || cJSON_IsNull(choice))
-        return has_tools;
+        return has_tools ? CHOICE_AUTO : CHOICE_NONE;
     int is_word = cJSON_IsString(choice);
     const char *w = is_word ? choice->valuestring : "";
     if (is_word && !strcmp(w, "none"))
-        return 0;
+        return CHOICE_NONE;
     if (!has_tools)
         return refuse(e, "tool_choice", "'tool_choice' is only allowed when 'tools' are given");
     if (is_word && !strcmp(w, "auto"))
-        return 1;
-    if ((is_word && !strcmp(w, "required")) || cJSON_IsObject(choice))
-        return refuse(e, "tool_choice",
-                      "'tool_choice' that forces a call (\"required\" or a named function) is "
-                      "not supported yet: use \"auto\" or \"none\"");
+        return CHOICE_AUTO;
+    if (is_word && !strcmp(w, "required"))
+        return CHOICE_FORCED;
+    if (cJSON_IsObject(choice))
+        return (*only = named_choice(choice, tools, e)) ? CHOICE_FORCED : -1;
     return refuse(e, "tool_choice",
                   "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function");
 }
 
-int srv_chat_tools_parse(const cJSON *root, const srv_chat_render *cr, srv_params *p,
-                         const cJSON **tools, srv_error *e)
+int srv_chat_tools_parse(const cJSON *root, const srv_chat_render *cr, srv_grammars *gs,
+                         srv_params *p, const cJSON **tools, srv_error *e)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tools");
     const cJSON *par = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
+    const char *only = NULL;
     *tools = NULL;
     if (t && cJSON_IsArray(t) && cJSON_GetArraySize(t) == 0)
         t = NULL; /* templates read [] as no tools */
@@ -116,13 +158,16 @@ int srv_chat_tools_parse(const cJSON *root, const srv_chat_render *cr, srv_param
         t = NULL;
     if (t && check_tools(t, e))
         return -1;
-    int parse = check_choice(cJSON_GetObjectItemCaseSensitive(root, "tool_choice"), t != NULL, e);
-    if (parse < 0)
+    int choice = check_choice(cJSON_GetObjectItemCaseSensitive(root, "tool_choice"), t, &only, e);
+    if (choice < 0)
         return -1;
     if (par && !cJSON_IsNull(par) && !cJSON_IsBool(par))
         return refuse(e, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     p->single_tool_call = cJSON_IsFalse(par);
-    p->tool_format = parse && cr ? cr->tool_format : SRV_TOOLS_NONE;
+    p->tool_format = choice != CHOICE_NONE && cr ? cr->tool_format : SRV_TOOLS_NONE;
     *tools = t;
-    return 0;
+    if (choice != CHOICE_FORCED || !gs) /* /apply-template only renders */
+        return 0;
+    return srv_tool_force_grammar(gs, p->tool_format, t, only, p->single_tool_call || only != NULL,
+                                  &p->grammar, e);
 }

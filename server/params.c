@@ -519,9 +519,9 @@ static const char *const known_both[] = {"model",
                                          "grammar",
                                          "json_schema"};
 static const char *const known_completions[] = {"prompt", "echo"};
-static const char *const known_chat[] = {"messages",    "max_completion_tokens", "top_logprobs",
-                                         "chat_template_kwargs", "tools", "tool_choice",
-                                         "parallel_tool_calls"};
+static const char *const known_chat[] = {
+    "messages", "max_completion_tokens", "top_logprobs",       "chat_template_kwargs",
+    "tools",    "tool_choice",           "parallel_tool_calls"};
 static const field_rules completion_rules = {refused, N_OF(refused), known_completions,
                                              N_OF(known_completions)};
 static const field_rules chat_rules = {refused_chat, N_OF(refused_chat), known_chat,
@@ -567,7 +567,7 @@ static int parse_messages(const cJSON *root, const srv_limits *lim, srv_params *
     const cJSON *tools = NULL;
     char *text = NULL, msg[256];
     size_t len = 0;
-    if (srv_chat_tools_parse(root, lim->chat, p, &tools, e) ||
+    if (srv_chat_tools_parse(root, lim->chat, lim->grammars, p, &tools, e) ||
         srv_chat_messages_parse(root, &msgs, e) ||
         lim->chat->render(lim->chat, msgs, tools, kw, &text, &len, e))
         return -1;

@@ -19,8 +19,8 @@ static int refuse(srv_error *e, const char *param, const char *msg)
 }
 
 /* The grammar of a schema value (an object; true means any JSON value). */
-static int from_schema(const cJSON *schema, const srv_limits *lim, const char *param,
-                       srv_params *p, srv_error *e)
+static int from_schema(const cJSON *schema, const srv_limits *lim, const char *param, srv_params *p,
+                       srv_error *e)
 {
     if (!cJSON_IsObject(schema) && !cJSON_IsTrue(schema))
         return refuse(e, param, "the schema must be a JSON Schema object");
@@ -85,8 +85,17 @@ int srv_params_format(const cJSON *root, const srv_limits *lim, srv_params *p, s
                       "give one of 'response_format', 'grammar' and 'json_schema'");
     if (!rf && !gbnf && !js)
         return 0;
+    if (p->grammar) /* tool_choice forces calls */
+        return refuse(e,
+                      rf     ? "response_format"
+                      : gbnf ? "grammar"
+                             : "json_schema",
+                      "a 'tool_choice' that forces a call already holds the answer to tool calls");
     if (!lim->grammars)
-        return refuse(e, rf ? "response_format" : gbnf ? "grammar" : "json_schema",
+        return refuse(e,
+                      rf     ? "response_format"
+                      : gbnf ? "grammar"
+                             : "json_schema",
                       "structured outputs are not served by this server");
     int rc = 0;
     if (rf)

@@ -147,7 +147,8 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     if (srv_codec_create(o->model_dir, sv->cfg->vocab_size, &sv->codec, err, errlen) ||
         srv_gen_config_load(o->model_dir, sv->cfg, &sv->gen, err, errlen) ||
         srv_chat_template_load(o->model_dir, o->chat_template, &sv->chat, err, errlen) ||
-        srv_chat_render_init(&sv->render, &sv->chat, o->model_dir, tool_format_of(o), err, errlen) ||
+        srv_chat_render_init(&sv->render, &sv->chat, o->model_dir, tool_format_of(o), err,
+                             errlen) ||
         srv_grammars_create(sv->codec, &sv->gen, sv->cfg->vocab_size, &sv->grammars, err, errlen))
         return -1;
     srv_logf(sv->chat.builtin ? MHLA_LOG_WARN : MHLA_LOG_INFO, "chat_template", "%s%s",

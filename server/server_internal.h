@@ -241,7 +241,13 @@ void srv_tool_parser_free(srv_tool_parser *tp);
 
 /* ---- structured.c: grammars, their cache, a choice's mask ------------------ */
 
-typedef enum { SRV_GRAMMAR_GBNF = 1, SRV_GRAMMAR_SCHEMA, SRV_GRAMMAR_JSON_OBJECT } srv_grammar_kind;
+/* TOOL_CALLS: GBNF whose start rule is "tool-calls" (tool_force.c) */
+typedef enum {
+    SRV_GRAMMAR_GBNF = 1,
+    SRV_GRAMMAR_SCHEMA,
+    SRV_GRAMMAR_JSON_OBJECT,
+    SRV_GRAMMAR_TOOL_CALLS
+} srv_grammar_kind;
 typedef struct srv_grammars srv_grammars;       /* the server's: vocabulary and cache */
 typedef struct srv_grammar_ref srv_grammar_ref; /* one compiled grammar, counted */
 typedef struct srv_row_grammar srv_row_grammar; /* one choice's matcher */
@@ -387,8 +393,12 @@ int srv_chat_apply_template(const srv_chat_render *cr, const cJSON *root, char *
 /* chat_tools.c: a chat body's tools (checked; *tools points into root, NULL
  * when none), tool_choice and parallel_tool_calls into p->tool_format and
  * p->single_tool_call. -1 with e set (a 400 naming the field). */
-int srv_chat_tools_parse(const cJSON *root, const srv_chat_render *cr, srv_params *p,
-                         const cJSON **tools, srv_error *e);
+int srv_chat_tools_parse(const cJSON *root, const srv_chat_render *cr, srv_grammars *gs,
+                         srv_params *p, const cJSON **tools, srv_error *e);
+/* tool_force.c: the grammar that holds a reply to tool calls of tools (only
+ * the one named only, when not NULL; one call when single) in format f. */
+int srv_tool_force_grammar(srv_grammars *gs, srv_tool_format f, const cJSON *tools,
+                           const char *only, int single, srv_grammar_ref **out, srv_error *e);
 
 /* chat_messages.c: a chat body's "messages", checked and rewritten into the
  * array a chat template reads (*out, the caller's to cJSON_Delete): content
@@ -455,7 +465,7 @@ typedef struct {
     mhla_sampler *sampler;
     srv_codec_stream *dec;
     srv_stopper stopper;
-    srv_tool_parser *tools; /* p.tool_format: the reply's calls parsed out */
+    srv_tool_parser *tools;   /* p.tool_format: the reply's calls parsed out */
     srv_row_grammar *grammar; /* p.grammar: this choice's matcher, and its mask */
     mhla_token_mask mask;
     int32_t last_tok;

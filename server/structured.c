@@ -26,9 +26,9 @@
 
 struct srv_grammar_ref {
     mhla_grammar_tokens *tokens;
-    atomic_int refs;   /* the cache's (while cached) and each request's */
+    atomic_int refs; /* the cache's (while cached) and each request's */
     uint64_t hash;
-    char *key;         /* kind byte + the grammar's text */
+    char *key; /* kind byte + the grammar's text */
     size_t key_len;
     struct srv_grammar_ref *prev, *next; /* LRU, most recent first; under mu */
 };
@@ -197,6 +197,7 @@ static int compile(srv_grammar_kind kind, const char *text, size_t len, mhla_gra
     switch (kind) {
     case SRV_GRAMMAR_GBNF: return mhla_grammar_from_gbnf(text, len, NULL, g, ge);
     case SRV_GRAMMAR_SCHEMA: return mhla_grammar_from_json_schema(text, len, g, ge);
+    case SRV_GRAMMAR_TOOL_CALLS: return mhla_grammar_from_gbnf(text, len, "tool-calls", g, ge);
     default: return mhla_grammar_json_object(g, ge);
     }
 }
@@ -212,8 +213,8 @@ static void compile_error(int rc, const mhla_grammar_error *ge, const char *para
     char where[200] = ""; /* a GBNF message names its line and column itself */
     if (ge->path[0])
         snprintf(where, sizeof where, " (at %s)", ge->path);
-    srv_error_set(e, SRV_ERR_INVALID, param, "%s%s%s", rc == MHLA_GRAMMAR_LIMIT ? "too large: " : "",
-                  ge->msg, where);
+    srv_error_set(e, SRV_ERR_INVALID, param, "%s%s%s",
+                  rc == MHLA_GRAMMAR_LIMIT ? "too large: " : "", ge->msg, where);
 }
 
 static srv_grammar_ref *new_ref(srv_grammars *gs, srv_grammar_kind kind, const char *text,
