@@ -32,7 +32,7 @@
 # The command runs as add_test(NAME ... COMMAND ...) runs it: a target name
 # as the program means that target's binary; generator expressions work.
 
-set(MHLA_TEST_MODULES base engine kvstate tokenizer template server client train cuda fuzz style docs deploy fault)
+set(MHLA_TEST_MODULES base engine kvstate tokenizer template grammar server client train cuda fuzz style docs deploy fault)
 set(MHLA_TESTS_ABSENT_FILE ${CMAKE_BINARY_DIR}/tests-absent.txt)
 file(WRITE ${MHLA_TESTS_ABSENT_FILE} "")
 

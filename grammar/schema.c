@@ -1,6 +1,5 @@
 /*
- * schema.c — the public entry points: a JSON Schema's text to GBNF, to a
- * compiled grammar, and the grammar of any JSON object.
+ * schema.c — a JSON Schema's text to GBNF text (schema_compile.c compiles it).
  */
 #include "schema_internal.h"
 
@@ -59,24 +58,4 @@ int mhla_grammar_schema_to_gbnf(const char *schema, size_t len, char **gbnf,
     sc_conv_free(&c);
     cJSON_Delete(doc);
     return rc;
-}
-
-int mhla_grammar_from_json_schema(const char *schema, size_t len, mhla_grammar **out,
-                                  mhla_grammar_error *err)
-{
-    char *gbnf = NULL;
-    if (out)
-        *out = NULL;
-    int rc = mhla_grammar_schema_to_gbnf(schema, len, &gbnf, err);
-    if (rc)
-        return rc;
-    rc = mhla_grammar_from_gbnf(gbnf, strlen(gbnf), "root", out, err);
-    free(gbnf);
-    return rc;
-}
-
-int mhla_grammar_json_object(mhla_grammar **out, mhla_grammar_error *err)
-{
-    static const char any_object[] = "{\"type\":\"object\"}";
-    return mhla_grammar_from_json_schema(any_object, sizeof any_object - 1, out, err);
 }

@@ -140,11 +140,16 @@ static void only_min(sc_buf *o, long long min, int decimals, int top)
             more_digits(o, len, less);
             sc_buf_add(o, " | ");
         }
+        /* after the first digit: as many digits as min's, not below them (a
+         * fixed width, leading zeros included), or more digits */
+        char nines[24];
+        memset(nines, '9', (size_t)len - 1);
+        nines[len - 1] = '\0';
         digit_range(o, s[0], s[0]);
         sc_buf_add(o, " (");
-        long long rest = 0;
-        sscanf(s + 1, "%lld", &rest);
-        min_max(o, &rest, NULL, less, 0);
+        uniform_range(o, s + 1, nines);
+        sc_buf_add(o, " | ");
+        more_digits(o, len, less);
         sc_buf_add(o, ")");
         if (s[0] < '9') {
             sc_buf_add(o, " | ");
@@ -195,7 +200,7 @@ static void min_max(sc_buf *o, const long long *min, const long long *max, int d
     } else if (max) {
         long long m = -*max;
         sc_buf_add(o, "\"-\" (");
-        min_max(o, &m, NULL, decimals, 0);
+        min_max(o, &m, NULL, decimals, 1);
         sc_buf_add(o, ")");
     }
 }

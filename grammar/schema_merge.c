@@ -67,16 +67,23 @@ static int flatten(sc_conv *c, const cJSON *node, parts_list *pl, int depth)
     return rc;
 }
 
-/* {"allOf": [a, b]} (references to both), kept with the merged node. */
-static cJSON *both(const cJSON *a, const cJSON *b)
+/* parent[key] (old) and add both: {"allOf": [old, add]} of references, or,
+ * when old is such a node made by an earlier merge, add appended to it (the
+ * node must not be replaced: references would point into the freed list). */
+static int conjoin(sc_conv *c, cJSON *parent, const char *key, cJSON *old, const cJSON *add)
 {
-    cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "allOf");
-    if (!list || !cJSON_AddItemReferenceToArray(list, (cJSON *)a) ||
-        !cJSON_AddItemReferenceToArray(list, (cJSON *)b)) {
-        cJSON_Delete(o);
-        return NULL;
+    if (!(old->type & cJSON_IsReference)) {
+        cJSON *list = cJSON_GetObjectItemCaseSensitive(old, "allOf");
+        return list && cJSON_AddItemReferenceToArray(list, (cJSON *)add) ? 0 : OOM(c);
     }
-    return o;
+    cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "allOf");
+    if (!list || !cJSON_AddItemReferenceToArray(list, old) ||
+        !cJSON_AddItemReferenceToArray(list, (cJSON *)add) ||
+        !cJSON_ReplaceItemInObjectCaseSensitive(parent, key, o)) {
+        cJSON_Delete(o);
+        return OOM(c);
+    }
+    return 0;
 }
 
 static int merge_properties(sc_conv *c, cJSON *out, const cJSON *props)
@@ -93,11 +100,9 @@ static int merge_properties(sc_conv *c, cJSON *out, const cJSON *props)
                 return OOM(c);
             continue;
         }
-        cJSON *pair = both(old, p);
-        if (!pair || !cJSON_ReplaceItemInObjectCaseSensitive(have, p->string, pair)) {
-            cJSON_Delete(pair);
-            return OOM(c);
-        }
+        int rc = conjoin(c, have, p->string, old, p);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -126,10 +131,13 @@ static int merge_type(sc_conv *c, cJSON *out, cJSON *have, const cJSON *t)
         return sc_fail(c, MHLA_GRAMMAR_UNSUPPORTED, "schema: allOf parts with lists of types");
     if (!strcmp(have->valuestring, t->valuestring) || !strcmp(t->valuestring, "number"))
         return 0;
-    if (!strcmp(have->valuestring, "number") && !strcmp(t->valuestring, "integer"))
-        return cJSON_ReplaceItemInObjectCaseSensitive(out, "type", cJSON_CreateString("integer"))
-                   ? 0
-                   : OOM(c);
+    if (!strcmp(have->valuestring, "number") && !strcmp(t->valuestring, "integer")) {
+        cJSON *integer = cJSON_CreateString("integer");
+        if (integer && cJSON_ReplaceItemInObjectCaseSensitive(out, "type", integer))
+            return 0;
+        cJSON_Delete(integer);
+        return OOM(c);
+    }
     return sc_fail(c, MHLA_GRAMMAR_UNSUPPORTED,
                    "schema: allOf parts of types '%s' and '%s': no value is valid",
                    have->valuestring, t->valuestring);
@@ -183,14 +191,8 @@ static int merge_kw(sc_conv *c, cJSON *out, const cJSON *kv)
         return merge_type(c, out, have, kv);
     if (is_bound(key))
         return merge_bound(c, out, key, have, kv);
-    if (!strcmp(key, "items") && cJSON_IsObject(kv) && cJSON_IsObject(have)) {
-        cJSON *pair = both(have, kv);
-        if (!pair || !cJSON_ReplaceItemInObjectCaseSensitive(out, key, pair)) {
-            cJSON_Delete(pair);
-            return OOM(c);
-        }
-        return 0;
-    }
+    if (!strcmp(key, "items") && cJSON_IsObject(kv) && cJSON_IsObject(have))
+        return conjoin(c, out, key, have, kv);
     return sc_fail(c, MHLA_GRAMMAR_UNSUPPORTED,
                    "schema: allOf parts with different '%s' are not served", key);
 }

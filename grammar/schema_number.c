@@ -78,14 +78,15 @@ int sc_build_integer(sc_conv *c, const cJSON *schema, sc_kw *used, char **body)
         sc_buf_add(&b, rule);
         return rc ? rc : finish(c, &b, body);
     }
+    /* checked before the casts: a double past long long's range has no value there */
+    if ((lo.has && fabs(lo.v) >= INT_BOUND) || (hi.has && fabs(hi.v) >= INT_BOUND))
+        return sc_fail(c, MHLA_GRAMMAR_UNSUPPORTED,
+                       "schema: integer bounds beyond 10^15 are not served");
     long long min = 0, max = 0;
     if (lo.has)
         min = (long long)(lo.excl ? floor(lo.v) + 1 : ceil(lo.v));
     if (hi.has)
         max = (long long)(hi.excl ? ceil(hi.v) - 1 : floor(hi.v));
-    if ((lo.has && fabs(lo.v) >= INT_BOUND) || (hi.has && fabs(hi.v) >= INT_BOUND))
-        return sc_fail(c, MHLA_GRAMMAR_UNSUPPORTED,
-                       "schema: integer bounds beyond 10^15 are not served");
     if (lo.has && hi.has && min > max)
         return sc_fail(c, MHLA_GRAMMAR_UNSUPPORTED, "schema: empty integer range: no value");
     sc_buf b = {0};
@@ -95,7 +96,7 @@ int sc_build_integer(sc_conv *c, const cJSON *schema, sc_kw *used, char **body)
 
 #define FRAC_ANY "( \".\" [0-9]{1,6} )?"
 #define FRAC_ZERO "( \".\" [0]{1,6} )?"
-#define FRAC_NONZERO "\".\" [0-9]{0,5} [1-9]"
+#define FRAC_NONZERO "\".\" [0-9]{0,5} [1-9] [0]{0,5}"
 
 static void alt(sc_buf *b, int *n, const char *sign)
 {

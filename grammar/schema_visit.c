@@ -10,7 +10,8 @@
 #include <string.h>
 
 /* Every keyword known here. Annotations (the first group) never constrain a
- * value and are skipped; $defs/definitions only hold schemas for $ref. */
+ * value and are skipped ("id" is draft 4's "$id"); $defs/definitions only
+ * hold schemas for $ref. */
 static const char *const KEYWORDS[] = {"title", "description", "$schema", "$id", "examples",
                                        "default", "$comment", "readOnly", "writeOnly", "deprecated",
                                        "$defs", "definitions", "$anchor",
@@ -21,7 +22,7 @@ static const char *const KEYWORDS[] = {"title", "description", "$schema", "$id",
                                        "uniqueItems", "minLength", "maxLength", "pattern", "format",
                                        "minimum", "maximum", "exclusiveMinimum",
                                        "exclusiveMaximum"};
-#define N_ANNOTATIONS 13
+#define N_ANNOTATIONS 14
 #define N_KEYWORDS (sizeof KEYWORDS / sizeof KEYWORDS[0])
 #define ANNOTATIONS ((((sc_kw)1) << N_ANNOTATIONS) - 1)
 
