@@ -12,7 +12,7 @@
 /* Every keyword known here. Annotations (the first group) never constrain a
  * value and are skipped ("id" is draft 4's "$id"); $defs/definitions only
  * hold schemas for $ref. */
-static const char *const KEYWORDS[] = {"title", "description", "$schema", "$id", "examples",
+static const char *const KEYWORDS[] = {"title", "description", "$schema", "$id", "id", "examples",
                                        "default", "$comment", "readOnly", "writeOnly", "deprecated",
                                        "$defs", "definitions", "$anchor",
                                        /* the served ones */

@@ -81,6 +81,11 @@ static void test_shapes(void)
     expect_rules("{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#/"
                  "$defs/n\"}}}},\"$ref\":\"#/$defs/n\"}",
                  (const char *const[]){"root ::= ref-defs-n\n", "next ::= ref-defs-n\n", NULL});
+    /* a $ref beside other keywords is their conjunction, not the $ref alone */
+    expect_rules("{\"$ref\":\"#/$defs/s\",\"maxLength\":2,\"$defs\":{\"s\":{\"type\":\"string\"}}}",
+                 (const char *const[]){"root ::= \"\\\"\" char{0,2} \"\\\"\"", NULL});
+    expect_rules("{\"id\":\"urn:x\",\"title\":\"t\",\"type\":\"null\"}",
+                 (const char *const[]){"root ::= null\n", NULL});
     expect_rules("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"null\"}},"
                  "\"additionalProperties\":{\"type\":\"integer\"}}",
                  (const char *const[]){"additional-k ::= ", "key-char ::= ", NULL});
