@@ -10,7 +10,7 @@
 #                 COMMAND <program> [<arg>...])
 #
 # The name says where a test belongs: its first dot-separated part is the module
-# (engine, kvstate, tokenizer, server, client, train, cuda, fuzz, style, docs),
+# (engine, kvstate, tokenizer, grammar, server, client, train, cuda, fuzz, style, docs),
 # the rest is the test and, after a second dot, its variant
 # (engine.batch_independence.gqa). Every test is labelled with its module and its
 # tier, so that

@@ -57,6 +57,7 @@ static inline int gr_class_has(const gr_class *c, unsigned char b)
 #define GR_MAX_ELEMS (1 << 22)
 #define GR_MAX_STACKS 4096      /* stacks a matcher may hold at once */
 #define GR_MAX_STACK_DEPTH 1024 /* frames in one stack */
+#define GR_MAX_EXPAND (1 << 16) /* rule expansions in one start/advance call */
 
 struct mhla_grammar {
     int refs; /* atomic: retain/free from any thread */
@@ -76,17 +77,25 @@ typedef struct {
     uint32_t n;
 } gr_stack;
 
-/* A set of expanded stacks, deduplicated; stacks own their pos arrays. */
+/* A set of expanded stacks, deduplicated. The stacks' pos arrays lie in
+ * one buffer the set owns (mem, with the dedup table and the expansion's
+ * scratch), so that advancing allocates nothing once the set has grown:
+ * a set is made only by gr_stacks_start/advance into a zero-initialised
+ * gr_stacks or into one they filled before (its memory is reused, its old
+ * stacks dropped), moved by assignment, and freed by gr_stacks_free. */
+struct gr_stacks_mem;
 typedef struct {
     gr_stack *s;
     uint32_t n, cap;
+    struct gr_stacks_mem *mem;
 } gr_stacks;
 
 void gr_stacks_free(gr_stacks *ss);
 /* The expanded stacks of the grammar's start (root's alternatives). */
 int gr_stacks_start(const mhla_grammar *g, gr_stacks *out, mhla_grammar_error *err);
 /* out = the stacks after byte b from in (expanded, deduplicated); out empty
- * when none accepts b. MHLA_GRAMMAR_LIMIT past GR_MAX_STACKS or the depth. */
+ * when none accepts b (in and out distinct sets). MHLA_GRAMMAR_LIMIT past
+ * GR_MAX_STACKS, the depth, or GR_MAX_EXPAND expansion steps in one call. */
 int gr_stacks_advance(const mhla_grammar *g, const gr_stacks *in, unsigned char b, gr_stacks *out,
                       mhla_grammar_error *err);
 /* 1 when one of the stacks is empty (the string so far is whole). */
@@ -107,23 +116,32 @@ struct mhla_grammar_vocab {
 
 /* Per expanded-stack top (a GR_BYTES element), computed the first time a row
  * reaches it: the tokens accepted whatever lies below the top's rule, and the
- * ones that run past the end of that rule (checked against the whole stack). */
+ * ones that run past the end of that rule (checked against the whole stack).
+ * The same for a stack's last k > 1 elements (the top and the continuations
+ * under it), used where the top alone leaves many uncertain (deeper). */
 typedef struct {
     uint64_t *accepted; /* (n + 63) / 64 words */
-    int32_t *uncertain;
+    int32_t *uncertain; /* sorted by their bytes */
     uint32_t n_uncertain;
+    int deeper; /* too many uncertain: a longer suffix of the stack decides */
 } gr_top_tokens;
 
 struct mhla_grammar_tokens {
     mhla_grammar *g; /* retained */
     const mhla_grammar_vocab *v;
     gr_top_tokens **by_elem; /* n_elems; NULL until computed (published under mu) */
+    void *deep;              /* the classes of longer suffixes (mask_deep.c), under mu */
     pthread_mutex_t mu;
 };
 
 struct mhla_grammar_matcher {
     mhla_grammar_tokens *t;
     gr_stacks stacks;
+    int ended;       /* an end id was taken: only end ids may follow */
+    gr_stacks *sets; /* scratch kept from call to call (so advancing reuses its
+                      * memory): the mask's set after each byte of a token,
+                      * accept's two */
+    size_t n_sets;   /* the longest token's bytes + 2 */
 };
 
 #endif

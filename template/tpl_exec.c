@@ -131,6 +131,13 @@ static int exec_filterblock(tpl_rt *rt, tpl_scope *sc, const tpl_node *n)
 int tpl_exec_macro_def(tpl_rt *rt, tpl_scope *sc, const tpl_node *n);
 int tpl_exec_callblock(tpl_rt *rt, tpl_scope *sc, const tpl_node *n);
 
+/* The body in a scope of its own, as Jinja2 runs a call block's caller. */
+static int exec_generation(tpl_rt *rt, tpl_scope *sc, const tpl_node *n)
+{
+    tpl_scope *inner = tpl_scope_new(rt, sc);
+    return inner ? tpl_exec_body(rt, inner, n->body) : -1;
+}
+
 static int exec_node(tpl_rt *rt, tpl_scope *sc, const tpl_node *n)
 {
     switch (n->kind) {
@@ -142,6 +149,7 @@ static int exec_node(tpl_rt *rt, tpl_scope *sc, const tpl_node *n)
     case N_MACRO: return tpl_exec_macro_def(rt, sc, n);
     case N_CALLBLOCK: return tpl_exec_callblock(rt, sc, n);
     case N_FILTERBLOCK: return exec_filterblock(rt, sc, n);
+    case N_GENERATION: return exec_generation(rt, sc, n);
     case N_BREAK: return TPL_BREAK;
     case N_CONTINUE: return TPL_CONTINUE;
     default: return tpl_fail(rt, MHLA_TPL_ERROR, n->line, "bad statement");

@@ -127,6 +127,7 @@ enum {
     N_COND,
     N_PARAM,
     N_FILTERBLOCK,
+    N_GENERATION, /* {% generation %}: body */
 };
 
 enum {

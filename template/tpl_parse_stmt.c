@@ -177,6 +177,19 @@ static tpl_node *parse_filterblock(tpl_parser *p)
     return n;
 }
 
+/* {% generation %}body{% endgeneration %}: transformers' tag marking the
+ * assistant's part (for its assistant-token mask); a render outputs the
+ * body, run as the body of a call block is (in a scope of its own). */
+static tpl_node *parse_generation(tpl_parser *p)
+{
+    static const char *const ends[] = {"endgeneration", NULL};
+    tpl_node *n = tpl_node_new(p, N_GENERATION);
+    int end;
+    if (!n || block_end(p) || !(n->body = parse_body(p, ends, &end)) || block_end(p))
+        return NULL;
+    return n;
+}
+
 static tpl_node *simple(tpl_parser *p, int kind)
 {
     tpl_node *n = tpl_node_new(p, kind);
@@ -185,13 +198,13 @@ static tpl_node *simple(tpl_parser *p, int kind)
 
 static tpl_node *parse_tag(tpl_parser *p, const tpl_tok *t)
 {
-    static const char *names[] = {"if",   "for",    "set",   "macro",
-                                  "call", "filter", "break", "continue"};
+    static const char *names[] = {"if",     "for",   "set",      "macro",     "call",
+                                  "filter", "break", "continue", "generation"};
     int i = 0;
-    for (; i < 8; i++)
+    for (; i < 9; i++)
         if (t->n == strlen(names[i]) && !memcmp(t->s, names[i], t->n))
             break;
-    if (i == 8)
+    if (i == 9)
         return tpl_pfail(p, "unknown tag '%.*s'", (int)t->n, t->s);
     p->pos++;
     switch (i) {
@@ -202,7 +215,8 @@ static tpl_node *parse_tag(tpl_parser *p, const tpl_tok *t)
     case 4: return parse_callblock(p);
     case 5: return parse_filterblock(p);
     case 6: return simple(p, N_BREAK);
-    default: return simple(p, N_CONTINUE);
+    case 7: return simple(p, N_CONTINUE);
+    default: return parse_generation(p);
     }
 }
 

@@ -158,7 +158,7 @@ static int hexval(int32_t c)
 
 /* "<0xAB>" -> byte, following the reference: exactly 6 UTF-16 units and parseInt(x, 16) of
  * the middle two. Returns -1 when the token is not a byte token. */
-static int byte_token(const char *s, size_t n)
+int tok_byte_token(const char *s, size_t n)
 {
     if (n < 6 || memcmp(s, "<0x", 3) != 0 || s[n - 1] != '>')
         return -1;
@@ -252,7 +252,7 @@ static int decode_bytefallback(const tok_strlist *in, tok_strlist *out)
     mhla_buf bytes = {0};
     for (size_t i = 0; i < in->n && rc == 0; i++) {
         const char *s = tok_strlist_at(in, i);
-        int b = byte_token(s, in->len[i]);
+        int b = tok_byte_token(s, in->len[i]);
         if (b >= 0) {
             rc = mhla_buf_putc(&bytes, (char)b);
             continue;
@@ -320,7 +320,7 @@ static int decode_replace(const tok_decoder *d, const tok_strlist *in, tok_strli
 }
 
 /* Up to start characters equal to the content off the front, up to stop off the end. */
-static int strip_one(const tok_decoder *d, const char *s, size_t n, tok_strlist *out)
+int tok_strip_token(const tok_decoder *d, const char *s, size_t n, tok_strlist *out)
 {
     size_t a = 0, e = n;
     for (long k = 0; k < d->start && a < n; k++) {
@@ -356,7 +356,7 @@ static int run_one(const mhla_tokenizer *tok, const tok_decoder *d, const tok_st
     case DEC_REPLACE: return decode_replace(d, in, out, err, errlen);
     case DEC_STRIP:
         for (size_t i = 0; i < in->n && rc == 0; i++)
-            rc = strip_one(d, tok_strlist_at(in, i), in->len[i], out);
+            rc = tok_strip_token(d, tok_strlist_at(in, i), in->len[i], out);
         return rc;
     }
     return -1;

@@ -259,6 +259,10 @@ struct mhla_tokenizer;
 int tok_decoder_run(const struct mhla_tokenizer *tok, const tok_decoder *d, tok_strlist *toks,
                     tok_strlist *tmp, char *err, size_t errlen);
 void tok_decoder_free(tok_decoder *d);
+/* The byte a "<0xAB>" token stands for (ByteFallback), or -1 when s is no such token. */
+int tok_byte_token(const char *s, size_t n);
+/* A Strip decoder's trimming of one string, pushed onto out. */
+int tok_strip_token(const tok_decoder *d, const char *s, size_t n, tok_strlist *out);
 
 /* ---- post-processor (tok_postprocess.c) ---- */
 typedef struct {

@@ -19,7 +19,7 @@ cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
   -Wno-unknown-pragmas -ffp-contract=off $(pkg-config --cflags $pkgs)
   -I$src/base/include -I$src/engine -I$src/engine/include -I$src/kvstate -I$src/kvstate/include
   -I$src/tokenizer -I$src/tokenizer/include -I$src/template -I$src/template/include
-  -I$src/server -I$src/server/include -I$src/grammar -I$src/grammar/include"
+  -I$src/grammar -I$src/grammar/include -I$src/server -I$src/server/include"
 # Every library source by folder (file names may change; the folders stay),
 # without the GPU backend (backend_registry.c without MHLA_BACKEND_CUDA is the
 # CPU's alone) and the CPU kernel paths of other architectures.
@@ -29,8 +29,7 @@ case $(uname -m) in
   *) other_isas='/cpu/isa_(avx2|avx512|neon)\.c$' ;;
 esac
 srcs=$(ls "$src"/base/*.c "$src"/engine/*.c "$src"/engine/cpu/*.c "$src"/kvstate/*.c \
-          "$src"/tokenizer/*.c "$src"/template/*.c "$src"/grammar/*.c "$src"/server/*.c 2>/dev/null |
-        grep -Ev "$other_isas")
+          "$src"/tokenizer/*.c "$src"/template/*.c "$src"/grammar/*.c "$src"/server/*.c 2>/dev/null | grep -Ev "$other_isas")
 # each instruction-set path's kernels with their own target flags, as the build gives them
 isa_flags() {
   case $1 in

@@ -30,6 +30,10 @@ static const tcase cases[] = {
      "A",
      0},
     {"{{ 1e20 }} {{ 0.0001 }} {{ 1/3 }}", NULL, "1e+20 0.0001 0.3333333333333333", 0},
+    /* transformers' generation tag: its body, in a scope of its own */
+    {"{% set x = 1 %}{% generation %}{% set x = 2 %}[{{ x }}]{% endgeneration %}{{ x }}", NULL,
+     "[2]1", 0},
+    {"{% for m in [1,2] %}{% generation %}{{ m }}{% endgeneration %}\n{% endfor %}", NULL, "12", 0},
     /* operators */
     {"{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 2 ** 10 }} {{ 7 / 2 }}", NULL,
      "3 -4 1 2 1024 3.5", 0},

@@ -42,6 +42,14 @@ int32_t mhla_tok_token_to_id(const mhla_tokenizer *tok, const char *s, size_t le
 const char *mhla_tok_id_to_token(const mhla_tokenizer *tok, int32_t id,
                                  size_t *len); /* NULL if none */
 int mhla_tok_is_special(const mhla_tokenizer *tok, int32_t id);
+/* The bytes token id adds in the middle of a text (for matching tokens against a grammar):
+ * the decoder applied to the token alone, without what it does only at a text's start (a
+ * SentencePiece "\xE2\x96\x81" is a space even first) and without repairing UTF-8, so a
+ * byte-level or <0xAB> token that holds part of a character gives its raw bytes; an added
+ * token gives its content. For a byte-level tokenizer the tokens' bytes, concatenated, are
+ * the decoded text. Returns 0 with *len bytes in buf; -1 with *len 0 when id is not in the
+ * vocabulary (or memory ran out), -1 with *len the size needed when cap is less. */
+int mhla_tok_token_bytes(const mhla_tokenizer *tok, int32_t id, char *buf, size_t cap, size_t *len);
 int32_t mhla_tok_bos_id(const mhla_tokenizer *tok); /* -1 when the tokenizer has none */
 int32_t mhla_tok_eos_id(const mhla_tokenizer *tok);
 
