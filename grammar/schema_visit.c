@@ -6,6 +6,7 @@
  */
 #include "schema_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,7 +84,7 @@ int sc_count(sc_conv *c, const cJSON *schema, const char *keyword, long *out)
     if (!v)
         return 0;
     double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
-    if (d < 0 || d != (double)(long)d) {
+    if (!(d >= 0) || d != floor(d)) {
         size_t old = sc_path_push(c, keyword);
         int rc =
             sc_fail(c, MHLA_GRAMMAR_SYNTAX, "schema: '%s' must be a non-negative integer", keyword);
@@ -93,7 +94,8 @@ int sc_count(sc_conv *c, const cJSON *schema, const char *keyword, long *out)
     if (d > SC_MAX_REPEAT && strncmp(keyword, "max", 3) != 0)
         return sc_fail(c, MHLA_GRAMMAR_LIMIT, "schema: '%s' %.0f is over the cap of %d", keyword, d,
                        SC_MAX_REPEAT);
-    *out = (long)d;
+    /* a larger maximum is served as the cap (callers clamp): no cast past long's range */
+    *out = d > SC_MAX_REPEAT ? SC_MAX_REPEAT + 1 : (long)d;
     return 0;
 }
 
