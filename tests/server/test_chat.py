@@ -164,11 +164,12 @@ def check_errors(s):
                                                            "image_url": {"url": "x"}}]}]},
         "an image part", param="messages[0].content[0].type")
     tools = [{"type": "function", "function": {"name": "f"}}]
-    err(s, 400, {"messages": hi, "tools": tools, "tool_choice": "required"},
-        "tool_choice required (needs constrained sampling)", param="tool_choice")
     err(s, 400, {"messages": hi, "tools": tools,
-                 "tool_choice": {"type": "function", "function": {"name": "f"}}},
-        "a named tool_choice", param="tool_choice")
+                 "tool_choice": {"type": "function", "function": {"name": "g"}}},
+        "a named tool_choice of no such tool", param="tool_choice.function.name")
+    err(s, 400, {"messages": hi, "tools": tools, "tool_choice": "required",
+                 "response_format": {"type": "json_object"}},
+        "a forced call and a response_format", param="response_format")
     err(s, 400, {"messages": hi, "tool_choice": "auto"}, "tool_choice without tools",
         param="tool_choice")
     err(s, 400, {"messages": hi, "tools": [{"type": "function", "function": {"name": "a b"}}]},
@@ -180,8 +181,8 @@ def check_errors(s):
         "parallel_tool_calls not a boolean", param="parallel_tool_calls")
     err(s, 400, {"messages": hi, "functions": [{"name": "f"}]}, "the deprecated functions",
         param="functions")
-    err(s, 400, {"messages": hi, "response_format": {"type": "json_object"}},
-        "response_format json_object", param="response_format")
+    err(s, 400, {"messages": hi, "response_format": {"type": "yaml"}},
+        "response_format of an unknown type", param="response_format.type")
     err(s, 400, {"messages": hi, "echo": True}, "echo is not a chat field", param="echo")
     err(s, 400, {"messages": hi, "prompt": "x"}, "prompt on chat", param="prompt")
     err(s, 400, {"messages": hi, "top_logprobs": 2}, "top_logprobs without logprobs",

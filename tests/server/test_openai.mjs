@@ -139,11 +139,12 @@ async function main() {
         'chat stream: role delta first, content equal to the non-streamed message, usage chunk');
   let etools = null;
   try {
-    await client.chat.completions.create({ ...creq, tool_choice: 'required', tools: [{
-      type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }] });
+    await client.chat.completions.create({ ...creq, tool_choice: { type: 'function',
+      function: { name: 'g' } }, tools: [{ type: 'function', function: { name: 'f',
+        parameters: { type: 'object', properties: {} } } }] });
   } catch (e) { etools = e; }
-  check(etools instanceof OpenAI.BadRequestError && etools.param === 'tool_choice',
-        'tool_choice required -> BadRequestError naming tool_choice (needs constrained sampling)');
+  check(etools instanceof OpenAI.BadRequestError && etools.param === 'tool_choice.function.name',
+        'a tool_choice naming no tool -> BadRequestError naming tool_choice.function.name');
 
   // errors come back as the library's error classes
   let e400 = null, e404 = null, e401 = null;

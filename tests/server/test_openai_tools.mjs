@@ -4,7 +4,8 @@
 // chat.completions.create: a request with tools gets the reply's calls as tool_calls
 // (finish_reason tool_calls), the same calls streamed as tool_calls deltas that the
 // library's stream helper puts together, two calls in one reply, and the round trip
-// (the calls sent back with the tool's result) answered in text.
+// (the calls sent back with the tool's result) answered in text; tool_choice
+// required and a named function force calls.
 //
 // usage: node test_openai_tools.mjs BIN_DIR WORK_DIR
 // The server runs on a free 127.0.0.1 port and is always killed at the end.
@@ -87,12 +88,20 @@ async function main() {
   const r = await client.chat.completions.create(request(rt));
   check(r.choices[0].finish_reason === 'stop' && r.choices[0].message.content === rt.reply &&
         !r.choices[0].message.tool_calls, `round trip: "${r.choices[0].message.content}"`);
-  let err = null;
-  try {
-    await client.chat.completions.create({ ...request(byName['hermes-weather']), tool_choice: 'required' });
-  } catch (e) { err = e; }
-  check(err instanceof OpenAI.BadRequestError && err.param === 'tool_choice',
-        'tool_choice required -> BadRequestError naming tool_choice');
+  // a forced call: the weather question, but get_time named, so the grammar holds the
+  // reply to a get_time call whatever the model would rather write
+  const w = byName['hermes-weather'];
+  const forced = await client.chat.completions.create({ ...request(w),
+    tool_choice: { type: 'function', function: { name: 'get_time' } } });
+  const fc = forced.choices[0];
+  check(fc.finish_reason === 'tool_calls' && fc.message.tool_calls?.length === 1 &&
+        fc.message.tool_calls[0].function.name === 'get_time' &&
+        typeof JSON.parse(fc.message.tool_calls[0].function.arguments) === 'object',
+        `a named tool_choice forces that call: ${JSON.stringify(fc.message.tool_calls)}`);
+  const req = await client.chat.completions.create({ ...request(w), tool_choice: 'required' });
+  check(req.choices[0].finish_reason === 'tool_calls' &&
+        sameCalls(req.choices[0].message.tool_calls, w.tool_calls),
+        'tool_choice required: the call the model would make anyway');
 }
 
 let code = 0;

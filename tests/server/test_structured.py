@@ -16,6 +16,9 @@ the model would say, its answer under a constraint is a string of it.
   requests at once;
 - a repeated schema is compiled once (the cache's hits in /metrics), the mask
   histogram counts the steps;
+- tool_choice required or a named function on /v1/chat/completions (the
+  built-in template, hermes calls): every reply is tool calls whose arguments
+  validate against their tool's parameters;
 - refusals naming the param: bad GBNF (with its line and column), a schema
   keyword not served, two constraints at once, ignore_eos with a grammar, an
   unknown response_format type.
@@ -177,6 +180,50 @@ def check_cache_and_metrics(s):
           "/metrics counts the masks and the constrained rows")
 
 
+FORCED_TOOLS = [
+    {"type": "function", "function": {"name": "light", "parameters": {
+        "type": "object", "properties": {"room": {"enum": ["hall", "attic"]},
+                                         "on": {"type": "boolean"}},
+        "required": ["room", "on"], "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "volume", "parameters": {
+        "type": "object", "properties": {"level": {"type": "integer", "minimum": 0,
+                                                   "maximum": 11}},
+        "required": ["level"], "additionalProperties": False}}}]
+
+
+def forced_calls(s, seed, **extra):
+    body = dict({"messages": [{"role": "user", "content": "Do it"}], "tools": FORCED_TOOLS,
+                 "max_tokens": 300, "temperature": 1.0, "seed": seed}, **extra)
+    st, _, data = s.request("POST", "/v1/chat/completions", body)
+    r = json.loads(data) if data else None
+    return st, (r["choices"][0] if st == 200 else r)
+
+
+def check_forced_calls(s):
+    """tool_choice required or named: a random model's reply is held to calls
+    of the tools, whose arguments follow each tool's parameters."""
+    params = {t["function"]["name"]: t["function"]["parameters"] for t in FORCED_TOOLS}
+    good = 0
+    for seed in range(6):
+        st, ch = forced_calls(s, seed, tool_choice="required", parallel_tool_calls=False)
+        calls = ch.get("message", {}).get("tool_calls", []) if st == 200 else []
+        ok = st == 200 and ch["finish_reason"] == "tool_calls" and len(calls) == 1
+        for c in calls if ok else []:
+            try:
+                jsonschema.validate(json.loads(c["function"]["arguments"]),
+                                    params[c["function"]["name"]])
+            except Exception:  # noqa: BLE001 - any failure is the finding
+                ok = False
+        good += ok
+    check(good == 6, "tool_choice required: %d of 6 random replies are one call whose arguments "
+          "validate against its tool's parameters" % good)
+    st, ch = forced_calls(s, 1, tool_choice={"type": "function", "function": {"name": "volume"}})
+    calls = ch.get("message", {}).get("tool_calls", []) if st == 200 else []
+    check(len(calls) == 1 and calls[0]["function"]["name"] == "volume" and
+          0 <= json.loads(calls[0]["function"]["arguments"])["level"] <= 11,
+          "a named tool_choice: one call of that function (%s)" % json.dumps(calls)[:200])
+
+
 def err(s, body, param, words, path="/v1/completions"):
     st, _, data = s.request("POST", path, body)
     e = json.loads(data).get("error", {}) if data else {}
@@ -210,7 +257,7 @@ def main():
     os.makedirs(a.work)
     model = os.path.join(a.work, "model")
     ts.gen_checkpoint.main(["--out", model, "--vocab", "256", "--hidden", "64", "--layers", "2",
-                            "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "5"])
+                            "--heads", "4", "--chunk", "16", "--blocks", "128", "--seed", "5"])
     s = ts.Server(os.path.join(a.bin, "mhla-server"), model, a.work, "structured",
                   "--threads", "2", "--max-batch-tokens", "64")
     try:
@@ -219,6 +266,7 @@ def main():
         check_json_object(s)
         check_stream_and_batch(s)
         check_cache_and_metrics(s)
+        check_forced_calls(s)
         check_refusals(s)
     finally:
         rc = s.stop()
