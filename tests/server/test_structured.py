@@ -6,6 +6,8 @@ the model would say, its answer under a constraint is a string of it.
 
 - grammar (GBNF): every answer of 12 seeds at temperature 1 is accepted whole by
   `mhla-grammar match`, and finishes by stop;
+- llama.cpp's grammars (tests/grammar/gbnf): an answer that stops is a whole
+  string of its grammar, one cut by max_tokens a prefix;
 - response_format json_schema, bounded schemas (enums, maxLength, integer
   ranges, maxItems, nested objects, anyOf): every answer parses and validates
   with python3-jsonschema, none runs to length at a generous max_tokens; the
@@ -24,6 +26,7 @@ the model would say, its answer under a constraint is a string of it.
   unknown response_format type.
 """
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -89,6 +92,35 @@ def check_gbnf(s, tool, work):
     check(ok == 12 and finished == 12,
           "grammar: %d of 12 seeded answers are whole strings of it, %d finish by stop" %
           (ok, finished))
+
+
+def check_llamacpp_grammars(s, tool, gbnf_dir):
+    """llama.cpp's grammars unchanged: an answer that stops is a whole string
+    of its grammar, one cut by max_tokens a prefix of one."""
+    good = total = 0
+    bad = []
+    for path in sorted(glob.glob(os.path.join(gbnf_dir, "*.gbnf"))):
+        with open(path) as f:
+            gbnf = f.read()
+        for seed in range(2):
+            st, r = complete(s, {"prompt": "Go:", "max_tokens": 150, "temperature": 1.0,
+                                 "seed": seed, "grammar": gbnf})
+            total += 1
+            if st != 200:
+                bad.append("%s: %d %s" % (os.path.basename(path), st, r))
+                continue
+            c = r["choices"][0]
+            rc = subprocess.run([tool, "match", path, "--text", c["text"]],
+                                capture_output=True).returncode
+            want = 0 if c["finish_reason"] == "stop" else 3
+            if rc == want:
+                good += 1
+            else:
+                bad.append("%s seed %d: %s, match says %d: %r" % (
+                    os.path.basename(path), seed, c["finish_reason"], rc, c["text"][:80]))
+    check(good == total and total >= 16,
+          "llama.cpp's grammars: %d of %d answers whole (stop) or a prefix (length)%s" %
+          (good, total, "\n    " + "\n    ".join(bad[:4]) if bad else ""))
 
 
 def check_schemas(s):
@@ -262,6 +294,8 @@ def main():
                   "--threads", "2", "--max-batch-tokens", "64")
     try:
         check_gbnf(s, os.path.join(a.bin, "mhla-grammar"), a.work)
+        check_llamacpp_grammars(s, os.path.join(a.bin, "mhla-grammar"),
+                                os.path.join(HERE, "..", "grammar", "gbnf"))
         check_schemas(s)
         check_json_object(s)
         check_stream_and_batch(s)
