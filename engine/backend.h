@@ -29,8 +29,12 @@ typedef struct {
                   mhla_error *err);
     void (*free)(void *ctx);
     /* One validated step: every page a closing block needs is reserved, and
-     * the engine advances the sequences afterwards. */
-    int (*forward)(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err);
+     * the engine advances the sequences afterwards. masks (NULL: none) holds
+     * per item the allowed-token bitmask ((vocab + 63) / 64 words, NULL:
+     * none) of the slot forward samples on its device; the engine calls the
+     * mask's accept afterwards. */
+    int (*forward)(void *ctx, mhla_batch_item *items, int n_items, const uint64_t *const *masks,
+                   mhla_error *err);
     /* Recomputes P_i of a sequence whose state was attached mid-block (a
      * resume or a snapshot); ctx is NULL for a sequence of no engine. */
     int (*restore_prefix)(void *ctx, mhla_seq *seq, mhla_error *err);
@@ -59,8 +63,9 @@ typedef struct {
     const char *(*note)(const void *ctx);
     /* Its CPU threads (mhla_engine_cpu_threads); NULL: all 0. */
     void (*threads)(const void *ctx, mhla_cpu_threads *out);
-    /* 1: forward samples an item's lone unmasked slot at its last position itself (on
-     * the device, so that only the results cross to the host); 0: the
+    /* 1: forward samples an item's lone slot at its last position itself (on
+     * the device, so that only the results cross to the host), unmasked or
+     * with a mask that gives bits (applied before everything else); 0: the
      * engine samples every slot from the logits rows forward returns. */
     int samples_on_device;
 } eng_backend_ops;

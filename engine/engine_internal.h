@@ -159,9 +159,10 @@ typedef struct eng_step_rows eng_step_rows;
 int eng_step_check_choices(const mhla_batch_item *it, int b, int vocab_size, mhla_error *err);
 /* The items as the backend runs them (*run, the engine's): each with the
  * logits rows its slots and scores need, and only the slot the backend
- * samples on its device. */
+ * samples on its device; *masks (the engine's) the bitmask of each such
+ * slot's mask, computed now (a mask whose bits fail fails its slot here). */
 int eng_step_rows_plan(mhla_engine *e, const mhla_batch_item *items, int n_items,
-                       mhla_batch_item **run, mhla_error *err);
+                       mhla_batch_item **run, const uint64_t *const **masks, mhla_error *err);
 /* After the backend's pass: samples every other slot, computes every score,
  * and copies the logits a caller asked for where the engine's rows held them. */
 void eng_step_choose(mhla_engine *e, mhla_batch_item *items, int n_items);

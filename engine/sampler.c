@@ -58,6 +58,7 @@ struct mhla_sampler {
     int32_t *seen;            /* the distinct ids of counts and in_prompt, for the GPU */
     int n_seen;
     float *scratch; /* adjusted logits */
+    uint64_t *bits; /* a mask's bitmask, where it gives bits and no apply */
     cand *cand;
 };
 
@@ -158,6 +159,7 @@ void mhla_sampler_free(mhla_sampler *s)
     free(s->in_prompt);
     free(s->seen);
     free(s->scratch);
+    free(s->bits);
     free(s->cand);
     free(s);
 }
@@ -316,10 +318,24 @@ static void adjust(mhla_sampler *s, float *l)
     }
 }
 
+/* A mask without apply, applied through its bitmask: forbidden ids to -inf. */
+static int apply_bits(mhla_sampler *s, const mhla_token_mask *mask, mhla_error *err)
+{
+    size_t words = ((size_t)s->vocab + 63) / 64;
+    if (!s->bits && !(s->bits = malloc(words * sizeof *s->bits)))
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "sampler: out of memory for the token mask");
+    if (mask->bits(mask->ctx, s->bits, s->vocab, err))
+        return -1;
+    for (int i = 0; i < s->vocab; i++)
+        if (!((s->bits[i >> 6] >> (i & 63)) & 1u))
+            s->scratch[i] = -INFINITY;
+    return 0;
+}
+
 /* The mask on the sampler's copy of the row; -1 when it fails or allows no id. */
 static int apply_mask(mhla_sampler *s, const mhla_token_mask *mask, mhla_error *err)
 {
-    if (mask->apply(mask->ctx, s->scratch, s->vocab, err))
+    if (mask->apply ? mask->apply(mask->ctx, s->scratch, s->vocab, err) : apply_bits(s, mask, err))
         return -1;
     for (int i = 0; i < s->vocab; i++)
         if (s->scratch[i] != -INFINITY)

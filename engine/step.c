@@ -66,8 +66,9 @@ int mhla_engine_step(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_e
             return -1;
     }
     mhla_batch_item *run;
-    if (eng_step_rows_plan(e, items, n_items, &run, err) ||
-        e->ops->forward(e->backend, run, n_items, err))
+    const uint64_t *const *masks;
+    if (eng_step_rows_plan(e, items, n_items, &run, &masks, err) ||
+        e->ops->forward(e->backend, run, n_items, masks, err))
         return -1;
     eng_step_choose(e, items, n_items);
     /* Advances each sequence and publishes the blocks it closed to the

@@ -13,8 +13,9 @@
 #include <string.h>
 
 typedef struct {
-    int lo;  /* the first position the run item's logits hold */
-    int own; /* they are the engine's rows, not the caller's */
+    int lo;     /* the first position the run item's logits hold */
+    int own;    /* they are the engine's rows, not the caller's */
+    int failed; /* its device slot's mask failed before the step (bits) */
 } item_rows;
 
 struct eng_step_rows {
@@ -23,6 +24,10 @@ struct eng_step_rows {
     int cap_run, cap_at;
     float *logits;
     size_t cap_floats;
+    uint64_t *bits;        /* the device slots' masks, (vocab + 63) / 64 words each */
+    const uint64_t **mask; /* per item: its device slot's words in bits, or NULL */
+    size_t cap_words;
+    int cap_mask;
 };
 
 void eng_step_rows_free(eng_step_rows *r)
@@ -32,6 +37,8 @@ void eng_step_rows_free(eng_step_rows *r)
     free(r->run);
     free(r->at);
     free(r->logits);
+    free(r->bits);
+    free(r->mask);
     free(r);
 }
 
@@ -47,8 +54,9 @@ static int bad_slot(const mhla_batch_item *it, int b, int i, int prev_at, mhla_e
             "batch item %d: sample slot %d samples position %d: outside [%d, %d) (slots "
             "go in position order)",
             b, i, sl->at, prev_at, it->n_tokens);
-    if (sl->mask && !sl->mask->apply)
-        return eng_fail(err, "batch item %d: sample slot %d has a mask without apply", b, i);
+    if (sl->mask && !sl->mask->apply && !sl->mask->bits)
+        return eng_fail(err, "batch item %d: sample slot %d has a mask without apply or bits", b,
+                        i);
     return 0;
 }
 
@@ -79,11 +87,13 @@ int eng_step_check_choices(const mhla_batch_item *it, int b, int vocab_size, mhl
     return it->scores ? bad_scores(it, b, vocab_size, err) : 0;
 }
 
-/* The one slot the backend samples on its device, or NULL. */
+/* The one slot the backend samples on its device, or NULL: a mask goes
+ * there as its bitmask, so one with apply only keeps the slot on the host. */
 static mhla_sample_slot *device_slot(const mhla_engine *e, const mhla_batch_item *it)
 {
     const mhla_sample_slot *sl = it->sample;
-    if (!e->ops->samples_on_device || it->n_samples != 1 || sl->at != it->n_tokens - 1 || sl->mask)
+    if (!e->ops->samples_on_device || it->n_samples != 1 || sl->at != it->n_tokens - 1 ||
+        (sl->mask && !sl->mask->bits))
         return NULL;
     return it->sample;
 }
@@ -126,17 +136,60 @@ static void plan_item(const mhla_engine *e, const mhla_batch_item *it, eng_step_
     run->scores = NULL;
     int lo = host_rows_from(e, it), n = it->n_tokens;
     int asked = it->logits ? it->logits_from : n;
-    r->at[b] = (item_rows){.lo = asked, .own = 0};
+    r->at[b] = (item_rows){.lo = asked, .own = 0, .failed = 0};
     if (lo >= asked) /* the caller's buffer holds every row needed, or none is */
         return;
-    r->at[b] = (item_rows){.lo = lo, .own = 1};
+    r->at[b] = (item_rows){.lo = lo, .own = 1, .failed = 0};
     run->logits_from = lo;
     run->logits = r->logits + *next_row * (size_t)e->model->cfg.vocab_size;
     *next_row += (size_t)(n - lo);
 }
 
+static int grow_masks(eng_step_rows *r, int n_items, size_t words, mhla_error *err)
+{
+    if (mhla_grow(&r->mask, sizeof *r->mask, &r->cap_mask, n_items))
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a step of %d items", n_items);
+    if (words > r->cap_words) {
+        uint64_t *w = realloc(r->bits, words * sizeof *w);
+        if (!w)
+            return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu mask words", words);
+        r->bits = w;
+        r->cap_words = words;
+    }
+    return 0;
+}
+
+/* The bitmasks of the masked slots the backend samples on its device,
+ * computed now; a mask whose bits fail fails its slot, which then is not
+ * sampled (the item runs without it). */
+static int plan_masks(eng_step_rows *r, int n_items, int V, mhla_error *err)
+{
+    size_t words = ((size_t)V + 63) / 64, n_masked = 0;
+    for (int b = 0; b < n_items; b++)
+        n_masked += r->run[b].sample && r->run[b].sample->mask;
+    if (grow_masks(r, n_items, n_masked * words, err))
+        return -1;
+    uint64_t *next = r->bits;
+    for (int b = 0; b < n_items; b++) {
+        mhla_sample_slot *sl = r->run[b].sample;
+        r->mask[b] = NULL;
+        if (!sl || !sl->mask)
+            continue;
+        if (sl->mask->bits(sl->mask->ctx, next, V, &sl->err)) {
+            sl->status = MHLA_SLOT_FAILED;
+            r->at[b].failed = 1;
+            r->run[b].sample = NULL;
+            r->run[b].n_samples = 0;
+            continue;
+        }
+        r->mask[b] = next;
+        next += words;
+    }
+    return 0;
+}
+
 int eng_step_rows_plan(mhla_engine *e, const mhla_batch_item *items, int n_items,
-                       mhla_batch_item **run, mhla_error *err)
+                       mhla_batch_item **run, const uint64_t *const **masks, mhla_error *err)
 {
     if (!e->rows && !(e->rows = calloc(1, sizeof *e->rows)))
         return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for a step");
@@ -152,19 +205,37 @@ int eng_step_rows_plan(mhla_engine *e, const mhla_batch_item *items, int n_items
     size_t next_row = 0;
     for (int b = 0; b < n_items; b++)
         plan_item(e, &items[b], r, b, &next_row);
+    if (plan_masks(r, n_items, (int)V, err))
+        return -1;
     *run = r->run;
+    *masks = r->mask;
     return 0;
 }
 
-/* Item it's slots, in order: the sampling site. rows holds positions lo.. */
+/* The slot the backend sampled on its device: its mask is told the token
+ * (the host sampler tells it inside mhla_sampler_next, after choosing). */
+static void device_chose(mhla_sample_slot *sl)
+{
+    const mhla_token_mask *mask = sl->mask;
+    if (sl->status == MHLA_SLOT_OK && mask && mask->accept &&
+        mask->accept(mask->ctx, sl->token, &sl->err))
+        sl->status = MHLA_SLOT_FAILED;
+}
+
+/* Item it's slots, in order: the sampling site. rows holds positions lo..;
+ * failed: its device slot failed before the step (status set). */
 static void choose_tokens(mhla_batch_item *it, const mhla_batch_item *run, const float *rows,
-                          int lo, int V)
+                          int lo, int V, int failed)
 {
     int skip = 0;
     for (int i = 0; i < it->n_samples; i++) {
         mhla_sample_slot *sl = &it->sample[i];
-        if (sl == run->sample)
-            continue; /* the backend sampled it on its device */
+        if (sl == run->sample) {
+            device_chose(sl);
+            continue;
+        }
+        if (failed)
+            continue; /* the device slot (the item's only one) whose mask's bits failed */
         if (skip) {
             sl->status = MHLA_SLOT_SKIPPED;
             continue;
@@ -200,7 +271,7 @@ void eng_step_choose(mhla_engine *e, mhla_batch_item *items, int n_items)
         mhla_batch_item *it = &items[b];
         const mhla_batch_item *run = &r->run[b];
         int lo = r->at[b].lo;
-        choose_tokens(it, run, run->logits, lo, V);
+        choose_tokens(it, run, run->logits, lo, V, r->at[b].failed);
         if (it->scores)
             score_tokens(it->scores, run->logits, lo, V);
         if (r->at[b].own && it->logits && it->logits_from < it->n_tokens)

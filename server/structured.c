@@ -280,22 +280,50 @@ int srv_grammars_get(srv_grammars *gs, srv_grammar_kind kind, const char *text, 
 struct srv_row_grammar {
     mhla_grammar_matcher *m;
     uint64_t *bits;
+    int n_vocab;
 };
 
-static int mask_apply(void *ctx, float *logits, int vocab, mhla_error *err)
+/* The matcher's allowed tokens now, into rg->bits. */
+static int compute_bits(srv_row_grammar *rg, mhla_error *err)
 {
-    srv_row_grammar *rg = ctx;
     mhla_grammar_error ge = {.pos = -1};
-    double t0 = mhla_now();
     int n = mhla_grammar_matcher_mask(rg->m, rg->bits, &ge);
     if (n < 0) {
         err->code = n == MHLA_GRAMMAR_NOMEM ? MHLA_ERR_NOMEM : MHLA_ERR_INVALID;
         snprintf(err->msg, sizeof err->msg, "grammar: %s", ge.msg);
         return -1;
     }
+    return 0;
+}
+
+/* The host sampler's way: forbidden logits to -inf. */
+static int mask_apply(void *ctx, float *logits, int vocab, mhla_error *err)
+{
+    srv_row_grammar *rg = ctx;
+    double t0 = mhla_now();
+    if (compute_bits(rg, err))
+        return -1;
     for (int i = 0; i < vocab; i++)
-        if (!((rg->bits[i >> 6] >> (i & 63)) & 1u))
+        if (i >= rg->n_vocab || !((rg->bits[i >> 6] >> (i & 63)) & 1u))
             logits[i] = -INFINITY;
+    srv_metrics_grammar_mask(mhla_now() - t0);
+    return 0;
+}
+
+/* The device sampler's way: the bitmask itself (ids past the grammar's
+ * vocabulary forbidden, as mask_apply has them). */
+static int mask_bits(void *ctx, uint64_t *bits, int vocab, mhla_error *err)
+{
+    srv_row_grammar *rg = ctx;
+    double t0 = mhla_now();
+    if (compute_bits(rg, err))
+        return -1;
+    size_t words = ((size_t)vocab + 63) / 64, own = ((size_t)rg->n_vocab + 63) / 64;
+    memcpy(bits, rg->bits, (words < own ? words : own) * sizeof *bits);
+    for (size_t w = own; w < words; w++)
+        bits[w] = 0;
+    if (vocab > rg->n_vocab && rg->n_vocab % 64) /* the grammar's last word's spare bits */
+        bits[own - 1] &= (1ull << (rg->n_vocab % 64)) - 1;
     srv_metrics_grammar_mask(mhla_now() - t0);
     return 0;
 }
@@ -324,7 +352,9 @@ int srv_row_grammar_create(srv_grammar_ref *ref, int n_vocab, srv_row_grammar **
         srv_row_grammar_free(rg);
         return -1;
     }
-    *mask = (mhla_token_mask){.apply = mask_apply, .accept = mask_accept, .ctx = rg};
+    rg->n_vocab = n_vocab;
+    *mask =
+        (mhla_token_mask){.apply = mask_apply, .accept = mask_accept, .ctx = rg, .bits = mask_bits};
     *out = rg;
     return 0;
 }

@@ -210,12 +210,20 @@ static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *
     return 0;
 }
 
+/* The CPU samples nothing inside forward (samples_on_device 0): no masks come. */
+static int cpu_forward(void *ctx, mhla_batch_item *items, int n_items, const uint64_t *const *masks,
+                       mhla_error *err)
+{
+    (void)masks;
+    return eng_cpu_forward(ctx, items, n_items, err);
+}
+
 const eng_backend_ops eng_cpu_backend = {
     .name = "cpu",
     .device = MHLA_DEVICE_CPU,
     .create = cpu_create,
     .free = cpu_free,
-    .forward = eng_cpu_forward,
+    .forward = cpu_forward,
     .restore_prefix = cpu_restore_prefix,
     .memory = NULL,
     .describe = cpu_describe,

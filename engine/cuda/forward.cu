@@ -41,8 +41,11 @@ static int alloc_dev(eng_cuda *g, void *p, size_t bytes, char *err)
  * captured graphs. */
 /* What a step needs room for. */
 struct step_need {
-    int T, R, n_seg, n_items, n_pages, n_samp, n_pen, n_bias;
+    int T, R, n_seg, n_items, n_pages, n_samp, n_pen, n_bias, n_mask;
 };
+
+/* 64-bit words of one row's token mask. */
+static size_t mask_words(const eng_cuda *g) { return ((size_t)g->cfg.vocab_size + 63) / 64; }
 
 /* The capacities a step that needs nd grows the buffers to. */
 static step_need grown_caps(const eng_cuda *g, const step_need &nd)
@@ -59,6 +62,8 @@ static step_need grown_caps(const eng_cuda *g, const step_need &nd)
     cap.n_samp = grow_to(nd.n_samp, sb->cap_samp, 64);
     cap.n_pen = grow_to(nd.n_pen, sb->cap_pen, 4096);
     cap.n_bias = grow_to(nd.n_bias, sb->cap_bias, 256);
+    /* none until a masked row comes: unconstrained steps upload no mask room */
+    cap.n_mask = grow_to(nd.n_mask, sb->cap_mask, 8);
     return cap;
 }
 
@@ -90,7 +95,7 @@ static int alloc_activations(eng_cuda *g, const step_need &cap, char *err)
 
 /* The descriptor buffer's capacities and layout (its host and device copies
  * hold the same bytes). */
-static void lay_out_descriptors(step_bufs *sb, const step_need &cap)
+static void lay_out_descriptors(step_bufs *sb, const step_need &cap, size_t words)
 {
     size_t cT = cap.T, cR = cap.R, cS = cap.n_seg;
     sb->cap_T = cap.T;
@@ -101,6 +106,7 @@ static void lay_out_descriptors(step_bufs *sb, const step_need &cap)
     sb->cap_samp = cap.n_samp;
     sb->cap_pen = cap.n_pen;
     sb->cap_bias = cap.n_bias;
+    sb->cap_mask = cap.n_mask;
     sb->off_tokens = 0;
     sb->off_rowpos = align256(sb->off_tokens + cT * 4);
     sb->off_segs = align256(sb->off_rowpos + cT * 4);
@@ -110,7 +116,8 @@ static void lay_out_descriptors(step_bufs *sb, const step_need &cap)
     sb->off_samp = align256(sb->off_lrows + cR * 4);
     sb->off_pen = align256(sb->off_samp + (size_t)cap.n_samp * sizeof(sample_desc));
     sb->off_bias = align256(sb->off_pen + (size_t)cap.n_pen * sizeof(sample_pen));
-    sb->off_fblocks = align256(sb->off_bias + (size_t)cap.n_bias * sizeof(sample_bias));
+    sb->off_mask = align256(sb->off_bias + (size_t)cap.n_bias * sizeof(sample_bias));
+    sb->off_fblocks = align256(sb->off_mask + (size_t)cap.n_mask * words * 8);
     sb->bytes = align256(sb->off_fblocks + cS * sizeof(int32_t));
 }
 
@@ -139,14 +146,14 @@ static int ensure_buffers(eng_cuda *g, const step_need &nd, char *err)
     step_bufs *sb = &g->sb;
     if (nd.T <= g->cap_T && nd.R <= g->cap_R && nd.n_seg <= g->cap_seg &&
         nd.n_items <= sb->cap_items && nd.n_pages <= sb->cap_pages && nd.n_samp <= sb->cap_samp &&
-        nd.n_pen <= sb->cap_pen && nd.n_bias <= sb->cap_bias)
+        nd.n_pen <= sb->cap_pen && nd.n_bias <= sb->cap_bias && nd.n_mask <= sb->cap_mask)
         return 0;
     step_need cap = grown_caps(g, nd);
     CU(cudaStreamSynchronize(g->stream), "finishing earlier work");
     free_buffers(g);
     if (alloc_activations(g, cap, err))
         goto fail;
-    lay_out_descriptors(sb, cap);
+    lay_out_descriptors(sb, cap, mask_words(g));
     if (alloc_dev(g, &sb->dev, sb->bytes, err) || alloc_host_side(g, cap, err))
         goto fail;
     g->cap_T = cap.T;
@@ -377,7 +384,8 @@ static int run_step(eng_cuda *g, int T, int R, int n_seg, int n_samp, char *err)
     }
     k_sample(g->logits, V, g->sample_adj, reinterpret_cast<const sample_desc *>(d + g->sb.off_samp),
              n_samp, reinterpret_cast<const sample_pen *>(d + g->sb.off_pen),
-             reinterpret_cast<const sample_bias *>(d + g->sb.off_bias), g->sample_out, st);
+             reinterpret_cast<const sample_bias *>(d + g->sb.off_bias),
+             reinterpret_cast<const unsigned long long *>(d + g->sb.off_mask), g->sample_out, st);
     CU(cudaGetLastError(), "launching the step's kernels");
     return 0;
 }
@@ -438,11 +446,30 @@ static int host_rows(const eng_cuda_item *it)
 /* Whether item it needs its last position's logits only for sampling. */
 static int sample_only_row(const eng_cuda_item *it) { return it->sample && host_rows(it) == 0; }
 
-/* The descriptor of a sampled row, its penalties and its logit biases
- * appended at pens[*npen] and biases[*nb]. */
-static void fill_sample_desc(const eng_cuda_sample *q, int row, sample_desc *d, sample_pen *pens,
-                             int *npen, sample_bias *biases, int *nb)
+/* Where the sampled rows' descriptors go in the host mirror, and how many
+ * of each are there so far. */
+struct sample_fill {
+    sample_desc *sd;
+    sample_pen *pens;
+    sample_bias *biases;
+    unsigned long long *masks;
+    size_t words; /* per mask */
+    int nsm, npen, nb, nmask;
+};
+
+/* The descriptor of a sampled row, its penalties, logit biases and mask
+ * appended to f's. */
+static void fill_sample_desc(const eng_cuda_sample *q, int row, sample_fill *f)
 {
+    sample_desc *d = &f->sd[f->nsm++];
+    sample_pen *pens = f->pens;
+    sample_bias *biases = f->biases;
+    int *npen = &f->npen, *nb = &f->nb;
+    d->mask_row = -1;
+    if (q->mask) {
+        d->mask_row = f->nmask++;
+        memcpy(f->masks + (size_t)d->mask_row * f->words, q->mask, f->words * 8);
+    }
     d->row = row;
     d->top_k = q->top_k;
     d->n_top = q->n_top > 0 ? q->n_top : 0;
@@ -513,11 +540,17 @@ static void describe_step(eng_cuda *g, const eng_cuda_item *items, int n_items, 
     seg_desc *segs = reinterpret_cast<seg_desc *>(h + g->sb.off_segs);
     item_desc *its = reinterpret_cast<item_desc *>(h + g->sb.off_items);
     void **pages = reinterpret_cast<void **>(h + g->sb.off_pages);
-    sample_desc *sd = reinterpret_cast<sample_desc *>(h + g->sb.off_samp);
-    sample_pen *pens = reinterpret_cast<sample_pen *>(h + g->sb.off_pen);
-    sample_bias *biases = reinterpret_cast<sample_bias *>(h + g->sb.off_bias);
+    sample_fill f = {reinterpret_cast<sample_desc *>(h + g->sb.off_samp),
+                     reinterpret_cast<sample_pen *>(h + g->sb.off_pen),
+                     reinterpret_cast<sample_bias *>(h + g->sb.off_bias),
+                     reinterpret_cast<unsigned long long *>(h + g->sb.off_mask),
+                     mask_words(g),
+                     0,
+                     0,
+                     0,
+                     0};
     int32_t *fblocks = reinterpret_cast<int32_t *>(h + g->sb.off_fblocks);
-    int t = 0, r = 0, r_only = R_host, ns = 0, np = 0, nsm = 0, npen = 0, nb = 0;
+    int t = 0, r = 0, r_only = R_host, ns = 0, np = 0;
     g->n_full = g->n_runs = 0;
     for (int b = 0; b < n_items; b++) {
         const eng_cuda_item *it = &items[b];
@@ -543,7 +576,7 @@ static void describe_step(eng_cuda *g, const eng_cuda_item *items, int n_items, 
             lrows[r_only++] = t - 1;
         }
         if (it->sample)
-            fill_sample_desc(it->sample, last_row, &sd[nsm++], pens, &npen, biases, &nb);
+            fill_sample_desc(it->sample, last_row, &f);
         add_segments(g, it, b, t_first, segs, &ns, fblocks);
     }
 }
@@ -570,6 +603,7 @@ static void size_step(const eng_cuda *g, const eng_cuda_item *items, int n_items
             nd->n_samp++;
             nd->n_pen += it->sample->n_pen;
             nd->n_bias += it->sample->n_bias;
+            nd->n_mask += it->sample->mask != NULL;
         }
         /* graphs: one token each, all with host logits or all sampled only */
         int kind = it->sample && !it->logits ? 2 : (!it->sample && host_rows(it) == 1) ? 1 : 0;

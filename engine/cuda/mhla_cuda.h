@@ -89,7 +89,8 @@ typedef struct {
     int n_pen;
     const mhla_logit_bias *bias;
     int n_bias;
-    int status, nan_id; /* out: 0, or -1 and the id of a NaN logit */
+    const uint64_t *mask; /* NULL, or the allowed ids: bit i of word i / 64, (V + 63) / 64 words */
+    int status, nan_id;   /* out: 0; -1 and the id of a NaN logit; -2 the mask allows no id */
     int32_t token;
     float token_logprob;
     mhla_logprob top[MHLA_MAX_TOP_LOGPROBS];

@@ -153,7 +153,8 @@ static int describe_seq(const mhla_seq *s, void **pages, eng_cuda_item *it)
 /* The device's view of a sample slot: parameters, the uniform the host
  * sampler would draw now, and the ids its penalties touch. pen holds
  * 2 * n_seen ints (ids, then counts). */
-static void describe_sample(mhla_sample_slot *sl, int32_t *pen, eng_cuda_sample *q)
+static void describe_sample(mhla_sample_slot *sl, int32_t *pen, const uint64_t *mask,
+                            eng_cuda_sample *q)
 {
     eng_sampler_view v;
     eng_sampler_view_of(sl->sampler, &v);
@@ -168,6 +169,7 @@ static void describe_sample(mhla_sample_slot *sl, int32_t *pen, eng_cuda_sample 
     q->n_top = sl->n_top;
     q->bias = v.p->logit_bias;
     q->n_bias = v.p->n_logit_bias;
+    q->mask = mask;
     if (v.counts) {
         for (int j = 0; j < v.n_seen; j++) {
             int32_t id = v.seen[j];
@@ -183,7 +185,11 @@ static void describe_sample(mhla_sample_slot *sl, int32_t *pen, eng_cuda_sample 
 
 static void finish_sample(mhla_sample_slot *sl, const eng_cuda_sample *q)
 {
-    sl->status = q->status;
+    sl->status = q->status ? MHLA_SLOT_FAILED : MHLA_SLOT_OK;
+    if (q->status == -2) { /* the engine's host sampler says the same */
+        eng_fail(&sl->err, "sampler: the token mask allows no token here");
+        return;
+    }
     if (q->status) {
         eng_fail(&sl->err, "sampler: the logit of token %d is NaN", q->nan_id);
         return;
@@ -196,7 +202,8 @@ static void finish_sample(mhla_sample_slot *sl, const eng_cuda_sample *q)
     }
 }
 
-static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_error *err)
+static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items,
+                        const uint64_t *const *masks, mhla_error *err)
 {
     eng_cuda *dev = ((cuda_ctx *)ctx)->gpu;
     int Lm = items[0].seq->model->cfg.num_blocks, n_pen = 0;
@@ -226,7 +233,7 @@ static int cuda_forward(void *ctx, mhla_batch_item *items, int n_items, mhla_err
         ci[b].logits = items[b].logits;
         ci[b].sample = NULL;
         if (items[b].sample) {
-            describe_sample(items[b].sample, pen_at, &cs[b]);
+            describe_sample(items[b].sample, pen_at, masks ? masks[b] : NULL, &cs[b]);
             pen_at += 2 * cs[b].n_pen;
             ci[b].sample = &cs[b];
         }

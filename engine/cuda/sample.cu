@@ -1,6 +1,7 @@
 /*
  * sample.cu — sampling on the device (engine.h, mhla_sample_slot): for each
- * sampled row, logit_bias and the penalties, then temperature, min_p, top_k
+ * sampled row, its token mask (a bitmask: forbidden ids to -inf), logit_bias
+ * and the penalties, then temperature, min_p, top_k
  * and top_p exactly as engine/sampler.c defines them, one draw with the
  * uniform the host took from the sequence's generator, and the logprobs of
  * the raw logits. Only the results (a few dozen bytes a row) go back.
@@ -217,13 +218,16 @@ __device__ double raw_lse(const float *raw, int V)
     return (double)mx + log(sum_d(se));
 }
 
-/* bias, then penalties, on a copy of the raw logits in adj */
+/* The mask (forbidden ids at -inf; NULL: none), then bias, then penalties,
+ * on a copy of the raw logits in adj. The host sampler masks after bias and
+ * penalties: -inf stays -inf through both, so the rows are the same. */
 __device__ void adjust_logits(const sample_desc &d, const float *raw, float *adj, int V,
-                              const sample_pen *pens, const sample_bias *biases)
+                              const sample_pen *pens, const sample_bias *biases,
+                              const unsigned long long *mask)
 {
     int tid = threadIdx.x, nt = blockDim.x;
     for (int i = tid; i < V; i += nt)
-        adj[i] = raw[i];
+        adj[i] = !mask || ((mask[i >> 6] >> (i & 63)) & 1ull) ? raw[i] : -INFINITY;
     __syncthreads();
     for (int j = tid; j < d.n_bias; j += nt)
         atomicAdd(&adj[biases[d.bias0 + j].id], biases[d.bias0 + j].bias);
@@ -333,7 +337,8 @@ __device__ void top_logprobs(const float *raw, int V, double lse, int n_top, sam
 
 __global__ void __launch_bounds__(1024)
     sample_kernel(const float *logits, int V, float *adj_all, const sample_desc *descs,
-                  const sample_pen *pens, const sample_bias *biases, sample_result *results)
+                  const sample_pen *pens, const sample_bias *biases,
+                  const unsigned long long *masks, sample_result *results)
 {
     const sample_desc d = descs[blockIdx.x];
     const float *raw = logits + (size_t)d.row * V;
@@ -349,8 +354,15 @@ __global__ void __launch_bounds__(1024)
         return;
     }
     double lse = raw_lse(raw, V);
-    adjust_logits(d, raw, adj, V, pens, biases);
+    const unsigned long long *mask =
+        d.mask_row >= 0 ? masks + (size_t)d.mask_row * (size_t)((V + 63) / 64) : nullptr;
+    adjust_logits(d, raw, adj, V, pens, biases, mask);
     int token = best_token(adj, V);
+    if (mask && adj[token] == -INFINITY) { /* the best is -inf: the mask left no id */
+        if (threadIdx.x == 0)
+            res->status = -2;
+        return;
+    }
     if (d.temperature > 0.0f && isfinite(adj[token]))
         token = draw_token(d, adj, V, token);
     if (threadIdx.x == 0) {
@@ -362,13 +374,14 @@ __global__ void __launch_bounds__(1024)
 }
 
 void k_sample(const float *logits, int V, float *adj, const sample_desc *descs, int n,
-              const sample_pen *pens, const sample_bias *biases, sample_result *results,
-              cudaStream_t st)
+              const sample_pen *pens, const sample_bias *biases, const unsigned long long *masks,
+              sample_result *results, cudaStream_t st)
 {
     /* a warp per 32 ids up to 1024 threads: small vocabularies need fewer */
     int threads = V >= 1024 ? 1024 : ((V + 31) / 32) * 32;
     if (n > 0)
-        MHLA_LAUNCH(sample_kernel, n, threads, 0, st)(logits, V, adj, descs, pens, biases, results);
+        MHLA_LAUNCH(sample_kernel, n, threads, 0, st)
+    (logits, V, adj, descs, pens, biases, masks, results);
 }
 
 } // namespace eng_gpu

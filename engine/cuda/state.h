@@ -33,8 +33,9 @@ constexpr int MAX_GRAPHS = 32;
  * graphs can keep pointing at them). */
 struct step_bufs {
     int cap_T, cap_R, cap_seg, cap_items, cap_pages, cap_samp, cap_pen, cap_bias;
+    int cap_mask; /* masked sampled rows: (V + 63) / 64 words each */
     size_t off_tokens, off_rowpos, off_segs, off_items, off_pages, off_lrows, off_samp, off_pen,
-        off_bias, off_fblocks, bytes;
+        off_bias, off_mask, off_fblocks, bytes;
     unsigned char *dev, *host;
 };
 

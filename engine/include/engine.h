@@ -393,11 +393,21 @@ typedef struct {
  * copy of the row); accept tells it which token was chosen, so that it
  * advances. Either returns -1 with err to fail the token; a mask that
  * leaves no id allowed fails it too.
+ *
+ * bits (optional) gives the same constraint as a bitmask: it fills
+ * (vocab_size + 63) / 64 words, bit i of bits[i / 64] set when id i is
+ * allowed now (bits past vocab_size are ignored). A mask needs apply or
+ * bits; where apply is NULL the host sampler derives it from bits. With
+ * bits, a GPU samples the slot on the device: the engine computes the bits
+ * on the host, they go up with the step, and only the token comes back
+ * (where apply alone would cost the logits row's copy to the host). Either
+ * way accept is called after the choice, once per chosen token.
  */
 struct mhla_token_mask {
     int (*apply)(void *ctx, float *logits, int vocab_size, mhla_error *err);
     int (*accept)(void *ctx, int32_t token, mhla_error *err);
     void *ctx;
+    int (*bits)(void *ctx, uint64_t *bits, int vocab_size, mhla_error *err);
 };
 
 /*
@@ -415,8 +425,9 @@ struct mhla_token_mask {
  * sampler's generator. Several slots at the same position with different
  * samplers (the n choices of one prompt) all read that row.
  *
- * On a GPU a lone slot at an item's last position without a mask is sampled
- * on the device, so only its results cross to the host. The CPU gives
+ * On a GPU a lone slot at an item's last position is sampled on the device
+ * when it has no mask or a mask with bits, so only its results cross to the
+ * host (a mask with apply only is sampled on the host). The CPU gives
  * exactly mhla_sampler_next's token; the GPU draws from the same
  * distribution with the same uniform from the sampler's generator, walking
  * the candidates in id order: greedy and plain temperature sampling give

@@ -4,7 +4,7 @@
 # backend, run every CUDA test (ctest -L gpu: f32 exactness against the
 # numpy reference and the CPU on the engine's exactness configs, bf16 greedy
 # agreement with the CPU, graphs, batching, prefix cache, resume, snapshots
-# on the device), then the decode/prefill benchmark on the 340M shape next
+# on the device, sampling on the device with and without token masks), then the decode/prefill benchmark on the 340M shape next
 # to its memory-bandwidth bound. Writes summary.txt (and the logs) to the
 # output folder.
 #
@@ -89,6 +89,8 @@ say "tests (ctest -L gpu, exit $rc, $(elapsed)):"
 grep -E "Test +#|tests passed|tests failed" "$out/ctest.log" | tee -a "$summary"
 grep -E "^[0-9]+: +(A_|B_|C_|D_|E_|F_|G_)[a-z0-9_]+ +[0-9.e-]+$|worst relative error|greedy agreement|PASS|FAIL|SKIP|graphs = eager" \
     "$out/ctest.log" | head -60 | tee -a "$summary"
+# masked rows (structured outputs) sampled on the device: cuda.sampling_mask.gpu
+say "masked sampling on the device (cuda.sampling_mask.gpu): $(grep -E "cuda\.sampling_mask\.gpu .*(Passed|Failed|Skipped|\*\*\*)" "$out/ctest.log" | tail -1 | sed 's/.*\.\.\. *//')"
 if grep -q "Skipped" "$out/ctest.log"; then
     say "WARNING: GPU tests were skipped: no usable GPU (see SKIP lines)"
 fi
