@@ -6,6 +6,7 @@
  */
 #include "client_internal.h"
 
+#include <cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -143,6 +144,11 @@ static const mhla_opt rows[] = {
      .help = "sampling temperature (default: the server's)"},
     {WHOLE("sampling-seed", ARG(sampling_seed), 0, 9007199254740992.0, "N"),
      .help = "\"seed\" field of every request (default: none)"},
+    {STR("body-extra", RUN(body_extra), "JSON"),
+     .help = "a JSON object whose fields are set in every request body,\n"
+             "replacing the bench's own of the same name (e.g.\n"
+             "{\"response_format\": {...}}); a --prompts line's other fields\n"
+             "are set after them, for that prompt"},
     {.name = "no-ignore-eos",
      .kind = MHLA_OPT_FLAG_OFF,
      .off = RUN(ignore_eos),
@@ -223,6 +229,18 @@ static void defaults(cl_bench_args *a)
     a->progress_mode = -1;
 }
 
+/* --body-extra must be a JSON object: anything else is a usage error now,
+ * not a failure of every request later. */
+static int check_body_extra(const char *s, char *err)
+{
+    cJSON *x = s ? cJSON_Parse(s) : NULL;
+    int ok = !s || cJSON_IsObject(x);
+    cJSON_Delete(x);
+    if (!ok)
+        snprintf(err, CL_ERR_LEN, "--body-extra takes a JSON object, not '%.200s'", s);
+    return ok ? 0 : -1;
+}
+
 int cl_bench_parse_args(int argc, char **argv, cl_bench_args *a, char *err)
 {
     defaults(a);
@@ -242,6 +260,8 @@ int cl_bench_parse_args(int argc, char **argv, cl_bench_args *a, char *err)
         snprintf(err, CL_ERR_LEN, "--system needs --chat (a system message is a chat message)");
         return -1;
     }
+    if (check_body_extra(o->body_extra, err))
+        return -1;
     if (o->duration_s <= 0 && o->requests == 0)
         o->requests = 100;
     o->rng_seed = (uint64_t)a->rng_seed;

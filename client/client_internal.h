@@ -76,6 +76,10 @@ typedef struct {
     int ignore_eos, token_ids, usage;
     int chat;           /* /v1/chat/completions: the prompt (a string) is one user message */
     const char *system; /* chat: a system message before it, or NULL */
+    /* JSON objects whose fields are set in the body after the bench's own (a
+     * field of the same name replaced): every request's, then this prompt's;
+     * NULL: none */
+    const char *body_extra, *prompt_extra;
 } cl_req_params;
 
 /* Prepares r (zeroed by the caller or reused after cl_req_reset) to send one
@@ -105,6 +109,7 @@ typedef struct {
     char *prompt_json; /* JSON value */
     long max_tokens;
     long input_tokens; /* known prompt length, or -1 */
+    char *extra_json;  /* a JSONL line's other fields, as an object, or NULL */
 } cl_prompt;
 
 typedef struct {
@@ -141,8 +146,9 @@ typedef struct {
     double temperature;
     long long seed;
     int ignore_eos, token_ids, usage;
-    int chat;           /* /v1/chat/completions, each prompt one user message */
-    const char *system; /* chat: the system message of every request, or NULL */
+    int chat;               /* /v1/chat/completions, each prompt one user message */
+    const char *system;     /* chat: the system message of every request, or NULL */
+    const char *body_extra; /* a JSON object merged into every request body, or NULL */
     double slo_ttft_ms, slo_tpot_ms, slo_e2e_ms; /* <= 0: no objective */
     int progress;                                /* live progress line on stderr */
     uint64_t rng_seed;

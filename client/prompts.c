@@ -1,6 +1,7 @@
 /*
  * prompts.c — where the bench's prompts come from: a JSONL file (one
- * {"prompt", "max_tokens"} object per line), or synthesized to exact token
+ * {"prompt", "max_tokens"} object per line; any other field of a line is
+ * sent in that prompt's request body), or synthesized to exact token
  * lengths drawn from a distribution.
  *
  * Synthesis asks the server itself, so lengths are exact for whatever
@@ -47,20 +48,43 @@ long cl_draw_len(const cl_len_spec *s, mhla_rng *r)
 
 void cl_prompts_free(cl_prompts *p)
 {
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
         free(p->p[i].prompt_json);
+        free(p->p[i].extra_json);
+    }
     free(p->p);
     memset(p, 0, sizeof *p);
 }
 
-static int push(cl_prompts *ps, char *json, long max_tokens, long in_tokens)
+/* Appends a prompt; json and extra (may be NULL) are owned from here on,
+ * freed when it cannot be added. */
+static int push(cl_prompts *ps, char *json, long max_tokens, long in_tokens, char *extra)
 {
-    cl_prompt *np = realloc(ps->p, (ps->n + 1) * sizeof *np);
-    if (!np)
+    cl_prompt *np = json ? realloc(ps->p, (ps->n + 1) * sizeof *np) : NULL;
+    if (!np) {
+        free(json);
+        free(extra);
         return -1;
+    }
     ps->p = np;
-    ps->p[ps->n++] = (cl_prompt){json, max_tokens, in_tokens};
+    ps->p[ps->n++] = (cl_prompt){json, max_tokens, in_tokens, extra};
     return 0;
+}
+
+/* A JSONL line's fields other than "prompt" and "max_tokens" (sent as they
+ * are in its request body), as an object's JSON text; NULL when there are
+ * none. *oom set when they could not be printed. */
+static char *line_extra(const cJSON *o, int *oom)
+{
+    cJSON *x = cJSON_Duplicate(o, 1);
+    char *s = NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(x, "prompt");
+    cJSON_DeleteItemFromObjectCaseSensitive(x, "max_tokens");
+    if (x && x->child && !(s = cJSON_PrintUnformatted(x)))
+        *oom = 1;
+    *oom |= !x;
+    cJSON_Delete(x);
+    return s;
 }
 
 /* One non-blank line of a JSONL file: {"prompt": string or array, "max_tokens"?};
@@ -92,9 +116,10 @@ static int jsonl_line(const char *line, const char *path, long lineno, long defa
         if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0 &&
             cJSON_IsNumber(cJSON_GetArrayItem(pr, 0)))
             in = cJSON_GetArraySize(pr); /* an id array's length is known */
-        char *js = cJSON_PrintUnformatted(pr);
-        if (!js || push(out, js, mt ? (long)mt->valuedouble : default_max_tokens, in)) {
-            free(js);
+        int oom = 0;
+        char *extra = line_extra(o, &oom);
+        if (oom || push(out, cJSON_PrintUnformatted(pr),
+                        mt ? (long)mt->valuedouble : default_max_tokens, in, extra)) {
             snprintf(err, CL_ERR_LEN, "out of memory reading %s", path);
             rc = -1;
         }
@@ -296,11 +321,9 @@ int cl_prompts_synthesize(const cl_conn *c, const cl_len_spec *in, const cl_len_
         long len = cl_draw_len(in, &rng), max_tokens = cl_draw_len(out_len, &rng);
         int as_ids = 0;
         char *json = one_prompt(c, &rng, len, cpt, text_only, &as_ids, err);
-        if (!json || push(out, json, max_tokens, text_only ? -1 : len)) {
-            if (json) {
-                free(json);
+        if (!json || push(out, json, max_tokens, text_only ? -1 : len, NULL)) {
+            if (json) /* push freed it */
                 snprintf(err, CL_ERR_LEN, "out of memory synthesizing prompts");
-            }
             cl_prompts_free(out);
             return -1;
         }

@@ -164,6 +164,31 @@ static int add_prompt(cJSON *o, const cl_req_params *p)
     return add_message(msgs, "user", prompt);
 }
 
+/* The fields of the JSON object extra (NULL: none) set in o, each replacing
+ * a field of o of the same name; 0, or -1 when extra is not an object. */
+static int merge_fields(cJSON *o, const char *extra)
+{
+    if (!extra)
+        return 0;
+    cJSON *x = cJSON_Parse(extra);
+    if (!cJSON_IsObject(x)) {
+        cJSON_Delete(x);
+        return -1;
+    }
+    int rc = 0;
+    while (rc == 0 && x->child) {
+        cJSON *f = cJSON_DetachItemViaPointer(x, x->child);
+        cJSON_DeleteItemFromObjectCaseSensitive(o, f->string);
+        /* the name is copied before the item's own is freed */
+        if (!cJSON_AddItemToObject(o, f->string, f)) {
+            cJSON_Delete(f);
+            rc = -1;
+        }
+    }
+    cJSON_Delete(x);
+    return rc;
+}
+
 static char *build_body(const cl_conn *c, const cl_req_params *p)
 {
     cJSON *o = cJSON_CreateObject();
@@ -188,6 +213,10 @@ static char *build_body(const cl_conn *c, const cl_req_params *p)
         cJSON_AddTrueToObject(o, "ignore_eos");
     if (p->token_ids)
         cJSON_AddTrueToObject(o, "return_token_ids");
+    if (merge_fields(o, p->body_extra) || merge_fields(o, p->prompt_extra)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;

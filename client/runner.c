@@ -192,6 +192,7 @@ static int send_one(run_state *st, double now, char *err)
     const cl_prompt *p = &st->prompts->p[st->next_prompt++ % st->prompts->n];
     st->params.prompt_json = p->prompt_json;
     st->params.max_tokens = p->max_tokens;
+    st->params.prompt_extra = p->extra_json;
     if (cl_req_setup(r, &o->conn, &st->params, err))
         return -1;
     r->expected_in = p->input_tokens;
@@ -314,7 +315,8 @@ static int level_setup(run_state *st, const cl_bench_options *o, double level, c
                                  .token_ids = o->token_ids,
                                  .usage = o->usage,
                                  .chat = o->chat,
-                                 .system = o->system};
+                                 .system = o->system,
+                                 .body_extra = o->body_extra};
     st->t0 = st->next_arrival = mhla_now();
     st->warm_end = st->t0 + o->warmup_s;
     st->total = o->duration_s > 0 ? LONG_MAX : o->warmup_requests + o->requests;

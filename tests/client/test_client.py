@@ -359,13 +359,17 @@ def fake_tests(c):
         for bad, word in ((["--concurrency", "2", "--rate", "3"], "exclude"),
                           (["--rate", "x"], "--rate"), (["--arrivals", "burst"], "--arrivals"),
                           (["--frobnicate", "1"], "unknown option"),
-                          (["--system", "be brief"], "--system needs --chat")):
+                          (["--system", "be brief"], "--system needs --chat"),
+                          (["--body-extra", "[1]"], "--body-extra"),
+                          (["--body-extra", "{\"a\":"], "--body-extra")):
             p = subprocess.run([c.bench] + bad, capture_output=True, text=True, timeout=30)
             check(p.returncode == 2 and word in p.stderr and "mhla-bench: error:" in p.stderr,
                   "usage error %s names the cause" % " ".join(bad))
 
         # 13. --chat: the body and path of a chat request, and figures from its chunks
         chat_tests(c, fake)
+        # 14. --body-extra and a --prompts line's other fields reach the request body
+        body_extra_tests(c, fake)
     finally:
         fake.stop()
 
@@ -385,6 +389,34 @@ def check_chat_bodies(log, prompt, system, usage, max_tokens):
               for b in bodies), "--chat bodies stream, with max_tokens and without 'prompt'")
     inc = [bool((b.get("stream_options") or {}).get("include_usage")) for b in bodies]
     check(all(x == usage for x in inc), "--chat asks for the usage chunk: %s (%s)" % (usage, inc))
+
+
+def body_extra_tests(c, fake):
+    """The fields of --body-extra are set in every body, replacing the bench's own
+    (ignore_eos); a --prompts line's fields other than prompt and max_tokens are set in
+    that prompt's body only, after --body-extra's (seed)."""
+    rf = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}}
+    prompts = c.jsonl([{"prompt": "ttft=5 itl=5 n=2", "max_tokens": 2, "response_format": rf,
+                        "seed": 7},
+                       {"prompt": "ttft=5 itl=5 n=3", "max_tokens": 3}])
+    extra = {"grammar": "root ::= \"a\"", "ignore_eos": False, "seed": 1}
+    fake.take_log()
+    rc, out, err, r = c.run(fake.url, "--prompts", prompts, "--concurrency", 1, "--requests", 2,
+                            "--body-extra", json.dumps(extra))
+    bodies = [x["body"] for x in fake.take_log()]
+    if not check(rc == 0 and len(bodies) == 2, "--body-extra run exits 0 after 2 requests (%s)"
+                 % err.strip()):
+        return
+    first, second = bodies
+    check(all(b.get("grammar") == extra["grammar"] and b.get("ignore_eos") is False and
+              b.get("stream") is True for b in bodies),
+          "--body-extra's fields are in every body, ignore_eos replaced (%s)" % json.dumps(bodies))
+    check(first.get("response_format") == rf and first.get("seed") == 7 and
+          first.get("max_tokens") == 2 and first.get("prompt") == "ttft=5 itl=5 n=2",
+          "a --prompts line's fields are sent, seed over --body-extra's (%s)" % json.dumps(first))
+    check("response_format" not in second and second.get("seed") == 1 and
+          second.get("max_tokens") == 3,
+          "a line's fields stay with its prompt (%s)" % json.dumps(second))
 
 
 def chat_tests(c, fake):
