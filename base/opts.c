@@ -136,7 +136,7 @@ static int set_value(const mhla_opt *row, const char *v, void *base, char *err, 
 /* getopt_long's table from the rows (TEXT rows get a name no one can type). */
 static int build_longopts(const mhla_opts *spec, struct option *lo, char *err, size_t errlen)
 {
-    if (spec->n_rows + 2 > OPTS_MAX_ROWS)
+    if (spec->n_rows + 3 > OPTS_MAX_ROWS)
         return opt_fail(err, errlen, "too many option rows (%zu)", spec->n_rows);
     size_t n = 0;
     for (size_t k = 0; k < spec->n_rows; k++) {
@@ -147,6 +147,7 @@ static int build_longopts(const mhla_opts *spec, struct option *lo, char *err, s
                                   NULL, OPT_VAL_BASE + (int)k};
     }
     lo[n++] = (struct option){"help", no_argument, NULL, 'h'};
+    lo[n++] = (struct option){"version", no_argument, NULL, 'V'};
     lo[n] = (struct option){NULL, 0, NULL, 0};
     return 0;
 }
@@ -170,8 +171,9 @@ static int getopt_error(const mhla_opts *spec, int c, char **argv, int at, char 
     if (c == '?' && optopt >= OPT_VAL_BASE)
         return opt_fail(err, errlen, "option '--%s' takes no value (see --help)",
                         spec->rows[optopt - OPT_VAL_BASE].name);
-    if (c == '?' && optopt == 'h')
-        return opt_fail(err, errlen, "option '--help' takes no value");
+    if (c == '?' && (optopt == 'h' || optopt == 'V'))
+        return opt_fail(err, errlen, "option '--%s' takes no value",
+                        optopt == 'h' ? "help" : "version");
     return opt_fail(err, errlen, "unknown option '%s' (see --help)", typed);
 }
 
@@ -183,6 +185,25 @@ static int typed_whole(const char *name, char **argv, int at)
     size_t n = strlen(name);
     return a[0] == '-' && a[1] == '-' && strncmp(a + 2, name, n) == 0 &&
            (a[2 + n] == '\0' || a[2 + n] == '=');
+}
+
+/* The program's name: the word after "usage: " in the usage text, so every
+ * table names its program once. */
+static void program_name(const mhla_opts *spec, char *out, size_t outlen)
+{
+    const char *u = spec->usage ? spec->usage : "";
+    if (strncmp(u, "usage: ", 7) == 0)
+        u += 7;
+    size_t n = strcspn(u, " \n");
+    snprintf(out, outlen, "%.*s", (int)(n ? n : 4), n ? u : "mhla");
+}
+
+void mhla_opts_version(const mhla_opts *spec)
+{
+    char name[64];
+    program_name(spec, name, sizeof name);
+    printf("%s %s (%s)\n", name, mhla_version(), mhla_commit());
+    fflush(stdout);
 }
 
 int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, int *first_arg,
@@ -199,6 +220,13 @@ int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, in
             break;
         if (c == 'h')
             return 1;
+        if (c == 'V' && typed_whole("version", argv, at)) {
+            mhla_opts_version(spec);
+            return 2;
+        }
+        if (c == 'V')
+            return opt_fail(err, errlen, "unknown option '%.64s' (did you mean --version?)",
+                            argv[at]);
         if (c < OPT_VAL_BASE)
             return getopt_error(spec, c, argv, at, err, errlen);
         const mhla_opt *row = &spec->rows[c - OPT_VAL_BASE];
@@ -253,6 +281,10 @@ void mhla_opts_help(const mhla_opts *spec, FILE *f)
         help_row(spec, &spec->rows[k], f);
     mhla_opt help = {.name = "help", .kind = MHLA_OPT_FLAG, .help = "this text"};
     help_row(spec, &help, f);
+    mhla_opt version = {.name = "version",
+                        .kind = MHLA_OPT_FLAG,
+                        .help = "the version and git commit, then exit"};
+    help_row(spec, &version, f);
     if (spec->footer)
         fputs(spec->footer, f);
 }

@@ -167,7 +167,7 @@ static int parse_args(int argc, char **argv, job_args *a)
     int rc = mhla_opts_parse(&spec, a, argc - 1, argv + 1, NULL, err, sizeof err);
     if (rc == 1)
         mhla_opts_help(&spec, stderr);
-    else if (rc)
+    else if (rc < 0)
         fprintf(stderr, "bench_attention_job: %s\n", err);
     return rc ? 2 : 0;
 }

@@ -423,7 +423,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
     int rc = mhla_opts_parse(&spec, a, argc - 1, argv + 1, NULL, err, sizeof err);
     if (rc == 1)
         mhla_opts_help(&spec, stderr);
-    else if (rc)
+    else if (rc < 0)
         fprintf(stderr, "bench_decode: %s\n", err);
     a->o.state_bytes = (size_t)a->state_mb << 20;
     return rc ? 2 : 0;

@@ -68,10 +68,10 @@ int cl_bench_main(int argc, char **argv)
     static cl_bench_args a; /* large (a level buffer); one per process */
     char err[CL_ERR_LEN];
     int prc = cl_bench_parse_args(argc, argv, &a, err);
-    if (prc == 1) {
+    if (prc == 1)
         cl_bench_print_help(stdout);
+    if (prc == 1 || prc == 2) /* --help or --version */
         return 0;
-    }
     if (prc)
         return fail(err, 2);
     cl_bench_options *o = &a.run;

@@ -104,10 +104,10 @@ static int parse_args(int argc, char **argv, cli_args *a, int *first)
     a->params = (cl_req_params){.max_tokens = 128, .temperature = -1, .usage = 1};
     a->seed = -1;
     int rc = mhla_opts_parse(&spec, a, argc, argv, first, err, sizeof err);
-    if (rc == 1) {
+    if (rc == 1)
         mhla_opts_help(&spec, stdout);
+    if (rc == 1 || rc == 2) /* --help or --version */
         return 0;
-    }
     if (rc) {
         fprintf(stderr, "mhla-cli: error: %s\n", err);
         return 2;

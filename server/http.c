@@ -196,6 +196,18 @@ static enum MHD_Result handle_metrics(struct MHD_Connection *conn, conn_ctx *ctx
                      srv_metrics_render(), NULL, NULL);
 }
 
+/* GET /version: which build answers, for operators and deploy checks. */
+static enum MHD_Result handle_version(struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "version", mhla_version());
+        cJSON_AddStringToObject(o, "commit", mhla_commit());
+        cJSON_AddStringToObject(o, "build_type", mhla_build_type());
+    }
+    return send_body(conn, ctx, 200, "application/json", print_json(o), NULL, NULL);
+}
+
 static cJSON *parse_body(struct MHD_Connection *conn, conn_ctx *ctx, enum MHD_Result *rc)
 {
     srv_error e;
@@ -463,6 +475,8 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
         return get ? handle_health(h, conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
     if (strcmp(path, "/metrics") == 0)
         return get ? handle_metrics(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strcmp(path, "/version") == 0)
+        return get ? handle_version(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
     int chat = strcmp(path, "/v1/chat/completions") == 0;
     int known = chat || strcmp(path, "/v1/completions") == 0 || strcmp(path, "/v1/models") == 0 ||
                 strncmp(path, "/v1/models/", 11) == 0 || strcmp(path, "/tokenize") == 0 ||

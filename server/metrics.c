@@ -195,6 +195,17 @@ void srv_metrics_cpu_isa(const char *path)
     pthread_mutex_unlock(&M.mu);
 }
 
+/* The build as a constant 1 with labels, the Prometheus way to expose text,
+ * so a dashboard can tell which build each server runs. */
+static int render_build(mhla_buf *b)
+{
+    return srv_buf_printf(b,
+                          "# HELP mhla_build_info The server's version and git commit.\n"
+                          "# TYPE mhla_build_info gauge\n"
+                          "mhla_build_info{version=\"%s\",commit=\"%s\"} 1\n",
+                          mhla_version(), mhla_commit());
+}
+
 /* HTTP statuses, finish reasons; M.mu held. */
 static int render_counters(mhla_buf *b)
 {
@@ -381,7 +392,8 @@ char *srv_metrics_render(void)
     mhla_buf b = {0};
     pthread_mutex_lock(&M.mu);
     /* one after the other: the exposition's order is fixed */
-    int rc = render_counters(&b);
+    int rc = render_build(&b);
+    rc |= render_counters(&b);
     rc |= render_gauges(&b);
     rc |= render_device(&b);
     rc |= render_pool(&b);

@@ -191,6 +191,8 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
 {
     cJSON *f = cJSON_CreateObject();
     if (f) {
+        cJSON_AddStringToObject(f, "version", mhla_version());
+        cJSON_AddStringToObject(f, "commit", mhla_commit());
         cJSON_AddStringToObject(f, "host", o->host);
         cJSON_AddNumberToObject(f, "port", sv->port);
         cJSON_AddStringToObject(f, "model", sv->model_name);

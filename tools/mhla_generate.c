@@ -175,10 +175,10 @@ static int parse_args(int argc, char **argv, options *o)
     o->device = MHLA_DEVICE_CPU;
     o->gpu_weights = MHLA_GPU_WEIGHTS_BF16;
     int rc = mhla_opts_parse(&spec, o, argc, argv, NULL, errbuf, sizeof errbuf);
-    if (rc == 1) {
+    if (rc == 1)
         mhla_opts_help(&spec, stdout);
+    if (rc == 1 || rc == 2) /* --help or --version */
         return 0;
-    }
     if (rc == 0 && o->list_cpu_isas) {
         printf("%s\n", mhla_cpu_isa_runnable());
         return 0;

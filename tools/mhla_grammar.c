@@ -204,6 +204,10 @@ int main(int argc, char **argv)
         mhla_opts_help(&spec, stdout);
         return 0;
     }
+    if (argc >= 2 && !strcmp(argv[1], "--version")) {
+        mhla_opts_version(&spec);
+        return 0;
+    }
     const char *cmd = argc >= 2 ? argv[1] : "";
     if (strcmp(cmd, "check") && strcmp(cmd, "match") && strcmp(cmd, "sample"))
         return usage_error("the first argument is check, match or sample");
@@ -214,7 +218,7 @@ int main(int argc, char **argv)
     if (rc == 1)
         mhla_opts_help(&spec, stdout);
     if (rc)
-        return rc == 1 ? 0 : usage_error(err);
+        return rc > 0 ? 0 : usage_error(err); /* --help or --version: exit 0 */
     if (!strcmp(cmd, "match") && !a.text == !a.file)
         return usage_error("match takes one of --text and --file");
     mhla_grammar *g = NULL;

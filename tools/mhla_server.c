@@ -11,7 +11,7 @@ int main(int argc, char **argv)
     char err[600];
     mhla_server_options_default(&o);
     int rc = mhla_server_parse_args(argc, argv, &o, err, sizeof err);
-    if (rc == 1)
+    if (rc == 1 || rc == 2) /* --help or --version: written */
         return 0;
     if (rc < 0) { /* a usage error */
         fprintf(stderr, "mhla-server: error: %s\n", err);

@@ -377,6 +377,10 @@ int main(int argc, char **argv)
         mhla_opts_help(&spec, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version")) {
+        mhla_opts_version(&spec);
+        return 0;
+    }
     const char *cmd = argv[1], *why;
     int train = !strcmp(cmd, "train") ? 1 : !strcmp(cmd, "apply-template") ? -1 : 0;
     int first = 1, rc;
@@ -387,10 +391,10 @@ int main(int argc, char **argv)
     tok_args a = {0};
     char err[256];
     rc = mhla_opts_parse(&spec, &a, argc - 1, argv + 1, train > 0 ? &first : NULL, err, sizeof err);
-    if (rc == 1) {
+    if (rc == 1)
         mhla_opts_help(&spec, stdout);
+    if (rc == 1 || rc == 2) /* --help or --version */
         return 0;
-    }
     if (rc)
         return usage_error(err);
     if ((why = misfit(train, &a, argc - 1 - first)))

@@ -142,15 +142,35 @@ typedef struct {
     int help_col;       /* the column help texts start at; 0: 26 */
 } mhla_opts;
 
-/* Parses argv[1..argc) into the struct at base. Returns 0; 1 when --help or
- * -h was given (the caller prints mhla_opts_help and exits 0); -1 with a
- * message in err naming the flag and the value (the caller exits 2). With
- * first_arg, *first_arg is the index of the first argument that is not an
- * option (after "--" when given); without it such an argument is an error. */
+/* Parses argv[1..argc) into the struct at base. Every row's flag is first
+ * taken from the environment as MHLA_<FLAG> (upper case, '-' -> '_':
+ * --max-batch-tokens is MHLA_MAX_BATCH_TOKENS; an empty variable counts as
+ * unset; a switch takes 1/true/on or 0/false/off), then from argv, so the
+ * command line wins. Returns 0; 1 when --help or -h was given (the caller
+ * prints mhla_opts_help and exits 0); 2 when --version was given (the line
+ * "<program> <version> (<commit>)" is written to stdout already, the caller
+ * exits 0); -1 with a message in err naming the flag (or the variable) and
+ * the value (the caller exits 2). With first_arg, *first_arg is the index of
+ * the first argument that is not an option (after "--" when given); without
+ * it such an argument is an error. <program> is the word after "usage: " in
+ * spec's usage. */
 int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, int *first_arg,
                     char *err, size_t errlen);
-/* --help: spec's usage, a line per row, "--help  this text", the footer. */
+/* --help: spec's usage, a line per row, --help's and --version's rows, a line
+ * on MHLA_<FLAG> variables, the footer. */
 void mhla_opts_help(const mhla_opts *spec, FILE *f);
+/* --version's line, "<program> <version> (<commit>)", on stdout (for programs
+ * whose first argument is a command, before mhla_opts_parse sees argv). */
+void mhla_opts_version(const mhla_opts *spec);
+
+/* ---- the build (version.c) ---------------------------------------------------- */
+
+/* The project's version (CMakeLists.txt's project()), the git commit the
+ * binary was built from (git describe --always --dirty; "unknown" outside a
+ * git checkout) and CMAKE_BUILD_TYPE, all fixed at build time. */
+const char *mhla_version(void);
+const char *mhla_commit(void);
+const char *mhla_build_type(void);
 
 /* ---- cgroups (cgroup.c) ------------------------------------------------------ */
 

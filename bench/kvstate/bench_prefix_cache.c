@@ -221,7 +221,7 @@ int main(int argc, char **argv)
     if (rc) {
         if (rc < 0)
             fprintf(stderr, "bench_prefix_cache: %s\n", msg);
-        else
+        else if (rc == 1)
             mhla_opts_help(&spec, stderr);
         return 2;
     }

@@ -1,7 +1,7 @@
 /* base's option table (mhla_opts_parse, mhla_opts_help): every value kind
  * lands in its field, in both --flag VALUE and --flag=VALUE; a bad value, a
  * missing value, an unknown or abbreviated flag each give a message naming
- * the flag and the value; --help lists every row. */
+ * the flag and the value; --help lists every row; --version answers 2. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -124,6 +124,7 @@ static void test_kinds(void)
     CHECK(rc == 0 && first == 4 && a.verbose == 0, "-- ends the options: %d", first);
     CHECK(run(&a, err, NULL, "--help", NULL) == 1, "--help");
     CHECK(run(&a, err, NULL, "--count", "2", "-h", NULL) == 1, "-h");
+    CHECK(run(&a, err, NULL, "--version", NULL) == 2, "--version");
 }
 
 /* rc -1 and err containing want. */
@@ -153,6 +154,8 @@ static void test_errors(void)
     expect_error("unknown option '--cuont'", "--cuont", "3", NULL);
     expect_error("unknown option '--cou'", "--cou", "3", NULL);
     expect_error("unknown option '-x'", "-x", NULL, NULL);
+    expect_error("unknown option '--vers' (did you mean --version?)", "--vers", NULL, NULL);
+    expect_error("option '--version' takes no value", "--version=1", NULL, NULL);
     expect_error("unexpected argument 'stray'", "--count", "1", "stray");
 }
 
@@ -180,7 +183,10 @@ static void test_help(void)
           "column and continuation:\n%s", text);
     CHECK(strstr(text, "  --level low|mid|high  one of three\n"), "enum metavar:\n%s", text);
     CHECK(strstr(text, "  --a-very-long-option-name  past the column\n"), "long flag");
-    CHECK(strstr(text, "  --help                this text\nfooter text\n"), "help, footer");
+    CHECK(strstr(text, "  --help                this text\n"
+                       "  --version             the version and git commit, then exit\n"),
+          "help, version:\n%s", text);
+    CHECK(strstr(text, "\nfooter text\n"), "footer");
     free(text);
 }
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Operator basics of every program and the server: --version and GET /version,
+mhla_build_info and the version in the listening line."""
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+import gen_checkpoint  # noqa: E402
+import server_proc  # noqa: E402
+from checks import check, finish  # noqa: E402
+
+PROGRAMS = ["mhla-server", "mhla-generate", "mhla-tokenize", "mhla-grammar", "mhla-bench",
+            "mhla-cli"]
+
+ap = argparse.ArgumentParser(description=__doc__)
+ap.add_argument("--bin", required=True)
+ap.add_argument("--work", required=True)
+ap.add_argument("--version", required=True, help="the version CMakeLists.txt's project() names")
+a = ap.parse_args()
+shutil.rmtree(a.work, ignore_errors=True)
+os.makedirs(a.work)
+MODEL = os.path.join(a.work, "model")
+gen_checkpoint.main(["--out", MODEL, "--vocab", "256", "--hidden", "32", "--layers", "1",
+                     "--heads", "2", "--chunk", "16", "--blocks", "8", "--seed", "5"])
+
+
+def exe(name):
+    return os.path.join(a.bin, name)
+
+
+def start(extra, name, env=None):
+    """A server on the model with extra flags; returns (proc, port, log path)."""
+    log = os.path.join(a.work, name + ".log")
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([exe("mhla-server"), "--model", MODEL] + extra,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=f,
+                                env=env)
+    port, why = server_proc.listening_port(proc, log, 60)
+    if port is None:
+        server_proc.stop(proc, 10)
+        print("server %s did not listen: %s" % (name, why))
+    return proc, port, log
+
+
+def get(port, path, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", path, headers=headers or {})
+    r = conn.getresponse()
+    body = r.read().decode("utf-8", "replace")
+    conn.close()
+    return r, body
+
+
+def listening_line(log):
+    for line in open(log, errors="replace"):
+        if '"event":"listening"' in line:
+            return json.loads(line)
+    return {}
+
+
+def test_version_flags():
+    """Every program: "<program> <version> (<commit>)" and exit 0. Returns the commit."""
+    commits = set()
+    for p in PROGRAMS:
+        r = subprocess.run([exe(p), "--version"], capture_output=True, text=True, timeout=30)
+        m = re.fullmatch(r"(\S+) (\S+) \((\S+)\)\n", r.stdout)
+        check(r.returncode == 0 and m is not None and m.group(1) == p and
+              m.group(2) == a.version, "%s --version: %r (exit %d)" % (p, r.stdout, r.returncode))
+        if m:
+            commits.add(m.group(3))
+    check(len(commits) == 1, "one commit in every program: %s" % sorted(commits))
+    return commits.pop() if commits else ""
+
+
+def test_version_route(commit):
+    proc, port, log = start(["--port", "0"], "version")
+    if not check(port is not None, "server starts"):
+        return
+    try:
+        r, body = get(port, "/version")
+        v = json.loads(body) if r.status == 200 else {}
+        check(v.get("version") == a.version and v.get("commit") == commit and
+              v.get("build_type"), "GET /version: %d %s" % (r.status, body))
+        r, body = get(port, "/metrics")
+        want = 'mhla_build_info{version="%s",commit="%s"} 1' % (a.version, commit)
+        check(want in body.splitlines(), "/metrics has " + want)
+        ll = listening_line(log)
+        check(ll.get("version") == a.version and ll.get("commit") == commit,
+              "the listening line names version and commit: %s" % ll)
+    finally:
+        server_proc.stop(proc, 10)
+
+
+test_version_route(test_version_flags())
+sys.exit(finish())
