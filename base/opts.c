@@ -3,11 +3,14 @@
  * glibc's getopt_long (--flag VALUE and --flag=VALUE), the value checked
  * against its row (integer or number in a range, size, string, one of a list
  * of words, a switch, or the program's own function), and --help written
- * from the same rows. A bad command line is an error message naming the flag
+ * from the same rows. A flag the command line leaves out is taken from its
+ * MHLA_<FLAG> environment variable, so a service's settings can live in an
+ * environment file. A bad command line is an error message naming the flag
  * and the value, never an exit or an abort here.
  */
 #include "base.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define OPTS_MAX_ROWS 128
 #define OPT_VAL_BASE 256 /* getopt_long's val of row k: OPT_VAL_BASE + k */
@@ -206,10 +210,88 @@ void mhla_opts_version(const mhla_opts *spec)
     fflush(stdout);
 }
 
+/* One option read by getopt_long: its value stored and its row marked in
+ * seen. Returns 0, 1 (--help), 2 (--version) or -1 with a message. */
+static int take_option(const mhla_opts *spec, int c, int at, char **argv, void *base,
+                       unsigned char *seen, char *err, size_t errlen)
+{
+    if (c == 'h')
+        return 1;
+    if (c == 'V' && typed_whole("version", argv, at)) {
+        mhla_opts_version(spec);
+        return 2;
+    }
+    if (c == 'V')
+        return opt_fail(err, errlen, "unknown option '%.64s' (did you mean --version?)", argv[at]);
+    if (c < OPT_VAL_BASE)
+        return getopt_error(spec, c, argv, at, err, errlen);
+    const mhla_opt *row = &spec->rows[c - OPT_VAL_BASE];
+    if (!typed_whole(row->name, argv, at)) {
+        char typed[80];
+        typed_flag(argv, at, typed, sizeof typed);
+        return opt_fail(err, errlen, "unknown option '%s' (did you mean --%s?)", typed, row->name);
+    }
+    seen[c - OPT_VAL_BASE] = 1;
+    return set_value(row, takes_value(row->kind) ? optarg : NULL, base, err, errlen);
+}
+
+/* "MHLA_" and the flag in upper case, '-' as '_'. */
+static void env_name(const char *flag, char *out, size_t outlen)
+{
+    size_t n = (size_t)snprintf(out, outlen, "MHLA_%s", flag);
+    for (size_t k = 5; k < n && k < outlen; k++)
+        out[k] = out[k] == '-' ? '_' : (char)toupper((unsigned char)out[k]);
+}
+
+/* A switch's value in the environment: 1, 0, or -1 when it is neither. */
+static int env_switch(const char *v)
+{
+    if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+        return 1;
+    if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+        return 0;
+    return -1;
+}
+
+/* Row's MHLA_<FLAG> variable, when set and not empty, into the struct at base. */
+static int env_row(const mhla_opt *row, void *base, char *err, size_t errlen)
+{
+    char name[96], msg[512];
+    env_name(row->name, name, sizeof name);
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return 0;
+    if (!takes_value(row->kind)) {
+        int on = env_switch(v);
+        if (on < 0)
+            return opt_fail(err, errlen,
+                            "%s: --%s is a switch: 1, true, on, 0, false or off, "
+                            "not '%.64s'",
+                            name, row->name, v);
+        return on ? set_value(row, NULL, base, err, errlen) : 0;
+    }
+    if (set_value(row, v, base, msg, sizeof msg))
+        return opt_fail(err, errlen, "%s: %s", name, msg);
+    return 0;
+}
+
+/* Every row the command line did not set, from its variable. */
+static int apply_env(const mhla_opts *spec, const unsigned char *seen, void *base, char *err,
+                     size_t errlen)
+{
+    for (size_t k = 0; k < spec->n_rows; k++) {
+        const mhla_opt *r = &spec->rows[k];
+        if (r->kind != MHLA_OPT_TEXT && r->name && !seen[k] && env_row(r, base, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
 int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, int *first_arg,
                     char *err, size_t errlen)
 {
     struct option lo[OPTS_MAX_ROWS];
+    unsigned char seen[OPTS_MAX_ROWS] = {0};
     if (build_longopts(spec, lo, err, errlen))
         return -1;
     optind = 0; /* glibc: start afresh, also after an earlier parse */
@@ -218,32 +300,16 @@ int mhla_opts_parse(const mhla_opts *spec, void *base, int argc, char **argv, in
         int at = optind ? optind : 1, c = getopt_long(argc, argv, "+:h", lo, NULL);
         if (c == -1)
             break;
-        if (c == 'h')
-            return 1;
-        if (c == 'V' && typed_whole("version", argv, at)) {
-            mhla_opts_version(spec);
-            return 2;
-        }
-        if (c == 'V')
-            return opt_fail(err, errlen, "unknown option '%.64s' (did you mean --version?)",
-                            argv[at]);
-        if (c < OPT_VAL_BASE)
-            return getopt_error(spec, c, argv, at, err, errlen);
-        const mhla_opt *row = &spec->rows[c - OPT_VAL_BASE];
-        if (!typed_whole(row->name, argv, at)) {
-            char typed[80];
-            typed_flag(argv, at, typed, sizeof typed);
-            return opt_fail(err, errlen, "unknown option '%s' (did you mean --%s?)", typed,
-                            row->name);
-        }
-        if (set_value(row, takes_value(row->kind) ? optarg : NULL, base, err, errlen))
-            return -1;
+        int rc = take_option(spec, c, at, argv, base, seen, err, errlen);
+        if (rc)
+            return rc;
     }
     if (first_arg)
         *first_arg = optind;
     else if (optind < argc)
         return opt_fail(err, errlen, "unexpected argument '%.64s' (see --help)", argv[optind]);
-    return 0;
+    /* after the command line, so that it wins: a variable fills only what it left */
+    return apply_env(spec, seen, base, err, errlen);
 }
 
 /* One row of --help: "  --name METAVAR" then the help text from spec's
@@ -285,6 +351,9 @@ void mhla_opts_help(const mhla_opts *spec, FILE *f)
                         .kind = MHLA_OPT_FLAG,
                         .help = "the version and git commit, then exit"};
     help_row(spec, &version, f);
+    fputs("Every flag can also be set as MHLA_<FLAG> in the environment (--max-batch-tokens:\n"
+          "MHLA_MAX_BATCH_TOKENS; a switch takes 1 or 0); the command line wins.\n",
+          f);
     if (spec->footer)
         fputs(spec->footer, f);
 }

@@ -159,6 +159,48 @@ static void test_errors(void)
     expect_error("unexpected argument 'stray'", "--count", "1", "stray");
 }
 
+/* MHLA_<FLAG> variables: each kind from the environment, the command line
+ * winning, a bad value named by its variable, an empty one as unset. */
+static void test_env(void)
+{
+    args a;
+    char err[256];
+    setenv("MHLA_COUNT", "7", 1);
+    setenv("MHLA_LEVEL", "mid", 1);
+    setenv("MHLA_VERBOSE", "true", 1);
+    setenv("MHLA_NO_COLOR", "1", 1);
+    setenv("MHLA_NAME", "", 1);
+    int rc = run(&a, err, NULL, NULL);
+    CHECK(rc == 0 && a.count == 7 && a.level == 1 && a.verbose == 1 && a.color == 0 && !a.name,
+          "from the environment: rc %d %s, count %d level %d verbose %d color %d", rc, err, a.count,
+          a.level, a.verbose, a.color);
+    rc = run(&a, err, NULL, "--count", "3", "--level", "high", NULL);
+    CHECK(rc == 0 && a.count == 3 && a.level == 2, "the command line wins: %d %d", a.count,
+          a.level);
+    setenv("MHLA_VERBOSE", "off", 1);
+    setenv("MHLA_COUNT", "abc", 1);
+    rc = run(&a, err, NULL, "--count", "3", NULL);
+    CHECK(rc == 0 && a.verbose == 0 && a.count == 3, "off, and a bad value the line overrides");
+    rc = run(&a, err, NULL, NULL);
+    CHECK(rc == -1 && strstr(err, "MHLA_COUNT: --count takes an integer from 0 to 1000000, "
+                                  "not 'abc'"),
+          "bad integer: %s", err);
+    setenv("MHLA_COUNT", "", 1);
+    setenv("MHLA_VERBOSE", "maybe", 1);
+    rc = run(&a, err, NULL, NULL);
+    CHECK(rc == -1 && strstr(err, "MHLA_VERBOSE: --verbose is a switch") && strstr(err, "maybe"),
+          "bad switch: %s", err);
+    setenv("MHLA_VERBOSE", "", 1);
+    setenv("MHLA_A_VERY_LONG_OPTION_NAME", "on", 1);
+    rc = run(&a, err, NULL, NULL);
+    CHECK(rc == 0 && a.verbose == 1, "'-' as '_': %s", err);
+    CHECK(run(&a, err, NULL, "--help", NULL) == 1, "--help despite a variable");
+    const char *names[] = {"MHLA_COUNT",    "MHLA_LEVEL", "MHLA_VERBOSE",
+                           "MHLA_NO_COLOR", "MHLA_NAME",  "MHLA_A_VERY_LONG_OPTION_NAME"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        unsetenv(names[k]);
+}
+
 static void test_help(void)
 {
     char *text = NULL;
@@ -187,6 +229,7 @@ static void test_help(void)
                        "  --version             the version and git commit, then exit\n"),
           "help, version:\n%s", text);
     CHECK(strstr(text, "\nfooter text\n"), "footer");
+    CHECK(strstr(text, "MHLA_<FLAG> in the environment"), "the variables' line:\n%s", text);
     free(text);
 }
 
@@ -194,6 +237,7 @@ int main(void)
 {
     test_kinds();
     test_errors();
+    test_env();
     test_help();
     if (failures) {
         fprintf(stderr, "base.opts: %d failure(s)\n", failures);

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Operator basics of every program and the server: --version and GET /version,
-mhla_build_info and the version in the listening line."""
+mhla_build_info and the version in the listening line; flags from MHLA_<FLAG>
+variables, the command line winning."""
 import argparse
 import http.client
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -98,5 +100,38 @@ def test_version_route(commit):
         server_proc.stop(proc, 10)
 
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def env_with(**kv):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MHLA_")}
+    env.update(kv)
+    return env
+
+
+def test_env_flags():
+    p1, p2 = free_port(), free_port()
+    proc, port, _ = start([], "env_port", env_with(MHLA_PORT=str(p1)))
+    check(port == p1, "MHLA_PORT=%d: listens on %s" % (p1, port))
+    server_proc.stop(proc, 10)
+    proc, port, _ = start(["--port", str(p2), "--threads", "1"], "env_line",
+                          env_with(MHLA_PORT=str(p1), MHLA_THREADS="abc"))
+    check(port == p2, "--port %d beats MHLA_PORT=%d, --threads beats a bad MHLA_THREADS: %s" %
+          (p2, p1, port))
+    server_proc.stop(proc, 10)
+    r = subprocess.run([exe("mhla-server"), "--model", MODEL, "--port", "0"], capture_output=True,
+                       text=True, timeout=30, env=env_with(MHLA_THREADS="abc"))
+    check(r.returncode == 2 and "MHLA_THREADS" in r.stderr and "abc" in r.stderr,
+          "MHLA_THREADS=abc is a usage error naming it: %d %r" % (r.returncode, r.stderr))
+    r = subprocess.run([exe("mhla-cli"), "--help"], capture_output=True, text=True, timeout=30)
+    check("MHLA_<FLAG>" in r.stdout, "--help names the MHLA_<FLAG> variables")
+
+
 test_version_route(test_version_flags())
+test_env_flags()
 sys.exit(finish())
