@@ -1,6 +1,8 @@
 /*
- * log.c — structured logging: one JSON object per line on stderr, and the
- * access log's line for every HTTP request.
+ * log.c — structured logging: one JSON object per line on stderr (for log
+ * collectors), or the same fields as a line for people ("TIME LEVEL event:
+ * message key=value ...", --log-format text), and the access log's line for
+ * every HTTP request.
  */
 #include "server_internal.h"
 
@@ -9,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static atomic_int g_level = MHLA_LOG_INFO;
+static atomic_int g_text; /* 1: --log-format text */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *level_name(mhla_log_level l)
@@ -25,6 +29,48 @@ static const char *level_name(mhla_log_level l)
 }
 
 void srv_log_set_level(mhla_log_level lvl) { atomic_store(&g_level, (int)lvl); }
+
+void srv_log_set_format(int text) { atomic_store(&g_text, text != 0); }
+
+/* A string value as it is, unless quotes are needed to tell where it ends. */
+static void text_value(mhla_buf *b, const cJSON *v)
+{
+    if (cJSON_IsString(v) && v->valuestring[0] && !strpbrk(v->valuestring, " \"=\n\t")) {
+        srv_buf_printf(b, "%s", v->valuestring);
+        return;
+    }
+    char *s = cJSON_PrintUnformatted(v);
+    srv_buf_printf(b, "%s", s ? s : "?");
+    free(s);
+}
+
+/* "2024-05-01T12:00:00.123Z LEVEL event: message key=value ..." from the JSON
+ * line's object o (ts, level, event, message and the other fields). */
+static char *text_line(const cJSON *o)
+{
+    double ts = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "ts"));
+    time_t sec = (time_t)ts;
+    struct tm tm;
+    char when[32] = "?";
+    if (gmtime_r(&sec, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    const char *level = cJSON_GetStringValue(cJSON_GetObjectItem(o, "level"));
+    const char *event = cJSON_GetStringValue(cJSON_GetObjectItem(o, "event"));
+    const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(o, "message"));
+    mhla_buf b = {0};
+    srv_buf_printf(&b, "%s.%03dZ %-5s %s:", when, (int)((ts - (double)sec) * 1000),
+                   level ? level : "?", event ? event : "?");
+    if (msg)
+        srv_buf_printf(&b, " %s", msg);
+    for (const cJSON *it = o->child; it; it = it->next) {
+        if (!strcmp(it->string, "ts") || !strcmp(it->string, "level") ||
+            !strcmp(it->string, "event") || !strcmp(it->string, "message"))
+            continue;
+        srv_buf_printf(&b, " %s=", it->string);
+        text_value(&b, it);
+    }
+    return b.p;
+}
 
 int srv_log_enabled(mhla_log_level lvl)
 {
@@ -55,7 +101,7 @@ void srv_log(mhla_log_level lvl, const char *event, cJSON *fields)
         }
         cJSON_Delete(fields);
     }
-    char *s = cJSON_PrintUnformatted(o);
+    char *s = atomic_load(&g_text) ? text_line(o) : cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s)
         return;

@@ -62,6 +62,7 @@ static const char *const weight_words[] = {"f32", "bf16", "q8", NULL};
 static const char *const tool_format_words[] = {"auto",    "hermes", "llama3",
                                                 "mistral", "none",   NULL};
 static const char *const log_words[] = {"debug", "info", "warn", "error", "off", NULL};
+static const char *const log_format_words[] = {"auto", "text", "json", NULL};
 
 _Static_assert(sizeof(mhla_log_level) == sizeof(int), "--log-level is stored as an int");
 #define OPT(field) offsetof(mhla_server_options, field)
@@ -199,6 +200,13 @@ static const mhla_opt rows[] = {
      .words = log_words,
      .metavar = "LEVEL",
      .help = "debug, info, warn, error or off (default info)"},
+    {.name = "log-format",
+     .kind = MHLA_OPT_ENUM,
+     .off = OPT(log_format),
+     .words = log_format_words,
+     .help = "text: TIME LEVEL event: message key=value; json: one\n"
+             "object a line (default auto: text when stderr is a\n"
+             "terminal, else json)"},
 };
 #undef INT_ROW
 #undef OPT

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 /* --tool-call-format's word as a srv_tool_format; -1 for auto. */
@@ -249,6 +250,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     server sv = {0};
     sigset_t set;
     srv_log_set_level(o->log_level);
+    srv_log_set_format(o->log_format == 1 || (o->log_format == 0 && isatty(STDERR_FILENO)));
     srv_json_hooks_install();
     srv_metrics_init();
     if (block_signals(&set, err, errlen))

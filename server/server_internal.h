@@ -101,6 +101,8 @@ struct cJSON *srv_json_parse(const char *s, size_t len, const char **end, int *n
 /* ---- log.c ----------------------------------------------------------------- */
 
 void srv_log_set_level(mhla_log_level lvl);
+/* text 1: lines for people ("TIME LEVEL event: message key=value ..."); 0: JSON. */
+void srv_log_set_format(int text);
 int srv_log_enabled(mhla_log_level lvl);
 /* One JSON line on stderr: {"ts":..,"level":..,"event":event, fields...}.
  * fields (may be NULL) is a cJSON object; it is consumed. */

@@ -38,6 +38,7 @@ typedef struct {
     int max_queue;            /* waiting requests before 429 */
     const char *api_key;      /* NULL: no authentication */
     mhla_log_level log_level;
+    int log_format; /* --log-format: 0 auto (text on a terminal, else json), 1 text, 2 json */
     size_t max_body_bytes;          /* request body limit (413 past it) */
     int max_connections;            /* concurrent HTTP connections */
     int timeout_s;                  /* idle connection timeout (also a stream's write deadline) */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Operator basics of every program and the server: --version and GET /version,
 mhla_build_info and the version in the listening line; flags from MHLA_<FLAG>
-variables, the command line winning."""
+variables, the command line winning; --log-format text, json and auto."""
 import argparse
 import http.client
 import json
@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools"))
@@ -132,6 +133,45 @@ def test_env_flags():
     check("MHLA_<FLAG>" in r.stdout, "--help names the MHLA_<FLAG> variables")
 
 
+def log_lines(argv, name, want):
+    """Runs the server with stderr on a file until a line holds want (or 30 s)."""
+    log = os.path.join(a.work, name + ".log")
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([exe("mhla-server"), "--model", MODEL] + argv,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=f)
+    t0 = time.time()
+    while time.time() - t0 < 30 and proc.poll() is None:
+        if want in open(log, errors="replace").read():
+            break
+        time.sleep(0.05)
+    server_proc.stop(proc, 10)
+    return open(log, errors="replace").read().splitlines()
+
+
+def is_json(line):
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def test_log_format():
+    port = str(free_port())
+    text = log_lines(["--port", port, "--log-format", "text"], "text", " listening: ")
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (info|warn) "
+    check(text and not any(is_json(x) for x in text), "--log-format text: no JSON line")
+    check(any(re.match(stamp + r" ?listening: .*port=%s " % port, x) for x in text),
+          "--log-format text: 'TIME LEVEL listening: ... port=%s': %s" % (port, text[-3:]))
+    check(any(re.match(stamp + r" ?stopped: \S", x) for x in text),
+          "--log-format text: the event's message follows its name")
+    for flags, name in ((["--log-format", "json"], "json"), ([], "auto")):
+        lines = log_lines(["--port", str(free_port())] + flags, name, '"event":"listening"')
+        check(lines and all(is_json(x) for x in lines) and
+              any(json.loads(x).get("event") == "listening" for x in lines),
+              "%s on a file: JSON lines (%d)" % (name, len(lines)))
+
+
 test_version_route(test_version_flags())
+test_log_format()
 test_env_flags()
 sys.exit(finish())
