@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,9 @@ typedef struct {
     int stream;
     srv_req *r; /* a reference, for the log line */
     struct MHD_Connection *conn;
-    srv_watch_conn *watch; /* the connection's read deadline */
-    int close;             /* answer with Connection: close */
+    srv_watch_conn *watch;                   /* the connection's read deadline */
+    int close;                               /* answer with Connection: close */
+    char request_id[SRV_REQUEST_ID_MAX + 1]; /* X-Request-Id: the client's, else made here */
 } conn_ctx;
 
 /* ---- responses ------------------------------------------------------------- */
@@ -73,6 +75,7 @@ static enum MHD_Result send_body(struct MHD_Connection *conn, conn_ctx *ctx, int
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(resp, "X-Request-Id", ctx->request_id);
     if (ctx->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (hdr)
@@ -394,6 +397,7 @@ static enum MHD_Result stream_reply(srv_http *h, struct MHD_Connection *conn, co
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    MHD_add_response_header(resp, "X-Request-Id", ctx->request_id);
     ctx->status = 200;
     enum MHD_Result rc = MHD_queue_response(conn, 200, resp);
     MHD_destroy_response(resp);
@@ -585,6 +589,28 @@ static enum MHD_Result start_request(srv_http *h, struct MHD_Connection *conn, c
     return MHD_YES;
 }
 
+/* The client's X-Request-Id when it is 1 to SRV_REQUEST_ID_MAX printable
+ * ASCII characters (it goes into a header and the log as it is), else a new
+ * one: a per-process random prefix and a counter, unique across restarts. */
+static void request_id(struct MHD_Connection *conn, char *out, size_t outlen)
+{
+    static atomic_ullong counter;
+    static unsigned prefix;
+    const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = v ? strlen(v) : 0;
+    int ok = n > 0 && n <= SRV_REQUEST_ID_MAX;
+    for (size_t k = 0; ok && k < n; k++)
+        ok = v[k] >= 0x20 && v[k] < 0x7f;
+    if (ok) {
+        snprintf(out, outlen, "%s", v);
+        return;
+    }
+    unsigned long long c = atomic_fetch_add(&counter, 1);
+    if (c == 0 || !prefix) /* a race here only makes two threads pick a prefix each */
+        prefix = ((unsigned)(srv_wall_time() * 1e6) ^ ((unsigned)getpid() << 16)) | 1u;
+    snprintf(out, outlen, "%08x-%llu", prefix, c);
+}
+
 static conn_ctx *new_ctx(struct MHD_Connection *conn, const char *url, const char *method)
 {
     conn_ctx *ctx = calloc(1, sizeof *ctx);
@@ -597,6 +623,7 @@ static conn_ctx *new_ctx(struct MHD_Connection *conn, const char *url, const cha
     ctx->watch = sc ? sc->socket_context : NULL;
     snprintf(ctx->method, sizeof ctx->method, "%s", method);
     snprintf(ctx->path, sizeof ctx->path, "%s", url);
+    request_id(conn, ctx->request_id, sizeof ctx->request_id);
     return ctx;
 }
 
@@ -679,6 +706,7 @@ static void log_request(struct MHD_Connection *conn, conn_ctx *ctx,
                     .status = ctx->status,
                     .stream = ctx->stream,
                     .duration_s = mhla_now() - ctx->t0,
+                    .request_id = ctx->request_id,
                     .r = ctx->r};
     srv_log_access(&a);
 }

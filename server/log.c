@@ -165,6 +165,8 @@ void srv_log_access(const srv_access *a)
         cJSON_AddNumberToObject(f, "status", a->status);
         cJSON_AddNumberToObject(f, "duration_ms", (double)(long long)(a->duration_s * 1e6) / 1e3);
         cJSON_AddStringToObject(f, "termination", a->termination);
+        if (a->request_id)
+            cJSON_AddStringToObject(f, "request_id", a->request_id);
         if (a->remote)
             cJSON_AddStringToObject(f, "remote", a->remote);
         if (a->r)

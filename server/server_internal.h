@@ -118,8 +118,11 @@ typedef struct {
     const char *remote; /* the client's address; NULL when unknown */
     int status, stream;
     double duration_s;
-    struct srv_req *r; /* NULL: not a completion */
+    const char *request_id; /* the response's X-Request-Id */
+    struct srv_req *r;      /* NULL: not a completion */
 } srv_access;
+/* The longest X-Request-Id taken from a client; a longer one is replaced. */
+#define SRV_REQUEST_ID_MAX 128
 void srv_log_access(const srv_access *a);
 /* A request field the server does not know, logged at debug level the first
  * time its name is seen (at most 64 names are remembered: the set of names

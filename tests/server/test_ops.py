@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Operator basics of every program and the server: --version and GET /version,
 mhla_build_info and the version in the listening line; flags from MHLA_<FLAG>
-variables, the command line winning; --log-format text, json and auto."""
+variables, the command line winning; --log-format text, json and auto; X-Request-Id on every response and in the
+access log."""
 import argparse
 import http.client
 import json
@@ -52,9 +53,9 @@ def start(extra, name, env=None):
     return proc, port, log
 
 
-def get(port, path, headers=None):
+def get(port, path, headers=None, method="GET", body=None):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.request("GET", path, headers=headers or {})
+    conn.request(method, path, body=body, headers=headers or {})
     r = conn.getresponse()
     body = r.read().decode("utf-8", "replace")
     conn.close()
@@ -171,7 +172,48 @@ def test_log_format():
               "%s on a file: JSON lines (%d)" % (name, len(lines)))
 
 
+def access_ids(log):
+    """The request_id of every access-log line."""
+    ids = []
+    for line in open(log, errors="replace"):
+        if '"event":"request"' in line:
+            ids.append(json.loads(line).get("request_id"))
+    return ids
+
+
+def test_request_id():
+    proc, port, log = start(["--port", "0"], "request_id")
+    if not check(port is not None, "server starts"):
+        return
+    try:
+        r, _ = get(port, "/health", {"X-Request-Id": "trace-42/a.b"})
+        check(r.getheader("X-Request-Id") == "trace-42/a.b", "the client's id comes back")
+        r1, _ = get(port, "/health")
+        r2, _ = get(port, "/nope")
+        g1, g2 = r1.getheader("X-Request-Id"), r2.getheader("X-Request-Id")
+        check(g1 and g2 and g1 != g2, "ids made for requests without one: %s %s" % (g1, g2))
+        check(r2.status == 404, "an error answer carries one too (%d)" % r2.status)
+        long_id = "x" * 129
+        r, _ = get(port, "/health", {"X-Request-Id": long_id})
+        got = r.getheader("X-Request-Id")
+        check(got and got != long_id and len(got) <= 128, "129 characters are replaced: %s" % got)
+        r, _ = get(port, "/health", {"X-Request-Id": "y" * 128})
+        check(r.getheader("X-Request-Id") == "y" * 128, "128 characters are kept")
+        body = json.dumps({"prompt": [5, 6, 7], "max_tokens": 2, "stream": True})
+        r, text = get(port, "/v1/completions", {"X-Request-Id": "sse-1",
+                                                 "Content-Type": "application/json"}, "POST", body)
+        check(r.getheader("X-Request-Id") == "sse-1" and "data:" in text,
+              "a stream's response carries it (%d)" % r.status)
+        time.sleep(0.3)  # the access line is written when the connection's request completes
+        ids = access_ids(log)
+        want = ["trace-42/a.b", g1, g2, "y" * 128, "sse-1"]
+        check(all(i in ids for i in want), "the access log names each id: %s" % ids)
+    finally:
+        server_proc.stop(proc, 10)
+
+
 test_version_route(test_version_flags())
+test_request_id()
 test_log_format()
 test_env_flags()
 sys.exit(finish())
