@@ -460,14 +460,16 @@ static int authorized(srv_http *h, struct MHD_Connection *conn)
     return srv_ct_equal(auth + 7, key);
 }
 
-/* Every path the router serves: others are a 404 before anything else. */
+/* Every path the router serves: others are a 404 before anything else.
+ * tests/server/test_openapi.py reads these comparisons to check that
+ * server/openapi.json describes each path and no other. */
 static int known_path(const char *path)
 {
     return strcmp(path, "/v1/chat/completions") == 0 || strcmp(path, "/v1/completions") == 0 ||
            strcmp(path, "/v1/models") == 0 || strncmp(path, "/v1/models/", 11) == 0 ||
            strcmp(path, "/tokenize") == 0 || strcmp(path, "/detokenize") == 0 ||
            strcmp(path, "/apply-template") == 0 || strcmp(path, "/health") == 0 ||
-           strcmp(path, "/metrics") == 0;
+           strcmp(path, "/metrics") == 0 || strcmp(path, "/openapi.json") == 0;
 }
 
 /* A browser's CORS preflight: OPTIONS with Access-Control-Request-Method,
@@ -499,6 +501,16 @@ static enum MHD_Result preflight(struct MHD_Connection *conn, conn_ctx *ctx)
     return rc;
 }
 
+/* The document is compiled in: no file to find or read at run time. */
+static enum MHD_Result handle_openapi(struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    char *doc = strdup(srv_openapi_json);
+    size_t n = doc ? strlen(doc) : 0;
+    while (n && doc[n - 1] == '\n') /* send_body ends JSON with its own newline */
+        doc[--n] = 0;
+    return send_body(conn, ctx, 200, "application/json", doc, NULL, NULL);
+}
+
 static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
 {
     const char *path = ctx->path, *m = ctx->method;
@@ -514,6 +526,8 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
         return get ? handle_health(h, conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
     if (strcmp(path, "/metrics") == 0)
         return get ? handle_metrics(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strcmp(path, "/openapi.json") == 0)
+        return get ? handle_openapi(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
     int chat = strcmp(path, "/v1/chat/completions") == 0;
     if (!authorized(h, conn))
         return error_reply(conn, ctx, SRV_ERR_UNAUTHORIZED, NULL,

@@ -98,6 +98,10 @@ void srv_json_hooks_install(void);
  * allocation failed (known with the hooks installed; else always 0). */
 struct cJSON *srv_json_parse(const char *s, size_t len, const char **end, int *nomem);
 
+/* ---- openapi.json, embedded at build time (cmake/embed_file.cmake) -------- */
+/* The OpenAPI 3.1 document GET /openapi.json serves, NUL-terminated. */
+extern const char srv_openapi_json[];
+
 /* ---- cors.c: --allowed-origins ------------------------------------------- */
 struct MHD_Response;
 /* 0 when list (NULL: CORS off) is "*" or comma-separated origins, else -1 with err. */
