@@ -20,6 +20,7 @@ static const struct {
     [SRV_ERR_UNAUTHORIZED] = {401, "invalid_request_error", "invalid_api_key"},
     [SRV_ERR_NOT_FOUND] = {404, "invalid_request_error", "not_found"},
     [SRV_ERR_MODEL_NOT_FOUND] = {404, "invalid_request_error", "model_not_found"},
+    [SRV_ERR_ORIGIN] = {403, "invalid_request_error", "origin_not_allowed"},
     [SRV_ERR_METHOD] = {405, "invalid_request_error", "method_not_allowed"},
     [SRV_ERR_TOO_LARGE] = {413, "invalid_request_error", "request_too_large"},
     [SRV_ERR_URI_TOO_LONG] = {414, "invalid_request_error", "uri_too_long"},

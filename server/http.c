@@ -40,6 +40,9 @@ typedef struct {
     srv_watch_conn *watch;                   /* the connection's read deadline */
     int close;                               /* answer with Connection: close */
     char request_id[SRV_REQUEST_ID_MAX + 1]; /* X-Request-Id: the client's, else made here */
+    /* --allowed-origins (NULL: CORS off) and this request's
+     * Access-Control-Allow-Origin (NULL: none) */
+    const char *cors_list, *cors_allow;
 } conn_ctx;
 
 /* ---- responses ------------------------------------------------------------- */
@@ -76,6 +79,7 @@ static enum MHD_Result send_body(struct MHD_Connection *conn, conn_ctx *ctx, int
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     MHD_add_response_header(resp, "X-Request-Id", ctx->request_id);
+    srv_cors_headers(resp, ctx->cors_list, ctx->cors_allow);
     if (ctx->close)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (hdr)
@@ -398,6 +402,7 @@ static enum MHD_Result stream_reply(srv_http *h, struct MHD_Connection *conn, co
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     MHD_add_response_header(resp, "X-Request-Id", ctx->request_id);
+    srv_cors_headers(resp, ctx->cors_list, ctx->cors_allow);
     ctx->status = 200;
     enum MHD_Result rc = MHD_queue_response(conn, 200, resp);
     MHD_destroy_response(resp);
@@ -471,25 +476,78 @@ static int authorized(srv_http *h, struct MHD_Connection *conn)
     return srv_ct_equal(auth + 7, key);
 }
 
+/* Every path the router serves: others are a 404 before anything else.
+ * tests/server/test_openapi.py reads these comparisons to check that
+ * server/openapi.json describes each path and no other. */
+static int known_path(const char *path)
+{
+    return strcmp(path, "/v1/chat/completions") == 0 || strcmp(path, "/v1/completions") == 0 ||
+           strcmp(path, "/v1/models") == 0 || strncmp(path, "/v1/models/", 11) == 0 ||
+           strcmp(path, "/tokenize") == 0 || strcmp(path, "/detokenize") == 0 ||
+           strcmp(path, "/apply-template") == 0 || strcmp(path, "/health") == 0 ||
+           strcmp(path, "/metrics") == 0 || strcmp(path, "/openapi.json") == 0 ||
+           strcmp(path, "/version") == 0;
+}
+
+/* A browser's CORS preflight: OPTIONS with Access-Control-Request-Method,
+ * while --allowed-origins is set (without it OPTIONS is a plain 405). */
+static int is_preflight(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    return h->c.opt->allowed_origins && strcmp(ctx->method, "OPTIONS") == 0 &&
+           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Access-Control-Request-Method");
+}
+
+/* The preflight's answer, before any API key check: a browser sends none on
+ * a preflight. An origin not allowed gets a 403 that says so, for whoever
+ * reads the network log (the browser only sees that the preflight failed). */
+static enum MHD_Result preflight(struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    if (!ctx->cors_allow)
+        return error_reply(conn, ctx, SRV_ERR_ORIGIN, NULL,
+                           "this Origin is not in the server's --allowed-origins");
+    static char empty[1];
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, empty, MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    srv_cors_headers(resp, ctx->cors_list, ctx->cors_allow);
+    srv_cors_preflight_headers(resp, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                 "Access-Control-Request-Headers"));
+    ctx->status = 204;
+    enum MHD_Result rc = MHD_queue_response(conn, 204, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+/* The document is compiled in: no file to find or read at run time. */
+static enum MHD_Result handle_openapi(struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    char *doc = strdup(srv_openapi_json);
+    size_t n = doc ? strlen(doc) : 0;
+    while (n && doc[n - 1] == '\n') /* send_body ends JSON with its own newline */
+        doc[--n] = 0;
+    return send_body(conn, ctx, 200, "application/json", doc, NULL, NULL);
+}
+
 static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
 {
     const char *path = ctx->path, *m = ctx->method;
     int get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
-    if (strcmp(path, "/health") == 0)
-        return get ? handle_health(h, conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
-    if (strcmp(path, "/metrics") == 0)
-        return get ? handle_metrics(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
-    if (strcmp(path, "/version") == 0)
-        return get ? handle_version(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
-    int chat = strcmp(path, "/v1/chat/completions") == 0;
-    int known = chat || strcmp(path, "/v1/completions") == 0 || strcmp(path, "/v1/models") == 0 ||
-                strncmp(path, "/v1/models/", 11) == 0 || strcmp(path, "/tokenize") == 0 ||
-                strcmp(path, "/detokenize") == 0 || strcmp(path, "/apply-template") == 0;
-    if (!known) {
+    if (!known_path(path)) {
         char msg[256];
         snprintf(msg, sizeof msg, "no such endpoint: %.160s", path);
         return error_reply(conn, ctx, SRV_ERR_NOT_FOUND, NULL, msg);
     }
+    if (is_preflight(h, conn, ctx))
+        return preflight(conn, ctx);
+    if (strcmp(path, "/health") == 0)
+        return get ? handle_health(h, conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strcmp(path, "/metrics") == 0)
+        return get ? handle_metrics(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strcmp(path, "/openapi.json") == 0)
+        return get ? handle_openapi(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (strcmp(path, "/version") == 0)
+        return get ? handle_version(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    int chat = strcmp(path, "/v1/chat/completions") == 0;
     if (!authorized(h, conn))
         return error_reply(conn, ctx, SRV_ERR_UNAUTHORIZED, NULL,
                            "missing or incorrect API key (send Authorization: Bearer KEY)");
@@ -647,7 +705,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     conn_ctx *ctx = *con_cls;
     if (!ctx) {
         *con_cls = ctx = new_ctx(conn, url, method);
-        return ctx ? start_request(h, conn, ctx, url) : MHD_NO;
+        if (!ctx)
+            return MHD_NO;
+        ctx->cors_list = h->c.opt->allowed_origins;
+        ctx->cors_allow =
+            srv_cors_allow(ctx->cors_list,
+                           MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin"));
+        return start_request(h, conn, ctx, url);
     }
     if (*upload_data_size) {
         if (!ctx->status) /* once answered (early 400, 413), what still arrives is dropped */

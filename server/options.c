@@ -136,6 +136,13 @@ static const mhla_opt rows[] = {
      .metavar = "KEY",
      .help = "require Authorization: Bearer KEY on /v1/* (default: none;\n"
              "the MHLA_API_KEY environment variable works too)"},
+    {.name = "allowed-origins",
+     .kind = MHLA_OPT_STRING,
+     .off = OPT(allowed_origins),
+     .metavar = "LIST",
+     .help = "CORS: browser origins (scheme://host[:port], comma-\n"
+             "separated, or *) whose pages may call the API; preflights\n"
+             "are answered before the API key check (default: none)"},
     {.name = "max-body-bytes",
      .kind = MHLA_OPT_SIZE,
      .off = OPT(max_body_bytes),
@@ -239,5 +246,7 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
     }
     if (o->api_key && !o->api_key[0])
         o->api_key = NULL;
-    return 0;
+    if (o->allowed_origins && !o->allowed_origins[0])
+        o->allowed_origins = NULL;
+    return srv_cors_check(o->allowed_origins, err, errlen);
 }

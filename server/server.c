@@ -213,6 +213,8 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
         cJSON_AddStringToObject(f, "device", mhla_engine_device_name(sv->engine));
         cJSON_AddStringToObject(f, "cpu_isa", mhla_engine_cpu_isa(sv->engine));
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
+        if (o->allowed_origins)
+            cJSON_AddStringToObject(f, "allowed_origins", o->allowed_origins);
         cJSON_AddNumberToObject(f, "load_s", (double)(long long)(load_s * 1000) / 1000);
     }
     srv_log(MHLA_LOG_INFO, "listening", f);

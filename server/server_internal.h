@@ -98,6 +98,22 @@ void srv_json_hooks_install(void);
  * allocation failed (known with the hooks installed; else always 0). */
 struct cJSON *srv_json_parse(const char *s, size_t len, const char **end, int *nomem);
 
+/* ---- openapi.json, embedded at build time (cmake/embed_file.cmake) -------- */
+/* The OpenAPI 3.1 document GET /openapi.json serves, NUL-terminated. */
+extern const char srv_openapi_json[];
+
+/* ---- cors.c: --allowed-origins ------------------------------------------- */
+struct MHD_Response;
+/* 0 when list (NULL: CORS off) is "*" or comma-separated origins, else -1 with err. */
+int srv_cors_check(const char *list, char *err, size_t errlen);
+/* The Access-Control-Allow-Origin value for a request's Origin header: "*",
+ * origin itself, or NULL (no CORS: list NULL, no Origin, or one not listed). */
+const char *srv_cors_allow(const char *list, const char *origin);
+/* Vary (with a list) and, when allow is not NULL, the allow and expose headers. */
+void srv_cors_headers(struct MHD_Response *resp, const char *list, const char *allow);
+/* A preflight's allowed methods, headers (with requested's when a plain list), max age. */
+void srv_cors_preflight_headers(struct MHD_Response *resp, const char *requested);
+
 /* ---- log.c ----------------------------------------------------------------- */
 
 void srv_log_set_level(mhla_log_level lvl);
@@ -303,6 +319,7 @@ typedef enum {
     SRV_ERR_UNAUTHORIZED,      /* 401 invalid_api_key */
     SRV_ERR_NOT_FOUND,         /* 404 not_found (no such endpoint) */
     SRV_ERR_MODEL_NOT_FOUND,   /* 404 model_not_found */
+    SRV_ERR_ORIGIN,            /* 403 origin_not_allowed (a CORS preflight) */
     SRV_ERR_METHOD,            /* 405 method_not_allowed */
     SRV_ERR_TOO_LARGE,         /* 413 request_too_large */
     SRV_ERR_URI_TOO_LONG,      /* 414 uri_too_long */

@@ -37,6 +37,8 @@ typedef struct {
     int max_running;          /* sequences decoding at once */
     int max_queue;            /* waiting requests before 429 */
     const char *api_key;      /* NULL: no authentication */
+    /* CORS: "*" or comma-separated origins whose pages may call the API; NULL: off */
+    const char *allowed_origins;
     mhla_log_level log_level;
     int log_format; /* --log-format: 0 auto (text on a terminal, else json), 1 text, 2 json */
     size_t max_body_bytes;          /* request body limit (413 past it) */
