@@ -9,7 +9,8 @@ a completion, a stream whose client stops reading cancelled, a request that
 trickles in cut at its deadline, a per-client connection limit that leaves
 room for other clients; request parsing that refuses ambiguous framing,
 trailing garbage, NUL in strings and loose logit_bias keys; drain that ends
-every stream with [DONE]. Waits are generous bounds on the work, not tight
+every stream with [DONE]; a second server on a port in use refused at
+start. Waits are generous bounds on the work, not tight
 timeouts: the machine may be busy.
 """
 import argparse
@@ -18,6 +19,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -425,11 +427,38 @@ def run_parse(a, model):
         s.stop()
 
 
+def run_port(a, model):
+    # a second server on a port in use must fail at start, not share the port
+    # with the first (SO_REUSEPORT would let the kernel split connections)
+    s = Server(a.binary, model, a.work, "port_first", "--threads", "1")
+    try:
+        log = os.path.join(a.work, "port_second.log")
+        with open(log, "wb") as f:
+            p = subprocess.Popen([a.binary, "--model", model, "--host", "127.0.0.1", "--port",
+                                  str(s.port), "--device", "cpu", "--threads", "1"],
+                                 stdout=subprocess.DEVNULL, stderr=f)
+            ts.PROCS.append(p)
+            # starting loads the model first: bounded by the model's pace, as Server is
+            try:
+                rc = p.wait(timeout=ts.PACE.limit(model, ts.CALIB_TOKENS, 20))
+            except subprocess.TimeoutExpired:
+                rc = None
+        text = open(log, errors="replace").read()
+        check(rc is not None and rc != 0,
+              "a second server on port %d exits non-zero (rc %s)" % (s.port, rc))
+        check("address in use" in text, "the second server says the address is in use (%r)" %
+              text[-300:])
+        st, _, _ = s.request("GET", "/health")
+        check(st == 200, "the first server still answers (%s)" % st)
+    finally:
+        check(s.stop() == 0, "SIGTERM: the first server exits 0")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--parts", default="memory,edge,parse,drain")
+    ap.add_argument("--parts", default="memory,edge,parse,drain,port")
     a = ap.parse_args()
     a.binary = os.path.join(a.bin, "mhla-server")
     shutil.rmtree(a.work, ignore_errors=True)
@@ -448,6 +477,8 @@ def main():
         run_parse(a, model)
     if "edge" in parts:
         run_edge(a, model, long_model)
+    if "port" in parts:
+        run_port(a, model)
     if "drain" in parts:
         # slower still: three streams of 1000 tokens outlast a 1 s shutdown deadline
         slow = os.path.join(a.work, "slow")
