@@ -133,8 +133,9 @@ static const mhla_opt rows[] = {
      .kind = MHLA_OPT_STRING,
      .off = OPT(api_key),
      .metavar = "KEY",
-     .help = "require Authorization: Bearer KEY on /v1/* (default: none;\n"
-             "the MHLA_API_KEY environment variable works too)"},
+     .help = "require Authorization: Bearer KEY on /v1/*, /tokenize,\n"
+             "/detokenize and /apply-template; /health and /metrics stay\n"
+             "open (default: none; MHLA_API_KEY works too)"},
     {.name = "max-body-bytes",
      .kind = MHLA_OPT_SIZE,
      .off = OPT(max_body_bytes),
