@@ -8,7 +8,9 @@
 #   deploy/local-cluster.sh down [--dir DIR]                   stop everything `up` started
 #
 # Options:
-#   --dir DIR            state folder: pids, ports, logs, haproxy.cfg (default /tmp/mhla-cluster)
+#   --dir DIR            state folder: pids, ports, logs, haproxy.cfg (default /tmp/mhla-cluster);
+#                        HAProxy's runtime API socket lives in a private mktemp folder under
+#                        /tmp instead (its path in DIR/lb.sock), short whatever DIR's length
 #   --port P             port clients use, 0 = a free one (default 8000)
 #   --bin DIR            folder holding mhla-server (default build/bin)
 #   --model DIR          checkpoint (default models/brown-mhla)
@@ -63,7 +65,8 @@ stop_pid() {
 
 # lb_stat: "name status" per replica, from HAProxy's runtime API.
 lb_stat() {
-  python3 - "$DIR/haproxy.sock" <<'EOF'
+  [ -f "$DIR/lb.sock" ] || return 1
+  python3 - "$(cat "$DIR/lb.sock")" <<'EOF'
 import socket, sys
 s = socket.socket(socket.AF_UNIX)
 s.settimeout(5)
@@ -136,7 +139,13 @@ start_haproxy() {
   command -v haproxy >/dev/null || die "haproxy is not installed (Debian: apt-get install haproxy)"
   local tries=1 port
   [ "$LB_PORT" = 0 ] && tries=5
-  export MHLA_LB_STATS_SOCK="$DIR/haproxy.sock" MHLA_LB_HASH_BYTES="$HASH_BYTES"
+  # A UNIX socket path holds at most 107 bytes (sun_path) and HAProxy allows fewer; a
+  # state folder deep in a build tree passes that. A private folder under /tmp keeps the
+  # path short; `down` removes it.
+  local sock_dir
+  sock_dir=$(mktemp -d "${TMPDIR:-/tmp}/mhla-lb.XXXXXX") || die "cannot create a socket folder"
+  echo "$sock_dir/haproxy.sock" > "$DIR/lb.sock"
+  export MHLA_LB_STATS_SOCK="$sock_dir/haproxy.sock" MHLA_LB_HASH_BYTES="$HASH_BYTES"
   for _ in $(seq 1 $tries); do
     port=$LB_PORT
     [ "$port" = 0 ] && port=$(free_port)
@@ -177,6 +186,13 @@ drain_grace() {
 cmd_down() {
   [ -d "$DIR" ] || return 0
   stop_pid "$DIR/haproxy.pid" haproxy 10
+  if [ -f "$DIR/lb.sock" ]; then
+    # the folder start_haproxy made: only a mhla-lb.* folder is removed
+    local sock_dir
+    sock_dir=$(dirname "$(cat "$DIR/lb.sock")")
+    case "$(basename "$sock_dir")" in mhla-lb.*) rm -rf "$sock_dir" ;; esac
+    rm -f "$DIR/lb.sock"
+  fi
   local grace
   grace=$(drain_grace)
   for f in "$DIR"/r*.pid; do
@@ -233,7 +249,7 @@ have_flags=0
 cmd=run
 case "${1:-}" in
   up|down|restart|status|run) cmd=$1; shift ;;
-  -h|--help|"") sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help|"") sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 N=""
 K=""

@@ -1,6 +1,6 @@
 /*
  * byte_codec.c — the byte-level stand-in used when the model directory has
- * no tokenizer.json: byte b is token id b (models with vocab >= 256);
+ * no tokenizer.json: byte b is token id b (text only for vocab == 256);
  * decoding maps ids 1..255 back to bytes, skips the others (id 0 too: JSON
  * text cannot carry NUL), and turns byte sequences that are not UTF-8 into
  * U+FFFD (one per maximal invalid subpart, as the WHATWG decoder does).
@@ -18,18 +18,33 @@ struct srv_bytes_stream {
     char out[64];
 };
 
+/* Only a vocabulary of exactly 256 ids is bytes. With fewer, bytes past its
+ * last id have no token; with more, the ids above 255 are the model's own
+ * tokens, whose text the stand-in does not know: text encoded as bytes would
+ * not be what the model was trained on, and its replies would decode wrong. */
+int srv_bytes_refusal(int vocab_size, char *why, size_t cap)
+{
+    if (vocab_size < 256)
+        snprintf(why, cap,
+                 "this model has no tokenizer.json and its vocabulary (%d ids) cannot hold the "
+                 "byte-level stand-in encoding; send the prompt as token ids",
+                 vocab_size);
+    else if (vocab_size > 256)
+        snprintf(why, cap,
+                 "this model has no tokenizer.json and its vocabulary has %d ids, not the "
+                 "byte-level stand-in's 256: ids above 255 are not bytes, so text cannot be "
+                 "encoded; send the prompt as token ids",
+                 vocab_size);
+    return vocab_size != 256;
+}
+
 int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n, char *err,
                      size_t errlen)
 {
     *ids = NULL;
     *n = 0;
-    if (vocab_size < 256) {
-        snprintf(err, errlen,
-                 "this model has no tokenizer.json and its vocabulary (%d ids) cannot hold the "
-                 "byte-level stand-in encoding; send the prompt as token ids",
-                 vocab_size);
+    if (srv_bytes_refusal(vocab_size, err, errlen))
         return -1;
-    }
     if (len > (size_t)1 << 30) {
         snprintf(err, errlen, "text of %zu bytes is too long", len);
         return -1;

@@ -841,7 +841,12 @@ static int per_client(const mhla_server_options *o)
     return o->max_connections > reserve ? o->max_connections - reserve : 1;
 }
 
-/* libmicrohttpd's daemon on the resolved address ai. */
+/* libmicrohttpd's daemon on the resolved address ai. No
+ * MHD_OPTION_LISTENING_ADDRESS_REUSE: set to 1 it adds SO_REUSEPORT, so a
+ * second server on the same port starts and the kernel splits connections
+ * between the two; set to 0 it drops SO_REUSEADDR too. Left out, libmicrohttpd
+ * sets SO_REUSEADDR alone: a restart binds past TIME_WAIT, a second live
+ * server fails with EADDRINUSE. */
 static struct MHD_Daemon *start_daemon(srv_http *h, const struct addrinfo *ai)
 {
     const mhla_server_options *o = h->c.opt;
@@ -856,8 +861,7 @@ static struct MHD_Daemon *start_daemon(srv_http *h, const struct addrinfo *ai)
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client(o),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-                            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, h, MHD_OPTION_END);
 }
 
 /* --host and --port as an address to listen on; *ai is the caller's to free. */

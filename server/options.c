@@ -134,8 +134,10 @@ static const mhla_opt rows[] = {
      .kind = MHLA_OPT_STRING,
      .off = OPT(api_key),
      .metavar = "KEY",
-     .help = "require Authorization: Bearer KEY on /v1/* (default: none;\n"
-             "the MHLA_API_KEY environment variable works too)"},
+     .help = "require Authorization: Bearer KEY on /v1/*, /tokenize,\n"
+             "/detokenize and /apply-template; /health, /metrics, /version\n"
+             "and /openapi.json stay open (default: none; MHLA_API_KEY\n"
+             "works too)"},
     {.name = "allowed-origins",
      .kind = MHLA_OPT_STRING,
      .off = OPT(allowed_origins),

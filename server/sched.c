@@ -367,8 +367,9 @@ static void expire(srv_sched *s)
         srv_req *r = s->run[i];
         if (srv_req_cancelled(r))
             finish_all(r, "cancelled", SRV_ERR_INTERNAL, NULL);
-        else if (r->t_deadline > 0 && now > r->t_deadline)
-            finish_all(r, "length", SRV_ERR_INTERNAL, NULL);
+        else if (r->t_deadline > 0 &&
+                 now > r->t_deadline) /* not "length": alerts tell them apart */
+            finish_all(r, "timeout", SRV_ERR_INTERNAL, NULL);
     }
 }
 

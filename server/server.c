@@ -152,6 +152,10 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
                              errlen) ||
         srv_grammars_create(sv->codec, &sv->gen, sv->cfg->vocab_size, &sv->grammars, err, errlen))
         return -1;
+    char why[256];
+    if (srv_codec_text_refused(sv->codec, why, sizeof why))
+        srv_logf(MHLA_LOG_WARN, "text_codec", "text prompts and chat requests will be refused: %s",
+                 why);
     srv_logf(sv->chat.builtin ? MHLA_LOG_WARN : MHLA_LOG_INFO, "chat_template", "%s%s",
              sv->chat.source,
              sv->chat.builtin ? ": give --chat-template FILE for the model's own format" : "");

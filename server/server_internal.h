@@ -18,8 +18,8 @@
 /* ---- text_codec.c, byte_codec.c: text <-> token ids ----------------------- */
 /* text_codec.c uses the model directory's tokenizer.json (tokenizer/
  * tokenizer.h) when there is one; without it, byte_codec.c's byte-level
- * stand-in (byte b <-> token id b, for models whose vocabulary holds at
- * least 256 ids). Every function that can fail returns 0 on success or -1
+ * stand-in (byte b <-> token id b; text prompts only for a vocabulary of
+ * exactly 256 ids, token ids for any). Every function that can fail returns 0 on success or -1
  * with err (errlen bytes) naming the cause. */
 typedef struct srv_codec srv_codec;
 typedef struct srv_codec_stream srv_codec_stream;
@@ -31,6 +31,10 @@ int srv_codec_create(const char *model_dir, int vocab_size, srv_codec **out, cha
 void srv_codec_free(srv_codec *c);
 /* Short description for logs ("tokenizer.json (4096 ids)", "byte-level stand-in ..."). */
 const char *srv_codec_name(const srv_codec *c);
+/* 1 with why (cap bytes) when text prompts will be refused (no tokenizer.json
+ * and a vocabulary the stand-in does not fit), else 0: worth a warning at
+ * start, since token-id prompts still work. */
+int srv_codec_text_refused(const srv_codec *c, char *why, size_t cap);
 
 /* UTF-8 text -> ids (malloc'd; *n may be 0). add_special applies the
  * tokenizer's post-processor (BOS/EOS template), as the reference does by
@@ -69,6 +73,9 @@ long srv_utf8_chars(const char *text, size_t len);
 /* ---- byte_codec.c: the byte-level stand-in ---------------------------------- */
 
 typedef struct srv_bytes_stream srv_bytes_stream;
+/* 1 with why (cap bytes) naming the cause when text cannot be encoded with
+ * the stand-in for this vocabulary (any size but 256), else 0. */
+int srv_bytes_refusal(int vocab_size, char *why, size_t cap);
 /* As srv_codec_encode: -1 refused, -2 out of memory. */
 int srv_bytes_encode(int vocab_size, const char *text, size_t len, int32_t **ids, int *n, char *err,
                      size_t errlen);

@@ -128,6 +128,11 @@ void srv_codec_free(srv_codec *c)
 
 const char *srv_codec_name(const srv_codec *c) { return c->name; }
 
+int srv_codec_text_refused(const srv_codec *c, char *why, size_t cap)
+{
+    return !c->tok && srv_bytes_refusal(c->vocab_size, why, cap);
+}
+
 static int known(const srv_codec *c, int32_t id)
 {
     size_t len;

@@ -12,6 +12,8 @@ Parts (--part):
             and no request accepted after the kill fails
   rolling   SIGTERM and restart each replica in turn during a load: zero failed requests
 
+Every cluster's state folder lies under a path longer than a UNIX socket path may be, as
+in a deep build tree; `down` removes HAProxy's socket folder.
 Every process is started by local-cluster.sh (or here) and stopped by PID at the end, also
 when a check fails. Time bounds derive from HAProxy's own check settings and from the
 measured time of the work, not from fixed short timeouts.
@@ -43,6 +45,8 @@ REPLICAS = 3
 # Generous bound for one HTTP exchange on a starved machine; requests here take well under
 # a second alone.
 HTTP_TIMEOUT = 300
+# Length of the state folder's parent: past sun_path's 108 bytes with room to spare.
+LONG_PATH = 120
 
 
 
@@ -53,7 +57,10 @@ class Cluster:
 
     def __init__(self, a, name, balance="hash", flags=None):
         self.a = a
-        self.dir = os.path.join(a.work, name)
+        # a state folder deeper than a UNIX socket path may be (107 bytes): the script must
+        # keep HAProxy's socket elsewhere, as it must from a build tree with a long path
+        self.dir = os.path.join(a.work, "long-state-path".ljust(LONG_PATH - len(a.work), "-"),
+                                name)
         self.balance = balance
         self.flags = flags if flags is not None else ["--state-memory", "64"]
         self.url = None
@@ -75,11 +82,17 @@ class Cluster:
         self.url = p.stdout.strip().splitlines()[-1]
         return self
 
+    def sock(self):
+        return open(os.path.join(self.dir, "lb.sock")).read().strip()
+
     def down(self):
         if self in _ACTIVE:
             _ACTIVE.remove(self)
+            sock = self.sock() if os.path.exists(os.path.join(self.dir, "lb.sock")) else None
             p = self.script("down")
             sys.stderr.write(p.stderr)
+            check(sock is not None and not os.path.exists(os.path.dirname(sock)),
+                  "down removes HAProxy's socket folder (%s)" % sock)
 
     def pid(self, k):
         return int(open(os.path.join(self.dir, "r%d.pid" % k)).read())
@@ -91,7 +104,7 @@ class Cluster:
         """{replica: (status, current sessions)} from HAProxy's runtime API."""
         s = socket.socket(socket.AF_UNIX)
         s.settimeout(10)
-        s.connect(os.path.join(self.dir, "haproxy.sock"))
+        s.connect(self.sock())
         s.sendall(b"show stat\n")
         data = b""
         while True:
@@ -486,6 +499,7 @@ def main():
         return 1
     a.bin = os.path.abspath(a.bin)
     a.model = os.path.abspath(a.model)
+    a.work = os.path.abspath(a.work)
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     try:

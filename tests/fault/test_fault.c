@@ -535,10 +535,11 @@ done:
 static int run_codec(result *out)
 {
     /* the tokenizer (the wide checkpoint's 1500 ids hold its 321), then the
-     * byte-level stand-in of a directory without tokenizer.json */
+     * byte-level stand-in of a directory without tokenizer.json, for the one
+     * vocabulary it encodes text for (256 ids) */
     int rc = codec_round(codec_tokdir, 1500, out);
     if (rc == RUN_OK)
-        rc = codec_round(codec_ckpt, 1500, out);
+        rc = codec_round(codec_ckpt, 256, out);
     if (rc != RUN_OK)
         return rc;
     mhla_model *m;

@@ -9,7 +9,9 @@ a completion, a stream whose client stops reading cancelled, a request that
 trickles in cut at its deadline, a per-client connection limit that leaves
 room for other clients; request parsing that refuses ambiguous framing,
 trailing garbage, NUL in strings and loose logit_bias keys; drain that ends
-every stream with [DONE]. Waits are generous bounds on the work, not tight
+every stream with [DONE]; requests past --request-timeout ending as
+"timeout"; a second server on a port in use refused at
+start. Waits are generous bounds on the work, not tight
 timeouts: the machine may be busy.
 """
 import argparse
@@ -18,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -425,11 +428,69 @@ def run_parse(a, model):
         s.stop()
 
 
+def run_deadline(a, long_model):
+    # --request-timeout 1 against requests for the whole 4,096-token context of the slow
+    # model (seconds of work): they end at the deadline as "timeout", not "length", and
+    # /metrics counts them under reason="timeout"
+    s = Server(a.binary, long_model, a.work, "deadline", "--threads", "1",
+               "--request-timeout", "1")
+    try:
+        body = {"prompt": [1, 2, 3], "max_tokens": 4000, "ignore_eos": True}
+        t0 = time.time()
+        st, _, r = s.complete(body)
+        took = time.time() - t0
+        ch = r["choices"][0] if st == 200 else {}
+        check(st == 200 and ch.get("finish_reason") == "timeout" and
+              r["usage"]["completion_tokens"] < 4000 and took >= 1,
+              "a request past --request-timeout ends as timeout (%s, %s, %s tokens, %.1f s)" %
+              (st, ch.get("finish_reason"), r["usage"]["completion_tokens"] if st == 200 else None,
+               took))
+        st, chunks, _ = s.stream(body)
+        reasons = [c["choices"][0]["finish_reason"] for c in (chunks or [])
+                   if c != "[DONE]" and c["choices"] and c["choices"][0]["finish_reason"]]
+        check(st == 200 and reasons == ["timeout"] and chunks[-1] == "[DONE]",
+              "a stream past --request-timeout ends with finish_reason timeout (%s)" % reasons)
+        wait_metrics(s, lambda m: m['mhla_requests_finished_total{reason="timeout"}'] == 2)
+        m = s.metrics()
+        check(m['mhla_requests_finished_total{reason="timeout"}'] == 2 and
+              m['mhla_requests_finished_total{reason="length"}'] == 0,
+              "/metrics counts both under reason=timeout, none under length")
+    finally:
+        check(s.stop() == 0, "SIGTERM: the deadline server exits 0")
+
+
+def run_port(a, model):
+    # a second server on a port in use must fail at start, not share the port
+    # with the first (SO_REUSEPORT would let the kernel split connections)
+    s = Server(a.binary, model, a.work, "port_first", "--threads", "1")
+    try:
+        log = os.path.join(a.work, "port_second.log")
+        with open(log, "wb") as f:
+            p = subprocess.Popen([a.binary, "--model", model, "--host", "127.0.0.1", "--port",
+                                  str(s.port), "--device", "cpu", "--threads", "1"],
+                                 stdout=subprocess.DEVNULL, stderr=f)
+            ts.PROCS.append(p)
+            # starting loads the model first: bounded by the model's pace, as Server is
+            try:
+                rc = p.wait(timeout=ts.PACE.limit(model, ts.CALIB_TOKENS, 20))
+            except subprocess.TimeoutExpired:
+                rc = None
+        text = open(log, errors="replace").read()
+        check(rc is not None and rc != 0,
+              "a second server on port %d exits non-zero (rc %s)" % (s.port, rc))
+        check("address in use" in text, "the second server says the address is in use (%r)" %
+              text[-300:])
+        st, _, _ = s.request("GET", "/health")
+        check(st == 200, "the first server still answers (%s)" % st)
+    finally:
+        check(s.stop() == 0, "SIGTERM: the first server exits 0")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--parts", default="memory,edge,parse,drain")
+    ap.add_argument("--parts", default="memory,edge,parse,drain,port,deadline")
     a = ap.parse_args()
     a.binary = os.path.join(a.bin, "mhla-server")
     shutil.rmtree(a.work, ignore_errors=True)
@@ -448,6 +509,10 @@ def main():
         run_parse(a, model)
     if "edge" in parts:
         run_edge(a, model, long_model)
+    if "deadline" in parts:
+        run_deadline(a, long_model)
+    if "port" in parts:
+        run_port(a, model)
     if "drain" in parts:
         # slower still: three streams of 1000 tokens outlast a 1 s shutdown deadline
         slow = os.path.join(a.work, "slow")

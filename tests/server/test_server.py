@@ -8,7 +8,8 @@ stop strings, error handling, cancellation, metrics, auth, 429 and SIGTERM.
 Then a tokenizer trained with mhla-tokenize on a fixed text (data/), with a model of its
 vocabulary: text prompts, eos ids from generation_config.json, multi-byte
 characters in streams and stop strings, and logprobs against the log-softmax of
-mhla-generate's logits. The servers are always killed at the end.
+mhla-generate's logits. A 300-id model without tokenizer.json refuses text with
+the cause and serves token ids. The servers are always killed at the end.
 """
 import argparse
 import http.client
@@ -184,7 +185,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--server", default="mhla-server", help="which server binary in --bin")
     ap.add_argument("--server-args", default="", help="extra flags for every server started")
-    ap.add_argument("--parts", default="main,pool,small,tokenizer",
+    ap.add_argument("--parts", default="main,pool,bytevocab,small,tokenizer",
                     help="comma-separated parts to run")
     ap.add_argument("--time-scale", type=float, default=1.0, help="multiply the waits by this")
     a = ap.parse_args()
@@ -224,6 +225,8 @@ def main():
         finally:
             rc = s3.stop()
             check(rc == 0, "SIGTERM: pool server exits 0 (rc=%s)" % rc)
+    if "bytevocab" in parts:
+        run_byte_vocab(a, binary)
     if "small" not in parts:
         print("elapsed %.1f s" % (time.time() - t0))
         return 0
@@ -730,6 +733,39 @@ def wait_metrics(s, pred, timeout=10, tokens=CALIB_TOKENS):
             return True
         time.sleep(0.02)
     return False
+
+
+def run_byte_vocab(a, binary):
+    """No tokenizer.json and 300 ids: the byte-level stand-in does not fit (ids above 255 are
+    not bytes), so text is refused with the cause and token ids are served."""
+    model = os.path.join(a.work, "vocab300")
+    gen_checkpoint.main(["--out", model, "--vocab", "300", "--hidden", "32", "--layers", "1",
+                         "--heads", "2", "--chunk", "8", "--blocks", "16", "--seed", "6"])
+    s = Server(binary, model, a.work, "vocab300", "--threads", "1")
+    try:
+        warn = [json.loads(line) for line in open(s.log_path, errors="replace")
+                if '"event":"text_codec"' in line]
+        check(len(warn) == 1 and warn[0]["level"] == "warn" and "300" in warn[0]["message"] and
+              "not bytes" in warn[0]["message"],
+              "vocab 300 without tokenizer.json: a warning at start says why (%s)" % warn)
+        st, _, r = s.complete({"prompt": "hello", "max_tokens": 2})
+        err = (r or {}).get("error", {})
+        check(st == 400 and err.get("param") == "prompt" and "tokenizer.json" in
+              err.get("message", "") and "not bytes" in err.get("message", ""),
+              "a text prompt -> 400 naming prompt and why (%s %s)" % (st, err))
+        st, _, data = s.request("POST", "/v1/chat/completions",
+                                {"messages": [{"role": "user", "content": "hi"}],
+                                 "max_tokens": 2})
+        err = json.loads(data).get("error", {}) if data else {}
+        check(st == 400 and "not bytes" in err.get("message", ""),
+              "a chat request -> 400 with why (%s %s)" % (st, err))
+        st, _, r = s.complete({"prompt": [1, 280, 299], "max_tokens": 3, "ignore_eos": True,
+                               "return_token_ids": True})
+        check(st == 200 and len(r["choices"][0]["token_ids"]) == 3,
+              "token ids (some above 255) -> 200 with 3 tokens (%s)" % st)
+    finally:
+        rc = s.stop()
+        check(rc == 0, "SIGTERM: vocab-300 server exits 0 (rc=%s)" % rc)
 
 
 def run_small(s):
