@@ -12,14 +12,23 @@ if [ -z "$cc" ]; then
   exit 77
 fi
 ar=$(command -v llvm-ar || command -v llvm-ar-14 || command -v ar)
-mkdir -p "$out/obj"
+mkdir -p "$out/obj" "$out/gen"
+# base/version.c reads build_info.h, which CMake writes into its build tree
+# (cmake/BuildInfo.cmake); this build writes its own, with the same fields.
+version=$(sed -n 's/^project(mhla-serve VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+commit=$(git -C "$src" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+info="/* written by tests/fuzz/build_fuzz.sh */
+#define MHLA_BUILD_VERSION \"${version:-unknown}\"
+#define MHLA_BUILD_COMMIT \"$commit\"
+#define MHLA_BUILD_TYPE \"fuzz\""
+[ "$(cat "$out/gen/build_info.h" 2>/dev/null)" = "$info" ] || printf '%s\n' "$info" > "$out/gen/build_info.h"
 pkgs="libcjson libpcre2-8 libutf8proc libmicrohttpd"
 cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
   -fno-sanitize-recover=undefined -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
   -Wno-unknown-pragmas -ffp-contract=off $(pkg-config --cflags $pkgs)
   -I$src/base/include -I$src/engine -I$src/engine/include -I$src/kvstate -I$src/kvstate/include
   -I$src/tokenizer -I$src/tokenizer/include -I$src/template -I$src/template/include
-  -I$src/grammar -I$src/grammar/include -I$src/server -I$src/server/include"
+  -I$src/grammar -I$src/grammar/include -I$src/server -I$src/server/include -I$out/gen"
 # Every library source by folder (file names may change; the folders stay),
 # without the GPU backend (backend_registry.c without MHLA_BACKEND_CUDA is the
 # CPU's alone) and the CPU kernel paths of other architectures.
