@@ -11,10 +11,18 @@ SANITIZE_TESTS ?= ^(engine[.](checkpoints|batch_independence[.].*|weight_dtype|c
 SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 MHLA_TEST_TIME_FACTOR=2
 
-.PHONY: deps build test test-sanitize run clean
+# `make run` installs and builds only what serving needs: the compilers and
+# -dev packages (no PyTorch, Node, qemu or HAProxy: those are the tests'), and
+# the programs, not the tests and benchmarks.
+PROGRAMS = mhla-server mhla-cli mhla-bench mhla-generate mhla-tokenize mhla-grammar
+
+.PHONY: deps serve-deps build build-programs test test-sanitize run clean
 
 deps:
 	bash deploy/bootstrap-debian.sh
+
+serve-deps:
+	bash deploy/bootstrap-debian.sh --build-only
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
@@ -33,7 +41,11 @@ test-sanitize:
 	$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$(JOBS) \
 	      -R '$(SANITIZE_TESTS)'
 
-run: build
+build-programs: serve-deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j$(JOBS) --target $(PROGRAMS)
+
+run: build-programs
 	$(BUILD)/bin/mhla-server $(if $(MODEL),--model $(MODEL),)
 
 clean:
