@@ -178,7 +178,7 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &a))
         return 2;
     int *batch = a.batch, *pos = a.pos, n_batch = a.n_batch, n_pos = a.n_pos, steps = a.steps;
-    mhla_model_options mo = {(mhla_weight_dtype)a.weights};
+    mhla_model_options mo = {.weights = (mhla_weight_dtype)a.weights};
     mhla_engine_options o = a.o;
     mhla_error err;
     mhla_model *m;

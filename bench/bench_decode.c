@@ -436,7 +436,7 @@ int main(int argc, char **argv)
         return 2;
     int *batches = a.batches, *prefills = a.prefills, n_batches = a.n_batches;
     int n_prefills = a.n_prefills, steps = a.steps, rounds = a.rounds;
-    mhla_model_options mo = {(mhla_weight_dtype)a.weights};
+    mhla_model_options mo = {.weights = (mhla_weight_dtype)a.weights};
     mhla_engine_options o = a.o;
     mhla_error err;
     mhla_model *m;

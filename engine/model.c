@@ -430,6 +430,30 @@ int mhla_model_load(const char *dir, mhla_model **out, mhla_error *err)
     return mhla_model_load_with(dir, NULL, out, err);
 }
 
+/* The output head: its own weights, or the embeddings' when tied. */
+static int bind_head(mhla_model *m, mhla_error *err)
+{
+    const mhla_config *c = &m->cfg;
+    if (st_find(&m->st, "lm_head.weight") || !c->tie_word_embeddings)
+        return bind_matrix(m, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head, err);
+    m->lm_head = (k_matrix){m->embeddings, NULL, NULL};
+    return 0;
+}
+
+/* Every layer's weights, the caller told after each but the last (the
+ * last call comes when all weights are ready). */
+static int bind_layers(mhla_model *m, const mhla_model_options *opt, mhla_error *err)
+{
+    int n = m->cfg.num_layers;
+    for (int l = 0; l < n; l++) {
+        if (bind_layer(m, l, err))
+            return -1;
+        if (opt && opt->progress && l + 1 < n)
+            opt->progress(opt->progress_ctx, l + 1, n);
+    }
+    return 0;
+}
+
 int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_model **out,
                          mhla_error *err)
 {
@@ -455,15 +479,10 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     if (BIND(m, "model.embeddings.weight", &m->embeddings, V, D) ||
         BIND(m, "model.norm.weight", &m->final_norm, D))
         goto fail;
-    for (int l = 0; l < c->num_layers; l++)
-        if (bind_layer(m, l, err))
-            goto fail;
-    if (st_find(&m->st, "lm_head.weight") || !c->tie_word_embeddings) {
-        if (bind_matrix(m, "lm_head.weight", V, D, &m->lm_head, err))
-            goto fail;
-    } else {
-        m->lm_head = (k_matrix){m->embeddings, NULL, NULL};
-    }
+    if (bind_layers(m, opt, err))
+        goto fail;
+    if (bind_head(m, err))
+        goto fail;
     if ((long)c->num_blocks * c->chunk_size > (1L << 24)) {
         eng_fail(err, "context of %d blocks x %d tokens is too large", c->num_blocks,
                  c->chunk_size);
@@ -476,6 +495,8 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     if (wd != MHLA_WEIGHTS_F32 && convert_weights(m, wd, err))
         goto fail;
     m->weight_bytes = weight_bytes(m);
+    if (opt && opt->progress)
+        opt->progress(opt->progress_ctx, c->num_layers, c->num_layers);
     *out = m;
     return 0;
 fail:

@@ -4,6 +4,9 @@
  */
 #include "server_internal.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include <cJSON.h>
 #include <errno.h>
 #include <signal.h>
@@ -123,14 +126,71 @@ static int start_engine(server *sv, const mhla_server_options *o, char *err, siz
     return create_engine(sv, o, err, errlen);
 }
 
+/* The bytes of dir's *.safetensors files (0 when it cannot be read). */
+static double weight_file_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    double total = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+        char path[4096];
+        struct stat st;
+        if (n < 12 || strcmp(de->d_name + n - 12, ".safetensors"))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (stat(path, &st) == 0)
+            total += (double)st.st_size;
+    }
+    if (d)
+        closedir(d);
+    return total;
+}
+
+typedef struct {
+    double t0;
+    int tenth; /* the last tenth logged */
+} load_progress;
+
+/* A progress line at each tenth of the layers. */
+static void log_progress(void *ctx, int done, int total)
+{
+    load_progress *lp = ctx;
+    int tenth = total > 0 ? done * 10 / total : 10;
+    if (tenth <= lp->tenth)
+        return;
+    lp->tenth = tenth;
+    srv_logf(MHLA_LOG_INFO, "loading", "%d%% (%d of %d layers) in %.1f s", done * 100 / total, done,
+             total, mhla_now() - lp->t0);
+}
+
+/* The loading line (path, size) and, for checkpoints past 100 MB (or
+ * MHLA_LOAD_PROGRESS_BYTES), progress lines while the weights load. */
+static int load_model(server *sv, const mhla_server_options *o, mhla_error *e)
+{
+    double bytes = weight_file_bytes(o->model_dir);
+    const char *t = getenv("MHLA_LOAD_PROGRESS_BYTES");
+    double threshold = t && *t ? atof(t) : 100e6;
+    load_progress lp = {.t0 = mhla_now(), .tenth = 0};
+    mhla_model_options mo = {.weights = (mhla_weight_dtype)o->weights};
+    if (bytes > threshold) {
+        mo.progress = log_progress;
+        mo.progress_ctx = &lp;
+    }
+    srv_logf(MHLA_LOG_INFO, "loading", "%s: %.1f MB of weights (%s)", o->model_dir, bytes / 1e6,
+             mhla_weight_dtype_name(mo.weights));
+    int rc = mhla_model_load_with(o->model_dir, &mo, &sv->model, e);
+    if (rc == 0)
+        srv_logf(MHLA_LOG_INFO, "loaded", "the weights in %.1f s", mhla_now() - lp.t0);
+    return rc;
+}
+
 /* The model, the engine, the text codec and generation_config.json. */
 static int load(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
     mhla_error e = {0};
     if (o->state_memory_mb == SRV_STATE_MEMORY_AUTO)
         srv_memory_probe(&sv->mem); /* before the weights take their share */
-    mhla_model_options mo = {(mhla_weight_dtype)o->weights};
-    if (mhla_model_load_with(o->model_dir, &mo, &sv->model, &e)) {
+    if (load_model(sv, o, &e)) {
         snprintf(err, errlen, "cannot load the model from '%s': %s", o->model_dir, e.msg);
         return -1;
     }

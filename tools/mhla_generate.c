@@ -203,7 +203,7 @@ static mhla_engine_options engine_options(const options *o)
 /* Loads --model with the --weights storage. */
 static int load_model(const options *o, mhla_model **model, mhla_error *err)
 {
-    mhla_model_options mo = {(mhla_weight_dtype)o->weights};
+    mhla_model_options mo = {.weights = (mhla_weight_dtype)o->weights};
     return mhla_model_load_with(o->model, &mo, model, err);
 }
 

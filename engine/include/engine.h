@@ -91,6 +91,11 @@ const char *mhla_weight_dtype_name(mhla_weight_dtype wd);
 
 typedef struct {
     mhla_weight_dtype weights;
+    /* Told, as the weights load, how many of the layers are in (done of
+     * total, the last call with done == total once all weights are ready);
+     * may be NULL. For progress lines on big checkpoints. */
+    void (*progress)(void *ctx, int done, int total);
+    void *progress_ctx;
 } mhla_model_options;
 
 /* Loads config.json and model.safetensors (or an index + shards) from dir,

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
     }
     mhla_error err;
     mhla_model *m;
-    mhla_model_options mo = {MHLA_WEIGHTS_F32};
+    mhla_model_options mo = {.weights = MHLA_WEIGHTS_F32};
     if (argc == 3 && mhla_weight_dtype_parse(argv[2], &mo.weights, &err))
         die_err("weights", &err);
     if (mhla_model_load_with(argv[1], &mo, &m, &err))

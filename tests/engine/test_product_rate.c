@@ -75,7 +75,7 @@ static void check_weights(const char *dir, mhla_weight_dtype wd, const char *nam
     mhla_error err;
     mhla_model *m;
     mhla_engine *e;
-    mhla_model_options mo = {wd};
+    mhla_model_options mo = {.weights = wd};
     mhla_engine_options eo = {0};
     eo.n_threads = 2; /* the products' jobs on the pool, as a step's */
     must(mhla_model_load_with(dir, &mo, &m, &err), &err);

@@ -19,7 +19,7 @@ static float *prompt_logits(const char *dir, mhla_weight_dtype wd, int n, size_t
     mhla_model *m;
     mhla_engine *e;
     mhla_seq *s;
-    mhla_model_options mo = {wd};
+    mhla_model_options mo = {.weights = wd};
     if (mhla_model_load_with(dir, &mo, &m, &err) || mhla_engine_create(m, NULL, &e, &err) ||
         mhla_seq_create(m, &s, &err)) {
         fprintf(stderr, "FAIL: %s\n", err.msg);

@@ -172,6 +172,29 @@ def test_log_format():
               "%s on a file: JSON lines (%d)" % (name, len(lines)))
 
 
+def test_loading_lines():
+    """A loading line (path, size) before the weights load and a loaded line
+    after; progress lines (a tenth of the layers at a time, ending at 100 %)
+    only past the size threshold: 100 MB, or MHLA_LOAD_PROGRESS_BYTES."""
+    for env_bytes, name in ((None, "load_default"), ("1", "load_progress")):
+        env = env_with(MHLA_LOAD_PROGRESS_BYTES=env_bytes) if env_bytes else env_with()
+        proc, port, log = start(["--port", "0"], name, env)
+        server_proc.stop(proc, 10)
+        events = [json.loads(x) for x in open(log, errors="replace") if is_json(x)]
+        msgs = [e["message"] for e in events if e.get("event") == "loading"]
+        first = msgs[0] if msgs else ""
+        steps = [m for m in msgs if re.match(r"\d+% \(\d+ of \d+ layers\)", m)]
+        check(port is not None and MODEL in first and "MB of weights" in first and
+              any(e.get("event") == "loaded" for e in events),
+              "%s: the loading line names the checkpoint and its size: %r" % (name, first))
+        if env_bytes:
+            done = [int(re.search(r"\((\d+) of", m).group(1)) for m in steps]
+            check(steps and steps[-1].startswith("100% ") and done == sorted(set(done)),
+                  "past the threshold: progress lines up to 100 %%: %s" % steps)
+        else:
+            check(not steps, "under 100 MB: no progress lines (%s)" % steps)
+
+
 def access_ids(log):
     """The request_id of every access-log line."""
     ids = []
@@ -215,5 +238,6 @@ def test_request_id():
 test_version_route(test_version_flags())
 test_request_id()
 test_log_format()
+test_loading_lines()
 test_env_flags()
 sys.exit(finish())
