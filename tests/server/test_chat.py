@@ -16,7 +16,6 @@ does not compile stops the server at start. A trained tokenizer.json whose
 post-processor adds a BOS: the rendered prompt is encoded without it. The servers are
 always killed.
 """
-import argparse
 import json
 import os
 import shutil
@@ -373,12 +372,7 @@ def check_apply_template(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = ts.parse_args()
     model = os.path.join(a.work, "model")
     ts.gen_checkpoint.main(["--out", model, "--vocab", "256", "--hidden", "64", "--layers", "2",
                             "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "1"])
@@ -398,17 +392,7 @@ def main():
         check(rc == 0, "SIGTERM: the chat server exits 0 (rc=%s)" % rc)
     run_template(binary, model, a.work)
     run_tokenizer(a.bin, binary, a.work)
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        return 1
-    print("all chat checks passed")
-    return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
+    ts.run_test(main, "chat")

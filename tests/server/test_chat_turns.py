@@ -28,10 +28,8 @@ generated. Checked for each, against the prediction:
 - a server with --state-memory 0 (no prefix cache): cached_tokens 0 on turn 2.
 No wall-clock assertions. The servers are always killed.
 """
-import argparse
 import json
 import os
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -183,12 +181,7 @@ def check_no_cache(binary, model, work, msgs2):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = ts.parse_args()
     model = os.path.join(a.work, "model")
     ts.gen_checkpoint.main(["--out", model, "--vocab", "256", "--hidden", "64", "--layers", "2",
                             "--heads", "4", "--chunk", "16", "--blocks", "64", "--seed", "1"])
@@ -205,17 +198,7 @@ def main():
         rc = s.stop()
         check(rc == 0, "SIGTERM: the server exits 0 (rc=%s)" % rc)
     check_no_cache(binary, model, a.work, msgs2)
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        return 1
-    print("all chat-turn checks passed")
-    return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
+    ts.run_test(main, "chat-turn")

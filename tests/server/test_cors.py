@@ -10,10 +10,8 @@ streamed answers to a listed origin, and none for another origin or without
 --allowed-origins (where OPTIONS stays a 405); "*"; a malformed list refused
 at start with a message naming the entry.
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -136,13 +134,7 @@ def run_bad_flag(a, model):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    a.binary = os.path.join(a.bin, "mhla-server")
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = ts.parse_args()
     model = os.path.join(a.work, "model")
     gen_checkpoint.main(["--out", model, "--vocab", "256", "--hidden", "64", "--layers", "2",
                          "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "1"])
@@ -156,18 +148,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # a crash of the test itself is a failure too
-        import traceback
-        traceback.print_exc()
-        ts.FAILURES.append("exception: %r" % e)
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        sys.exit(1)
-    print("all CORS checks passed")
+    ts.run_test(main, "CORS")

@@ -17,7 +17,6 @@ timeouts: the machine may be busy.
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -488,13 +487,8 @@ def run_port(a, model):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
     ap.add_argument("--parts", default="memory,edge,parse,drain,port,deadline")
-    a = ap.parse_args()
-    a.binary = os.path.join(a.bin, "mhla-server")
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = ts.parse_args(ap)
     model = os.path.join(a.work, "model")
     gen_checkpoint.main(["--out", model, "--vocab", "256", "--hidden", "64", "--layers", "2",
                          "--heads", "4", "--chunk", "16", "--blocks", "32", "--seed", "1"])
@@ -523,18 +517,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # a crash of the test itself is a failure too
-        import traceback
-        traceback.print_exc()
-        ts.FAILURES.append("exception: %r" % e)
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        sys.exit(1)
-    print("all edge checks passed")
+    ts.run_test(main, "edge")

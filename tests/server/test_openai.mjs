@@ -7,10 +7,11 @@
 // usage: node test_openai.mjs BIN_DIR WORK_DIR PYTHON
 // The server runs on a free 127.0.0.1 port and is always killed at the end.
 import OpenAI from 'openai';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { check, run, startServer, waitPort } from './server_proc.mjs';
 
 const [binDir, work, python] = process.argv.slice(2);
 if (!binDir || !work || !python) {
@@ -18,11 +19,6 @@ if (!binDir || !work || !python) {
   process.exit(2);
 }
 const here = path.dirname(fileURLToPath(import.meta.url));
-const failures = [];
-function check(cond, what) {
-  console.log((cond ? 'ok   ' : 'FAIL ') + what);
-  if (!cond) failures.push(what);
-}
 
 fs.rmSync(work, { recursive: true, force: true });
 fs.mkdirSync(work, { recursive: true });
@@ -31,25 +27,8 @@ execFileSync(python, [path.join(here, '..', 'tools', 'gen_checkpoint.py'), '--ou
   '--vocab', '256', '--hidden', '64', '--layers', '2', '--heads', '4', '--chunk', '16',
   '--blocks', '32', '--seed', '4'], { stdio: 'inherit', timeout: 60000 });
 
-const logPath = path.join(work, 'server.log');
-const logFd = fs.openSync(logPath, 'w');
-const server = spawn(path.join(binDir, 'mhla-server'), ['--model', model, '--host', '127.0.0.1',
-  '--port', '0', '--device', 'cpu', '--threads', '2', '--model-name', 'demo', '--api-key', 'k-123'],
-  { stdio: ['ignore', 'ignore', logFd] });
-const killTimer = setTimeout(() => { server.kill("SIGKILL"); }, 890000); // never outlive ctest (900 s)
-killTimer.unref();
-process.on('exit', () => { if (server.exitCode === null) server.kill('SIGKILL'); });
-
-async function waitPort() {
-  // as long as the server lives and loads (killTimer ends a hung start)
-  for (;;) {
-    if (server.exitCode !== null) throw new Error('server exited: ' + fs.readFileSync(logPath, 'utf8'));
-    for (const line of fs.readFileSync(logPath, 'utf8').split('\n')) {
-      if (line.includes('"event":"listening"')) return JSON.parse(line).port;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const server = startServer(binDir, work, ['--model', model, '--model-name', 'demo', '--api-key',
+  'k-123'], 890000); // never outlive ctest (900 s)
 
 async function collect(stream) {
   // every choice's text and ids, the finish reasons, the usage chunk, the chunk count
@@ -72,7 +51,7 @@ async function collect(stream) {
 }
 
 async function main() {
-  const port = await waitPort();
+  const port = await waitPort(server);
   const client = new OpenAI({ apiKey: 'k-123', baseURL: `http://127.0.0.1:${port}/v1`,
     maxRetries: 0, timeout: 60000 });
 
@@ -193,26 +172,4 @@ async function main() {
   check(busy.every((b) => b.choices[0] && b.choices[0].finish), 'every concurrent stream was read to its end');
 }
 
-let code = 0;
-try {
-  await main();
-} catch (e) {
-  console.error(e);
-  failures.push('exception: ' + e);
-} finally {
-  server.kill('SIGTERM');
-  const exited = await Promise.race([
-    new Promise((r) => server.on('exit', (c) => r(c))),
-    new Promise((r) => setTimeout(() => r('timeout'), 15000)),
-  ]);
-  if (exited === 'timeout') server.kill('SIGKILL');
-  check(exited === 0, `server exits 0 on SIGTERM (${exited})`);
-  fs.closeSync(logFd);
-}
-if (failures.length) {
-  console.log(`${failures.length} FAILED:\n  ${failures.join('\n  ')}`);
-  code = 1;
-} else {
-  console.log('all OpenAI client checks passed');
-}
-process.exit(code);
+await run(server, main, 'OpenAI client');

@@ -10,10 +10,10 @@
 // usage: node test_openai_tools.mjs BIN_DIR WORK_DIR
 // The server runs on a free 127.0.0.1 port and is always killed at the end.
 import OpenAI from 'openai';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { check, run, startServer, waitPort } from './server_proc.mjs';
 
 const [binDir, work] = process.argv.slice(2);
 if (!binDir || !work) {
@@ -22,35 +22,13 @@ if (!binDir || !work) {
 }
 const here = path.dirname(fileURLToPath(import.meta.url));
 const data = path.join(here, 'data', 'toolcall');
-const failures = [];
-function check(cond, what) {
-  console.log((cond ? 'ok   ' : 'FAIL ') + what);
-  if (!cond) failures.push(what);
-}
 
 fs.rmSync(work, { recursive: true, force: true });
 fs.mkdirSync(work, { recursive: true });
 const cases = JSON.parse(fs.readFileSync(path.join(data, 'conversations.json'), 'utf8'));
 const byName = Object.fromEntries(cases.map((c) => [c.name, c]));
-const logPath = path.join(work, 'server.log');
-const logFd = fs.openSync(logPath, 'w');
-const server = spawn(path.join(binDir, 'mhla-server'), ['--model', path.join(data, 'model'),
-  '--chat-template', path.join(data, 'Qwen-Qwen2.5-7B-Instruct.jinja'), '--host', '127.0.0.1',
-  '--port', '0', '--device', 'cpu', '--threads', '2', '--model-name', 'fixture'],
-  { stdio: ['ignore', 'ignore', logFd] });
-const killTimer = setTimeout(() => { server.kill('SIGKILL'); }, 590000); // never outlive ctest
-killTimer.unref();
-process.on('exit', () => { if (server.exitCode === null) server.kill('SIGKILL'); });
-
-async function waitPort() {
-  for (;;) {
-    if (server.exitCode !== null) throw new Error('server exited: ' + fs.readFileSync(logPath, 'utf8'));
-    for (const line of fs.readFileSync(logPath, 'utf8').split('\n')) {
-      if (line.includes('"event":"listening"')) return JSON.parse(line).port;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const server = startServer(binDir, work, ['--model', path.join(data, 'model'), '--chat-template',
+  path.join(data, 'Qwen-Qwen2.5-7B-Instruct.jinja'), '--model-name', 'fixture'], 590000);
 
 function sameCalls(got, want) {
   return Array.isArray(got) && got.length === want.length && got.every((g, i) =>
@@ -63,7 +41,7 @@ function request(c) {
 }
 
 async function main() {
-  const port = await waitPort();
+  const port = await waitPort(server);
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0 });
   for (const name of ['hermes-weather', 'hermes-parallel']) {
     const c = byName[name];
@@ -104,26 +82,4 @@ async function main() {
         'tool_choice required: the call the model would make anyway');
 }
 
-let code = 0;
-try {
-  await main();
-} catch (e) {
-  console.error(e);
-  failures.push('exception: ' + e);
-} finally {
-  server.kill('SIGTERM');
-  const exited = await Promise.race([
-    new Promise((r) => server.on('exit', (c) => r(c))),
-    new Promise((r) => setTimeout(() => r('timeout'), 15000)),
-  ]);
-  if (exited === 'timeout') server.kill('SIGKILL');
-  check(exited === 0, `server exits 0 on SIGTERM (${exited})`);
-  fs.closeSync(logFd);
-}
-if (failures.length) {
-  console.log(`${failures.length} FAILED:\n  ${failures.join('\n  ')}`);
-  code = 1;
-} else {
-  console.log('all OpenAI tool-call checks passed');
-}
-process.exit(code);
+await run(server, main, 'OpenAI tool-call');

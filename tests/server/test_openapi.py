@@ -188,18 +188,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except Exception as e:  # a crash of the test itself is a failure too
-        import traceback
-        traceback.print_exc()
-        ts.FAILURES.append("exception: %r" % e)
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        sys.exit(1)
-    print("all OpenAPI checks passed")
+    ts.run_test(main, "OpenAPI")

@@ -20,7 +20,6 @@ import concurrent.futures
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -99,12 +98,8 @@ def verdict(counts, bad, path, schema, st, finish, text):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
     ap.add_argument("--schemas", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = ts.parse_args(ap)
     gen = os.path.join(a.work, "generated")
     subprocess.run([sys.executable, os.path.join(a.schemas, "gen_schemas.py"), gen], check=True)
     files = sorted(glob.glob(os.path.join(gen, "*.json")))
@@ -134,17 +129,7 @@ def main():
           (counts["stop"], counts["valid"], counts["length_bounded"],
            "\n    " + "\n    ".join(bad[:8]) if bad else ""))
     check(rc == 0, "SIGTERM: exit 0 (rc=%s)" % rc)
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        return 1
-    print("all schema answers valid")
-    return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
+    ts.run_test(main, "schema-answer")

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 
 import numpy as np
 
@@ -51,6 +52,44 @@ TIME_SCALE = [1.0]  # --time-scale: waits grow by this factor (a slow simulated 
 # factor (tests/tools/pace.py). The floors are the limits the test had on an idle machine.
 PACE = pace.Pace()
 CALIB_TOKENS = 48
+
+
+def parse_args(ap=None):
+    """A test's --bin and --work (with what ap already holds), the work
+    directory emptied, and a.binary the server in --bin."""
+    ap = ap or argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    a.binary = os.path.join(a.bin, "mhla-server")
+    shutil.rmtree(a.work, ignore_errors=True)
+    os.makedirs(a.work)
+    return a
+
+
+def run_test(main, what):
+    """Runs a test's main() and exits: a crash of the test itself is a failure
+    too, every server it started is killed whatever happens, and the failures
+    are listed (else "all <what> checks passed"). main() may return 77 (ctest's
+    skip) or 1; its other results count as 0."""
+    status = 0
+    try:
+        status = main()
+    except Exception as e:
+        traceback.print_exc()
+        FAILURES.append("exception: %r" % e)
+    finally:
+        for p in PROCS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if FAILURES or status == 1:
+        print("%d FAILED:\n  %s" % (len(FAILURES), "\n  ".join(FAILURES)))
+        sys.exit(1)
+    if status == 77:
+        sys.exit(77)
+    print("all %s checks passed" % what)
+    sys.exit(0)
 
 
 def calibrate(bin_dir, model):
@@ -859,21 +898,4 @@ def run_small(s):
 
 
 if __name__ == "__main__":
-    status = 0
-    try:
-        status = main()
-    except Exception as e:  # a crash of the test itself is a failure too
-        import traceback
-        traceback.print_exc()
-        FAILURES.append("exception: %r" % e)
-    finally:
-        for p in PROCS:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if FAILURES:
-        print("%d FAILED:\n  %s" % (len(FAILURES), "\n  ".join(FAILURES)))
-        sys.exit(1)
-    if status == 77:
-        sys.exit(77)
-    print("all server checks passed")
+    run_test(main, "server")

@@ -25,11 +25,9 @@ the model would say, its answer under a constraint is a string of it.
   keyword not served, two constraints at once, ignore_eos with a grammar, an
   unknown response_format type.
 """
-import argparse
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -281,12 +279,7 @@ def check_refusals(s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = ts.parse_args()
     model = os.path.join(a.work, "model")
     ts.gen_checkpoint.main(["--out", model, "--vocab", "256", "--hidden", "64", "--layers", "2",
                             "--heads", "4", "--chunk", "16", "--blocks", "128", "--seed", "5"])
@@ -305,17 +298,7 @@ def main():
     finally:
         rc = s.stop()
         check(rc == 0, "SIGTERM: exit 0 (rc=%s)" % rc)
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        return 1
-    print("all structured-output checks passed")
-    return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
+    ts.run_test(main, "structured-output")

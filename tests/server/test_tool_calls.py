@@ -19,11 +19,9 @@ whole and streamed:
   conversation answer in text with finish_reason stop.
 The servers are always killed.
 """
-import argparse
 import json
 import os
 import re
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,12 +140,7 @@ def run_template(binary, model, work, template, cases, fmt_flag=None):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    a = ap.parse_args()
-    shutil.rmtree(a.work, ignore_errors=True)
-    os.makedirs(a.work)
+    a = ts.parse_args()
     with open(os.path.join(DATA, "conversations.json")) as f:
         cases = list(enumerate(json.load(f)))
     by_template = {}
@@ -162,17 +155,8 @@ def main():
         run_template(binary, model, a.work, hermes[0], by_template[hermes[0]], "none")
     kinds = {c["format"] for _, c in cases if expected_calls(c)}
     check(kinds == {"hermes", "llama3", "mistral"}, "the fixture calls tools in all three formats")
-    if ts.FAILURES:
-        print("%d FAILED:\n  %s" % (len(ts.FAILURES), "\n  ".join(ts.FAILURES)))
-        return 1
-    print("all tool-call checks passed (%d cases)" % len(cases))
-    return 0
+    print("%d tool-call cases" % len(cases))
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    finally:
-        for p in ts.PROCS:
-            if p.poll() is None:
-                p.kill()
+    ts.run_test(main, "tool-call")
