@@ -9,7 +9,7 @@ drives it with
     the first token, often mid-stream);
   - slow readers: streams read a few dozen bytes at a time through a small
     receive buffer, to the end;
-and every 30 s appends one JSON line to the results file: the server's RSS,
+and every --interval seconds (30) appends one JSON line to the results file: the server's RSS,
 its /metrics counters and gauges, the HTTP status counts (server side and ours)
 and what the side clients did. The file is written and flushed as it goes, so
 an interrupted soak keeps what it saw.
@@ -25,7 +25,9 @@ At the end the load stops and the soak fails (exit 1) on
   - gauges that do not return to 0 when idle (requests running/waiting,
     sequences running, state bytes, state pages used/reserved) within 60 s;
   - a server that does not exit 0 on SIGTERM.
-The last line of the results file is the verdict with its reasons.
+The last line of the results file is the verdict with its reasons. Then the
+picture of the run (bench/soak_svg.py): RSS, and mhla-bench's TTFT and end-to-end
+latency (p50, p99) per interval, from the requests it lists (--samples).
 """
 import argparse
 import json
@@ -40,6 +42,7 @@ import threading
 import time
 
 from soak_cgroup import CgroupError, MemoryCgroup
+import soak_svg
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "tools"))
@@ -199,6 +202,7 @@ class Soak:
         self.write({"event": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "minutes": a.minutes, "server": self.cmd, "listening": self.listening,
                     "rss_slope_limit_mib_per_min": a.rss_slope, "concurrency": a.concurrency,
+                    "interval_s": a.interval,
                     "memory_cgroup": self.cgroup and self.cgroup.describe(),
                     "state_memory": self.state_memory_log()})
         bench_json = a.out + ".bench.json"
@@ -207,7 +211,9 @@ class Soak:
              str(a.concurrency), "--duration", str(secs), "--input-len", "128", "--input-dist",
              "uniform", "--input-spread", "96", "--output-len", "96", "--output-dist", "normal",
              "--output-spread", "48", "--num-prompts", "32", "--no-progress", "--json",
-             bench_json], stdout=open(a.out + ".bench.txt", "w"), stderr=subprocess.STDOUT)
+             bench_json, "--samples", a.out + ".bench.samples.jsonl"],
+            stdout=open(a.out + ".bench.txt", "w"), stderr=subprocess.STDOUT)
+        self.write({"event": "bench_started", "t": round(time.time() - self.t0, 3)})
         threads = []
         for i in range(a.cancellers):
             threads.append(threading.Thread(target=self.canceller, args=(random.Random(i),)))
@@ -218,12 +224,12 @@ class Soak:
             t.daemon = True
             t.start()
         samples = []
-        next_t = self.t0 + 30
+        next_t = self.t0 + a.interval
         while time.time() < self.t0 + secs and bench.poll() is None:
             time.sleep(max(0.0, min(next_t, self.t0 + secs) - time.time()))
             if time.time() >= next_t:
                 samples.append(self.sample("load"))
-                next_t += 30
+                next_t += a.interval
         self.stop.set()
         for t in threads:
             t.join()
@@ -280,7 +286,17 @@ class Soak:
                    "elapsed_s": round(time.time() - self.t0, 1)}
         self.write(verdict)
         print(json.dumps(verdict, indent=1))
+        self.draw()
         return 0 if not reasons else 1
+
+    def draw(self):
+        """The picture beside the results (a failure to draw is reported, not the verdict)."""
+        out = (self.a.out[:-6] if self.a.out.endswith(".jsonl") else self.a.out) + ".svg"
+        try:
+            n = soak_svg.picture(self.a.out, self.a.out + ".bench.samples.jsonl", out)
+            print("soak: picture %s (%d requests)" % (out, n))
+        except (OSError, ValueError, KeyError) as e:
+            print("soak: no picture: %s" % e, file=sys.stderr)
 
     def sample(self, phase):
         m = self.metrics()
@@ -334,6 +350,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=8, help="mhla-bench streams in flight")
     ap.add_argument("--cancellers", type=int, default=2)
     ap.add_argument("--slow-readers", type=int, default=2)
+    ap.add_argument("--interval", type=float, default=30.0,
+                    help="seconds between samples, and the picture's latency interval (30)")
     ap.add_argument("--rss-slope", type=float, default=2.0,
                     help="RSS growth limit after the warm-up, MiB per minute (default 2)")
     ap.add_argument("--memory-limit", type=int, default=0, metavar="MIB",

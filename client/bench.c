@@ -1,6 +1,7 @@
 /*
  * bench.c — mhla-bench: parse flags, get the prompts, run each level, print
- * the table(s) and write --json / --svg.
+ * the table(s) and write --json / --svg (the run picture for one level, the
+ * sweep chart for several).
  */
 #include "client_internal.h"
 
@@ -57,7 +58,8 @@ static int write_outputs(const cl_bench_args *a, const cl_level_result *res, siz
 {
     const cl_bench_options *o = &a->run;
     if ((a->json_path && cl_write_json(a->json_path, o, res, done, err)) ||
-        (a->svg_path && cl_write_svg(a->svg_path, o, res, done, err)) ||
+        (a->svg_path && done == 1 && cl_write_level_svg(a->svg_path, o, res, err)) ||
+        (a->svg_path && done > 1 && cl_write_svg(a->svg_path, o, res, done, err)) ||
         (a->samples_path && cl_write_samples(a->samples_path, o, res, done, err)))
         return fail(err, 1);
     return 0;
@@ -76,6 +78,7 @@ int cl_bench_main(int argc, char **argv)
         return fail(err, 2);
     cl_bench_options *o = &a.run;
     o->progress = a.progress_mode >= 0 ? a.progress_mode : isatty(STDERR_FILENO);
+    o->keep_tokens = a.svg_path && o->n_levels == 1; /* the run picture */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return fail("curl_global_init failed", 1);
     cl_prompts prompts;
@@ -94,7 +97,7 @@ int cl_bench_main(int argc, char **argv)
         status = status ? status : ran;
     }
     for (size_t i = 0; res && i < o->n_levels; i++)
-        free(res[i].samples);
+        cl_level_result_free(&res[i]);
     free(res);
     cl_prompts_free(&prompts);
     curl_global_cleanup();

@@ -169,7 +169,8 @@ static const mhla_opt rows[] = {
     TEXT("output"),
     {STR("json", ARG(json_path), "FILE"), .help = "machine-readable result"},
     {STR("svg", ARG(svg_path), "FILE"),
-     .help = "chart of throughput and p99 latency vs level (sweeps)"},
+     .help = "picture: one level: latency CDFs and tokens/s over time;\n"
+             "a sweep: throughput and p99 latency vs level"},
     {STR("samples", ARG(samples_path), "FILE"),
      .help = "one JSON line per measured request (JSONL)"},
     {.name = "progress",

@@ -151,6 +151,7 @@ typedef struct {
     const char *body_extra; /* a JSON object merged into every request body, or NULL */
     double slo_ttft_ms, slo_tpot_ms, slo_e2e_ms; /* <= 0: no objective */
     int progress;                                /* live progress line on stderr */
+    int keep_tokens; /* hand each token's arrival time and gap to the result (the run picture) */
     uint64_t rng_seed;
 } cl_bench_options;
 
@@ -200,7 +201,12 @@ typedef struct {
     double goodput_req_per_s;
     cl_sample *samples; /* every measured request, in completion order (owned; free()) */
     size_t n_samples;
-    double t0; /* mhla_now() at the level's start: samples' times are absolute */
+    double t0;        /* mhla_now() at the level's start: samples' times are absolute */
+    double t_measure; /* mhla_now() at the first measured request's start */
+    /* with keep_tokens (owned; free()): every inter-token gap (ms) and each output token's
+     * arrival (mhla_now()) of the completed measured requests */
+    double *itl_ms, *token_t;
+    size_t n_itl, n_token_t;
 } cl_level_result;
 
 int cl_run_level(const cl_bench_options *o, const cl_prompts *prompts, double level,
@@ -217,5 +223,41 @@ int cl_write_samples(const char *path, const cl_bench_options *o, const cl_level
                      size_t n, char *err);
 int cl_write_svg(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
                  char *err);
+/* The picture of one level (cl_write_run_svg); r ran with keep_tokens. */
+int cl_write_level_svg(const char *path, const cl_bench_options *o, const cl_level_result *r,
+                       char *err);
+void cl_level_result_free(cl_level_result *r);
+
+/* ---- SVG primitives (svg_util.c) and the run picture's panels ---- */
+
+/* The smallest 1, 2 or 5 × 10^k at or above x (1 when x <= 0). */
+double cl_svg_nice_ceil(double x);
+/* A 1, 2 or 5 × 10^k step that cuts span into at most max_ticks parts. */
+double cl_svg_nice_step(double span, int max_ticks);
+/* Opens path and writes the <svg> element and a white background. */
+FILE *cl_svg_open(const char *path, int w, int h, char *err);
+/* Ends the <svg> element and closes f; -1 when anything failed to be written. */
+int cl_svg_close(FILE *f, const char *path, char *err);
+/* s as text content or an attribute value (<, >, &, " escaped). */
+void cl_svg_escaped(FILE *f, const char *s);
+/* A short line of the series' colour and dash, then its label, on baseline y. */
+void cl_svg_legend_entry(FILE *f, double x, double y, const char *color, const char *dash,
+                         const char *label);
+
+typedef struct {
+    double l, r, t, b; /* a plot area, pixels */
+} cl_svg_box;
+
+typedef struct {
+    const char *key, *name, *color, *dash;
+    const double *sorted; /* ascending */
+    size_t n;
+    double p50, p99;
+} cl_cdf_curve;
+
+/* The CDF panel: log x axis (ms) over every curve's samples, fractions 0..1. */
+void cl_svg_cdf_panel(FILE *f, cl_svg_box b, const cl_cdf_curve *c, size_t n);
+/* The time panel: output tokens/s per bin (left axis), requests in flight (right axis). */
+int cl_svg_time_panel(FILE *f, cl_svg_box b, const cl_run_picture *p, char *err);
 
 #endif

@@ -64,6 +64,7 @@ typedef struct {
     cl_level_result *res;
     sample_list samples;
     cl_vec itl_ms;
+    cl_vec token_t; /* with keep_tokens: each output token's arrival */
     double measure_start;
     /* the level's transfers */
     const cl_prompts *prompts;
@@ -79,6 +80,23 @@ typedef struct {
     int stop, waiting_late;
     size_t next_prompt;
 } run_state;
+
+/* Each token's arrival, from the gaps the request kept: a first chunk's tokens
+ * arrive at t_first, every later one a gap after the one before (the gaps of a
+ * chunk of k tokens are split evenly, as its ITL samples are). Done once per
+ * request after it ends, so the stream's callback does no more work. */
+static int push_token_times(cl_vec *out, const cl_req *r)
+{
+    long first = r->tokens_seen - (long)r->itl.n;
+    double t = r->t_first;
+    for (long i = 0; i < first; i++)
+        if (cl_vec_push(out, t))
+            return -1;
+    for (size_t i = 0; i < r->itl.n; i++)
+        if (cl_vec_push(out, t += r->itl.v[i]))
+            return -1;
+    return 0;
+}
 
 /* A transfer ended: record it (when measured). */
 static int finish(run_state *st, cl_req *r, CURLcode result, char *err)
@@ -106,7 +124,8 @@ static int finish(run_state *st, cl_req *r, CURLcode result, char *err)
             snprintf(err, CL_ERR_LEN, "out of memory");
             return -1;
         }
-    if (push_sample(&st->samples, &s)) {
+    if (push_sample(&st->samples, &s) ||
+        (st->o->keep_tokens && r->got_first && push_token_times(&st->token_t, r))) {
         snprintf(err, CL_ERR_LEN, "out of memory");
         return -1;
     }
@@ -336,6 +355,7 @@ static void level_free(run_state *st)
     free(st->busy);
     free(st->samples.s);
     cl_vec_free(&st->itl_ms);
+    cl_vec_free(&st->token_t);
 }
 
 int cl_run_level(const cl_bench_options *o, const cl_prompts *prompts, double level,
@@ -370,7 +390,15 @@ int cl_run_level(const cl_bench_options *o, const cl_prompts *prompts, double le
         res->samples = st.samples.s;
         res->n_samples = st.samples.n;
         res->t0 = st.t0;
+        res->t_measure = st.measure_start;
         st.samples.s = NULL;
+        if (o->keep_tokens) { /* the picture's gaps and arrivals go too */
+            res->itl_ms = st.itl_ms.v;
+            res->n_itl = st.itl_ms.n;
+            res->token_t = st.token_t.v;
+            res->n_token_t = st.token_t.n;
+            st.itl_ms = st.token_t = (cl_vec){0};
+        }
     }
 out:
     level_free(&st);

@@ -1,27 +1,14 @@
 /*
  * svg.c — the sweep chart: output tokens/s (left axis) and p99 latencies
  * (right axis, ms) against the level. Levels are placed evenly, in the order
- * given, because sweeps are usually geometric (1, 2, 4, ...). Plain SVG, no
- * scripts or external fonts, so it renders on GitHub and in any browser.
+ * given, because sweeps are usually geometric (1, 2, 4, ...). The file's frame
+ * and the legend's entries are svg_util.c's.
  */
 #include "client_internal.h"
 
-#include <errno.h>
 #include <math.h>
-#include <string.h>
 
 enum { W = 760, H = 440, ML = 80, MR = 90, MT = 56, MB = 64 };
-
-/* The smallest 1, 2 or 5 × 10^k at or above x (x > 0). */
-static double nice_ceil(double x)
-{
-    if (!(x > 0))
-        return 1.0;
-    double p = pow(10.0, floor(log10(x)));
-    for (double m = 1.0;; m = m == 1.0 ? 2.0 : m == 2.0 ? 5.0 : 10.0)
-        if (m * p >= x * (1.0 - 1e-12))
-            return m * p;
-}
 
 static double px(size_t i, size_t n)
 {
@@ -49,11 +36,6 @@ static void series(FILE *f, const cl_level_result *r, size_t n, size_t offset, d
 static void frame(FILE *f, const cl_bench_options *o, const cl_level_result *r, size_t n,
                   double tmax, double lmax)
 {
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
     fprintf(f,
             "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">mhla-bench "
             "sweep: output throughput and p99 latency vs %s</text>\n",
@@ -93,14 +75,9 @@ static void titles_and_legend(FILE *f, const cl_bench_options *o)
     const char *names[3] = {"output tokens/s", "p99 end-to-end (ms)",
                             "p99 time to first token (ms)"};
     const char *colors[3] = {"#1f77b4", "#d62728", "#ff7f0e"};
-    for (int k = 0; k < 3; k++) {
-        int x = ML + 10 + k * 200;
-        fprintf(f,
-                "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" "
-                "stroke-width=\"2\"%s/>\n",
-                x, H - 8, x + 24, H - 8, colors[k], k == 2 ? " stroke-dasharray=\"6,4\"" : "");
-        fprintf(f, "<text x=\"%d\" y=\"%d\">%s</text>\n", x + 30, H - 4, names[k]);
-    }
+    for (int k = 0; k < 3; k++)
+        cl_svg_legend_entry(f, ML + 10 + k * 200, H - 4, colors[k], k == 2 ? "6,4" : NULL,
+                            names[k]);
 }
 
 int cl_write_svg(const char *path, const cl_bench_options *o, const cl_level_result *r, size_t n,
@@ -115,13 +92,11 @@ int cl_write_svg(const char *path, const cl_bench_options *o, const cl_level_res
         tmax = fmax(tmax, r[i].out_tok_per_s);
         lmax = fmax(lmax, fmax(r[i].e2e.p99, r[i].ttft.p99));
     }
-    tmax = nice_ceil(tmax);
-    lmax = nice_ceil(lmax);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, CL_ERR_LEN, "cannot write %s: %s", path, strerror(errno));
+    tmax = cl_svg_nice_ceil(tmax);
+    lmax = cl_svg_nice_ceil(lmax);
+    FILE *f = cl_svg_open(path, W, H, err);
+    if (!f)
         return -1;
-    }
     frame(f, o, r, n, tmax, lmax);
     titles_and_legend(f, o);
     series(f, r, n, offsetof(cl_level_result, out_tok_per_s), tmax, "#1f77b4", NULL);
@@ -129,10 +104,5 @@ int cl_write_svg(const char *path, const cl_bench_options *o, const cl_level_res
            NULL);
     series(f, r, n, offsetof(cl_level_result, ttft) + offsetof(cl_summary, p99), lmax, "#ff7f0e",
            "6,4");
-    fprintf(f, "</svg>\n");
-    if (fclose(f) != 0) {
-        snprintf(err, CL_ERR_LEN, "error writing %s", path);
-        return -1;
-    }
-    return 0;
+    return cl_svg_close(f, path, err);
 }

@@ -5,8 +5,9 @@
  * with --chat) over libcurl, so they work against any compatible server.
  *
  * Exposed here are the two entry points and the two pieces that are worth
- * testing on their own: the latency statistics (percentiles) and the
- * incremental Server-Sent Events parser. Everything else is private to client/.
+ * testing on their own: the latency statistics (percentiles), the
+ * incremental Server-Sent Events parser and the picture of one run.
+ * Everything else is private to client/.
  *
  * Errors: functions return 0 on success and -1 on failure, with a message
  * naming the cause written to a caller buffer of CL_ERR_LEN bytes.
@@ -58,6 +59,29 @@ void cl_sse_init(cl_sse *p);
 int cl_sse_feed(cl_sse *p, const char *bytes, size_t n, cl_sse_event_fn on_event, void *ctx,
                 char *err);
 void cl_sse_free(cl_sse *p);
+
+/* ---- the picture of one run (svg_run.c) ------------------------------- */
+
+/* What a run left, as plain arrays (any order). Times are seconds from the
+ * start of the measurement; latencies are milliseconds. */
+typedef struct {
+    const char *title, *subtitle; /* the picture's two heading lines (escaped here) */
+    const double *ttft_ms, *itl_ms, *e2e_ms;
+    size_t n_ttft, n_itl, n_e2e;
+    const double *token_t; /* each output token's arrival */
+    size_t n_tokens;
+    const double *req_start, *req_end; /* each request's span (for requests in flight); */
+    size_t n_requests;                 /* NULL and 0 leave that line out */
+    double span_s;                     /* the time axis runs from 0 to span_s */
+} cl_run_picture;
+
+/* Writes one self-contained SVG: the empirical CDFs of TTFT, ITL and E2E on a
+ * log axis with p50 and p99 marked (numpy's percentiles, as the text report),
+ * and output tokens/s over time in 1-second bins (coarser past 600 s, finer under 10 s) with the
+ * mean number of requests in flight per bin. A curve keeps every sample up to
+ * CL_CDF_MAX_POINTS, then that many evenly spaced quantiles. */
+#define CL_CDF_MAX_POINTS 2000
+int cl_write_run_svg(const char *path, const cl_run_picture *p, char *err);
 
 /* ---- programs ---------------------------------------------------------- */
 

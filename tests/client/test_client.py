@@ -30,6 +30,7 @@ import fake_sse_server  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 from checks import FAILURES, check, finish  # noqa: E402
 from server_proc import listening_port, start_logged, stop  # noqa: E402
+from svg_checks import RunPicture, check_curve_shape  # noqa: E402
 
 TOL = 0.05
 
@@ -498,14 +499,16 @@ def server_tests(c, a):
                               ["--model", a.model] if a.model else [])
     url = "http://127.0.0.1:%d" % port
     try:
-        # exact synthesized lengths through /tokenize
+        # exact synthesized lengths through /tokenize; the run picture
+        svg = os.path.join(c.work, "run.svg")
         rc, out, err, r = c.run(url, "--concurrency", 4, "--requests", 16, "--input-len", 100,
-                                "--output-len", 24, "--num-prompts", 8)
+                                "--output-len", 24, "--num-prompts", 8, "--svg", svg)
         if check(rc == 0 and r is not None, "mhla-server: short run exits 0"):
             lv = r["levels"][0]
             check(lv["input_tokens"] == 16 * 100 and lv["output_tokens"] == 16 * 24,
                   "synthesized prompts are exactly 100 tokens, outputs 24 (%d, %d)"
                   % (lv["input_tokens"], lv["output_tokens"]))
+            check_run_picture(svg, lv, out)
         p = subprocess.run([c.cli, "--url", url, "--max-tokens", "12", "--ignore-eos",
                             "--temperature", "0", "--stats", "Hello"], capture_output=True,
                            text=True, timeout=60)
@@ -539,6 +542,32 @@ def server_tests(c, a):
                       for k in ("mean", "p50", "p90", "p99", "max")), "JSON has every figure")
     finally:
         stop(proc, 20)
+
+
+def check_run_picture(svg, lv, out):
+    """--svg of a single run: a well-formed picture whose curves hold one point per
+    TTFT, ITL and E2E sample the JSON counts, with the JSON's p50 and p99, and whose
+    time bins hold every output token the text report and the JSON give."""
+    try:
+        pic = RunPicture(svg)
+    except (OSError, ET.ParseError, AttributeError, TypeError, ValueError) as e:
+        check(False, "--svg: the run picture parses (%s)" % e)
+        return
+    for key in ("ttft", "itl", "e2e"):
+        n = lv[key + "_ms"]["n"]
+        if check_curve_shape(pic, key, n, "mhla-server --svg") is None:
+            continue
+        c = pic.curves[key]
+        for q in ("p50", "p99"):
+            want, got = lv[key + "_ms"][q], float(c.get("data-" + q))
+            check(abs(got - want) <= 1e-6 * max(abs(want), 1e-3),
+                  "--svg: %s %s %.4f, the JSON's %.4f" % (key, q, got, want))
+    check(lv["e2e_ms"]["n"] == lv["completed"], "--svg: one E2E point per completed request")
+    text_tokens = [l for l in out.splitlines() if l.strip().startswith("output tokens/s")]
+    check(sum(pic.counts()) == lv["output_tokens"] and text_tokens and
+          "(%d tokens)" % sum(pic.counts()) in text_tokens[0],
+          "--svg: the time bins hold the %d output tokens of the JSON and the report (%s)"
+          % (sum(pic.counts()), text_tokens and text_tokens[0].strip()))
 
 
 def server_chat(c, url):
