@@ -12,6 +12,7 @@ const state = {
   model: null,
   busy: null, // the AbortController of the request in flight
   chat: [], // {role, content} of the conversation so far
+  status: { completion: '', chat: '' },
 };
 
 // ---- API calls ---------------------------------------------------------------------------
@@ -40,7 +41,11 @@ function showError(msg) {
   el.classList.toggle('hidden', !msg);
 }
 
-function setStatus(text) { $('status').textContent = text; }
+// Each mode keeps its own status line (the last request's tokens, speed, end).
+function setStatus(text, mode) {
+  state.status[mode || state.mode] = text;
+  if (!mode || mode === state.mode) $('status').textContent = text;
+}
 
 // /v1/models tells whether the server wants a key (401) and which model it serves.
 async function connect() {
@@ -298,12 +303,13 @@ function busy(ctrl) {
 
 // Runs one request: streams into view, keeps the status line, ends the view.
 async function run(path, body, onChunk, view) {
+  const mode = state.mode;
   const ctrl = new AbortController();
   busy(ctrl);
   showError('');
   const t0 = performance.now();
   let usage = null, finish = null, first = null, n = 0;
-  setStatus('waiting…');
+  setStatus('waiting…', mode);
   try {
     await stream(path, body, (obj) => {
       if (obj.usage) usage = obj.usage;
@@ -314,14 +320,14 @@ async function run(path, body, onChunk, view) {
         if (c.finish_reason) finish = c.finish_reason;
       }
       view.render(false);
-      if (n % 8 === 0) setStatus('streaming…');
+      if (n % 8 === 0) setStatus('streaming…', mode);
     }, ctrl.signal);
-    finishStatus(usage, finish, t0, first);
+    setStatus(finishStatus(usage, finish, t0, first), mode);
   } catch (e) {
-    if (e.name === 'AbortError') setStatus('stopped: the server cancelled the request');
+    if (e.name === 'AbortError') setStatus('stopped: the server cancelled the request', mode);
     else {
       showError(e.message);
-      setStatus('');
+      setStatus('', mode);
     }
   } finally {
     view.render(true);
@@ -331,14 +337,15 @@ async function run(path, body, onChunk, view) {
 
 function finishStatus(usage, finish, t0, first) {
   const parts = [];
-  if (usage) parts.push(usage.completion_tokens + ' tokens');
+  const n = usage ? usage.completion_tokens : 0;
+  if (usage) parts.push(n + (n === 1 ? ' token' : ' tokens'));
   const t1 = performance.now();
-  if (usage && first !== null && t1 > first) {
-    parts.push((1000 * (usage.completion_tokens - 1) / (t1 - first)).toFixed(1) + ' tokens/s');
+  if (n > 1 && first !== null && t1 > first) {
+    parts.push((1000 * (n - 1) / (t1 - first)).toFixed(1) + ' tokens/s');
   }
   if (first !== null) parts.push('first token ' + Math.round(first - t0) + ' ms');
   if (finish) parts.push('finish: ' + finish);
-  setStatus(parts.join(' · '));
+  return parts.join(' · ');
 }
 
 function completion() {
@@ -411,6 +418,7 @@ function setMode(mode) {
     $('mode-' + m).classList.toggle('active', m === mode);
     $('mode-' + m).setAttribute('aria-selected', String(m === mode));
   }
+  $('status').textContent = state.status[mode];
   $('completion-view').classList.toggle('hidden', mode !== 'completion');
   $('chat-view').classList.toggle('hidden', mode !== 'chat');
   $('prompt').placeholder = mode === 'chat' ? 'Message…  (Ctrl+Enter sends)'
@@ -448,7 +456,7 @@ function formatBytes(b) {
   if (b >= 1 << 30) return (b / (1 << 30)).toFixed(2) + ' GiB';
   if (b >= 1 << 20) return (b / (1 << 20)).toFixed(1) + ' MiB';
   if (b >= 1 << 10) return (b / (1 << 10)).toFixed(1) + ' KiB';
-  return b + ' B';
+  return Math.round(b) + ' B';
 }
 
 // A small line chart over the last WINDOW_S seconds: one or two series of [t, v] points.
@@ -480,6 +488,13 @@ class Chart {
     const g = this.c.getContext('2d');
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, w, h);
+    if (!this.series.some((s) => s.length)) {
+      g.fillStyle = '#9ca3af';
+      g.font = '11px system-ui, sans-serif';
+      g.textAlign = 'center';
+      g.fillText(this.empty || 'no data yet', w / 2, h / 2 + 4);
+      return;
+    }
     let max = this.fixedMax || 0;
     for (const s of this.series) for (const [, v] of s) max = Math.max(max, v);
     max = max > 0 ? max * 1.15 : 1;
@@ -491,9 +506,15 @@ class Chart {
       g.lineTo(w, Math.round(h * f) - 0.5);
       g.stroke();
     }
-    const x = (t) => w - (now - t) / span * w;
+    const x = (t) => (w - 3) * (1 - (now - t) / span); // room for the latest value's dot
     const y = (v) => h - 2 - (v / max) * (h - 6);
     this.series.forEach((s, i) => this.line(g, s, x, y, this.colors[i], h, i === 0));
+    if (this.fmt) { // the scale: the value at the half-height line
+      g.fillStyle = '#9ca3af';
+      g.font = '10px system-ui, sans-serif';
+      g.textAlign = 'left';
+      g.fillText(this.fmt(max * (h / 2 - 2) / (h - 6)), 3, Math.round(h / 2) - 3);
+    }
   }
 
   line(g, s, x, y, color, h, fill) {
@@ -503,7 +524,14 @@ class Chart {
     g.strokeStyle = color;
     g.lineWidth = 1.5;
     g.stroke();
+    const [lt, lv] = s[s.length - 1]; // the latest value as a dot: a lone point shows too
+    g.beginPath();
+    g.arc(x(lt), y(lv), 2.5, 0, 2 * Math.PI);
+    g.fillStyle = color;
+    g.fill();
     if (!fill) return;
+    g.beginPath();
+    s.forEach(([t, v], k) => (k ? g.lineTo(x(t), y(v)) : g.moveTo(x(t), y(v))));
     g.lineTo(x(s[s.length - 1][0]), h);
     g.lineTo(x(s[0][0]), h);
     g.closePath();
@@ -554,7 +582,8 @@ function updateCharts(s) {
   $('v-tps').textContent = tps === null ? '–' : tps.toFixed(1);
   $('v-req').textContent = s.running + ' / ' + s.waiting;
   $('v-mem').textContent = s.mem === null ? '–' : formatBytes(s.mem) +
-    (s.share !== null ? ' · ' + (100 * s.share).toFixed(s.share < 0.1 ? 1 : 0) + '%' : '');
+    (s.share === null ? '' : ' · ' + (s.share > 0 && s.share < 0.001 ? '<0.1'
+      : (100 * s.share).toFixed(s.share < 0.1 ? 1 : 0)) + '%');
   const all = s.hits + s.misses;
   $('v-hit').textContent = s.hits === null ? 'off' : all ? Math.round(100 * s.hits / all) + '%' : '–';
   $('totals').textContent = s.finished + ' requests finished · ' + (s.cancelled || 0) +
@@ -581,6 +610,11 @@ function init() {
   charts.req = new Chart($('chart-req'), ['#059669', '#d97706']);
   charts.mem = new Chart($('chart-mem'), ['#7c3aed']);
   charts.hit = new Chart($('chart-hit'), ['#0891b2'], 1);
+  charts.hit.empty = 'no prefix lookups yet';
+  charts.tps.fmt = (v) => v.toFixed(v < 10 ? 1 : 0);
+  charts.req.fmt = (v) => v.toFixed(1);
+  charts.mem.fmt = formatBytes;
+  charts.hit.fmt = (v) => Math.round(100 * v) + '%';
   for (const id of ['temperature', 'top_p']) {
     $(id).addEventListener('input', () => { $(id + '-v').textContent = $(id).value; });
   }

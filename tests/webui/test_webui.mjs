@@ -137,7 +137,7 @@ function background(base, n, tokens) {
 async function stopCancels(page, base) {
   const key = 'mhla_requests_finished_total{reason="cancelled"}';
   const before = await metric(base, key);
-  const load = background(base, 4, 1500);
+  const load = background(base, 4, 2000); // longer than a poll interval: the charts see it
   await page.click('#clear');
   await page.fill('#max_tokens', '2000');
   await page.fill('#prompt', 'It was');
@@ -195,7 +195,9 @@ async function chatTurn(page) {
 }
 
 async function screenshot(page) {
-  await page.fill('#prompt', 'The jury said that');
+  await page.fill('#prompt', 'The jury said that'); // the settings of the completion shown
+  await page.fill('#max_tokens', '300');
+  await page.evaluate(() => document.activeElement.blur());
   await page.hover('#output .tk:nth-child(12)');
   fs.mkdirSync(path.dirname(shotPath), { recursive: true });
   await page.screenshot({ path: shotPath });
