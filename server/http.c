@@ -808,6 +808,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     srv_metrics_status(ctx->status);
+    /* a client gone before the end (a browser's Stop, say): the request is
+     * cancelled now, not when its stream is freed, so the log line says so */
+    if (ctx->r && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !srv_req_done(ctx->r))
+        srv_req_cancel(ctx->r);
     log_request(conn, ctx, toe);
     srv_watch_phase(h->watch, ctx->watch, SRV_WATCH_RECEIVING); /* the next request's */
     if (ctx->r) {

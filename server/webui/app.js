@@ -127,6 +127,7 @@ function sampling() {
   if (topK) p.top_k = topK;
   const seed = num('seed');
   if (seed !== null) p.seed = seed;
+  if ($('ignore_eos').checked) p.ignore_eos = true;
   const stop = stopList();
   if (stop) p.stop = stop;
   return p;

@@ -140,6 +140,7 @@ async function stopCancels(page, base) {
   const load = background(base, 4, 2000); // longer than a poll interval: the charts see it
   await page.click('#clear');
   await page.fill('#max_tokens', '2000');
+  await page.check('#ignore_eos'); // no end of text before Stop
   await page.fill('#prompt', 'It was');
   await page.click('#send');
   await page.waitForFunction(() => document.querySelector('#output .gen').textContent.length > 0,
@@ -155,11 +156,16 @@ async function stopCancels(page, base) {
     await new Promise((r) => setTimeout(r, 100));
     after = await metric(base, key);
   }
+  await page.uncheck('#ignore_eos');
   const done = await Promise.all(load);
   check(done.every((b) => b.choices && b.choices[0].finish_reason === 'length'),
     'the other requests ran to their length');
   after = await metric(base, key);
   check(after === before + 1, `/metrics counts the cancel (${before} -> ${after})`);
+  const streams = fs.readFileSync(path.join(work, 'plain.log'), 'utf8').split('\n')
+    .filter((l) => l.includes('"event":"request"') && l.includes('"stream":true'));
+  check(streams.some((l) => JSON.parse(l).finish_reason === 'cancelled'),
+    'the access log line of the stopped stream says cancelled');
   await page.waitForFunction((n) => new RegExp(`\\b${n} cancelled`).test(
     document.querySelector('#totals').textContent), after, { timeout: limitMs(0, 30) });
   check(true, 'the page\'s metrics panel shows the cancel');
