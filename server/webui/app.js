@@ -272,15 +272,19 @@ function addCompletionChunk(view, c) {
   }
 }
 
-// Chat logprobs carry each token's bytes: their running UTF-8 length gives where each
-// token starts in the text (in characters, a token inside a character at its start).
+// Chat logprobs carry each token's bytes: the characters they complete, counted as they
+// come, give where each token starts in the text (a token that ends inside a character
+// leaves it to the token that completes it).
 class ChatOffsets {
-  constructor() { this.bytes = []; }
+  constructor() {
+    this.dec = new TextDecoder();
+    this.count = 0;
+  }
 
   startOf(tokBytes) {
-    const at = new TextDecoder().decode(new Uint8Array(this.bytes));
-    this.bytes.push(...tokBytes);
-    return Array.from(at.replace(/\uFFFD$/, '')).length;
+    const start = this.count;
+    this.count += Array.from(this.dec.decode(new Uint8Array(tokBytes), { stream: true })).length;
+    return start;
   }
 }
 
