@@ -167,6 +167,7 @@ class TokenView {
       this.shown++;
     }
     this.tail.data = this.chars.slice(this.pos).join('');
+    follow(this.el.closest('.output'));
   }
 
   span(i, from, end) {
@@ -178,6 +179,24 @@ class TokenView {
     s.tokenInfo = t;
     return s;
   }
+}
+
+// An output box follows its text while the reader is at its bottom (and stays where they
+// scrolled to otherwise): once a frame, so that a fast stream does not force a layout for
+// every chunk.
+function follow(box) {
+  if (!box || !box.stick || box.pending) return;
+  box.pending = requestAnimationFrame(() => {
+    box.pending = 0;
+    box.scrollTop = box.scrollHeight;
+  });
+}
+
+function watchScroll(box) {
+  box.stick = true;
+  box.addEventListener('scroll', () => {
+    box.stick = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  });
 }
 
 // Shown whitespace of a token in the tooltip: a space as ·, a newline as ↵.
@@ -385,7 +404,8 @@ function bubble(role, text) {
   body.textContent = text;
   b.append(who, body);
   log.appendChild(b);
-  log.scrollTop = log.scrollHeight;
+  log.stick = true; // a new message: back to the bottom
+  follow(log);
   return body;
 }
 
@@ -639,6 +659,8 @@ function init() {
     connect();
   });
   $('api-key').value = state.key;
+  watchScroll($('output'));
+  watchScroll($('chat-log'));
   document.addEventListener('mouseover', showTip);
   window.addEventListener('resize', () => last && Object.values(charts).forEach((c) => c.draw(last.t, firstPoll)));
   connect();
