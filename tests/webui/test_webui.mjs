@@ -299,6 +299,7 @@ try {
 }
 if (failures.length) {
   console.log(`${failures.length} FAILED:\n  ` + failures.join('\n  '));
+  console.log(`the servers' logs: ${work}/plain.log, ${work}/key.log`);
   process.exit(1);
 }
 console.log('all playground checks passed');
