@@ -26,6 +26,9 @@ pkgs+=(python3-torch)
 # deploy/: HAProxy for the local cluster of replicas (deploy/local-cluster.sh, tests/deploy);
 # systemd for `systemd-analyze verify` of deploy/systemd (tests/deploy).
 pkgs+=(haproxy systemd)
+# Debian's Chromium for the playground's browser test (tests/webui: headless, driven by
+# playwright-core, which downloads no browser of its own), and a font for its screenshot.
+pkgs+=(chromium fonts-dejavu-core)
 if [ "$mode" = --container-tools ]; then
   pkgs=(mmdebstrap debootstrap podman buildah uidmap slirp4netns fuse-overlayfs curl)
 fi

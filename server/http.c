@@ -486,7 +486,9 @@ static int known_path(const char *path)
            strcmp(path, "/tokenize") == 0 || strcmp(path, "/detokenize") == 0 ||
            strcmp(path, "/apply-template") == 0 || strcmp(path, "/health") == 0 ||
            strcmp(path, "/metrics") == 0 || strcmp(path, "/openapi.json") == 0 ||
-           strcmp(path, "/version") == 0;
+           strcmp(path, "/version") == 0 || strcmp(path, "/") == 0 ||
+           strcmp(path, "/webui/app.js") == 0 || strcmp(path, "/webui/style.css") == 0 ||
+           strcmp(path, "/webui/icon.svg") == 0;
 }
 
 /* A browser's CORS preflight: OPTIONS with Access-Control-Request-Method,
@@ -528,11 +530,31 @@ static enum MHD_Result handle_openapi(struct MHD_Connection *conn, conn_ctx *ctx
     return send_body(conn, ctx, 200, "application/json", doc, NULL, NULL);
 }
 
+/* The playground's page and files: open to all (they hold no secret; the
+ * page sends the key the user types with its API calls). */
+static enum MHD_Result handle_webui(struct MHD_Connection *conn, conn_ctx *ctx)
+{
+    int status = 0;
+    struct MHD_Response *resp =
+        srv_webui_response(ctx->path,
+                           MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                       MHD_HTTP_HEADER_IF_NONE_MATCH),
+                           &status);
+    if (!resp)
+        return error_reply(conn, ctx, SRV_ERR_INTERNAL, NULL, "out of memory");
+    MHD_add_response_header(resp, "X-Request-Id", ctx->request_id);
+    ctx->status = status;
+    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
 static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx *ctx)
 {
     const char *path = ctx->path, *m = ctx->method;
     int get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
-    if (!known_path(path)) {
+    int webui = srv_webui_is_asset(path);
+    if (!known_path(path) || (webui && h->c.opt->no_webui)) {
         char msg[256];
         snprintf(msg, sizeof msg, "no such endpoint: %.160s", path);
         return error_reply(conn, ctx, SRV_ERR_NOT_FOUND, NULL, msg);
@@ -547,6 +569,8 @@ static enum MHD_Result route(srv_http *h, struct MHD_Connection *conn, conn_ctx 
         return get ? handle_openapi(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
     if (strcmp(path, "/version") == 0)
         return get ? handle_version(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
+    if (webui)
+        return get ? handle_webui(conn, ctx) : method_not_allowed(conn, ctx, "GET, HEAD");
     int chat = strcmp(path, "/v1/chat/completions") == 0;
     if (!authorized(h, conn))
         return error_reply(conn, ctx, SRV_ERR_UNAUTHORIZED, NULL,
@@ -784,6 +808,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     srv_metrics_status(ctx->status);
+    /* a client gone before the end (a browser's Stop, say): the request is
+     * cancelled now, not when its stream is freed, so the log line says so */
+    if (ctx->r && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !srv_req_done(ctx->r))
+        srv_req_cancel(ctx->r);
     log_request(conn, ctx, toe);
     srv_watch_phase(h->watch, ctx->watch, SRV_WATCH_RECEIVING); /* the next request's */
     if (ctx->r) {

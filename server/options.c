@@ -135,9 +135,9 @@ static const mhla_opt rows[] = {
      .off = OPT(api_key),
      .metavar = "KEY",
      .help = "require Authorization: Bearer KEY on /v1/*, /tokenize,\n"
-             "/detokenize and /apply-template; /health, /metrics, /version\n"
-             "and /openapi.json stay open (default: none; MHLA_API_KEY\n"
-             "works too)"},
+             "/detokenize and /apply-template; /health, /metrics, /version,\n"
+             "/openapi.json and the playground (/) stay open (default:\n"
+             "none; MHLA_API_KEY works too)"},
     {.name = "allowed-origins",
      .kind = MHLA_OPT_STRING,
      .off = OPT(allowed_origins),
@@ -145,6 +145,10 @@ static const mhla_opt rows[] = {
      .help = "CORS: browser origins (scheme://host[:port], comma-\n"
              "separated, or *) whose pages may call the API; preflights\n"
              "are answered before the API key check (default: none)"},
+    {.name = "no-webui",
+     .kind = MHLA_OPT_FLAG,
+     .off = OPT(no_webui),
+     .help = "no playground page at GET / (its paths answer 404)"},
     {.name = "max-body-bytes",
      .kind = MHLA_OPT_SIZE,
      .off = OPT(max_body_bytes),

@@ -121,6 +121,13 @@ void srv_cors_headers(struct MHD_Response *resp, const char *list, const char *a
 /* A preflight's allowed methods, headers (with requested's when a plain list), max age. */
 void srv_cors_preflight_headers(struct MHD_Response *resp, const char *requested);
 
+/* ---- webui.c: the playground (GET / and the files under /webui) ---------- */
+/* 1 when path is one of the playground's: the page or a file it loads. */
+int srv_webui_is_asset(const char *path);
+/* The answer for GET/HEAD of one (NULL: not one, or out of memory): 200 with the
+ * file, or 304 when if_none_match (may be NULL) holds its ETag; *status says which. */
+struct MHD_Response *srv_webui_response(const char *path, const char *if_none_match, int *status);
+
 /* ---- log.c ----------------------------------------------------------------- */
 
 void srv_log_set_level(mhla_log_level lvl);

@@ -39,6 +39,7 @@ typedef struct {
     const char *api_key;      /* NULL: no authentication */
     /* CORS: "*" or comma-separated origins whose pages may call the API; NULL: off */
     const char *allowed_origins;
+    int no_webui; /* 1: no playground at GET / (its paths are 404s) */
     mhla_log_level log_level;
     int log_format; /* --log-format: 0 auto (text on a terminal, else json), 1 text, 2 json */
     size_t max_body_bytes;          /* request body limit (413 past it) */
