@@ -93,6 +93,7 @@ phase() { # phase NAME START: one row of times.tsv
   echo "source: $source"
   if [ -d "$source" ]; then echo "commit: $(git -C "$source" rev-parse HEAD)"; fi
   echo "port: $port"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$dir/record.txt"
 
 t=$(now)
@@ -128,16 +129,28 @@ box "git clone $clone_from mhla-serve" \
 phase clone "$t"
 box "git -C mhla-serve log -1 --format='cloned: %H %s'" | tee -a "$dir/record.txt"
 
+# make run, each line of its output stamped with the time it came (make flushes its own
+# lines before each command), so that its parts can be told apart afterwards.
 t=$(now)
-setsid chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-  LANG=C.UTF-8 MHLA_PORT="$port" bash -lc "cd /root/mhla-serve && exec make run" \
-  >"$dir/make-run.log" 2>&1 &
+# shellcheck disable=SC2016 # the inner script's $1 and $2 are its own arguments
+setsid bash -c 'chroot "$1" /usr/bin/env -i HOME=/root TERM=dumb \
+  PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 MHLA_PORT="$2" \
+  bash -lc "cd /root/mhla-serve && exec make run" 2>&1 |
+  perl -MTime::HiRes=time -ne "\$| = 1; printf qq(%.3f %s), time, \$_"' \
+  freshbox-make "$root" "$port" >"$dir/make-run.log" 2>&1 &
 server_pid=$!
 until grep -qs '"event":"listening"' "$dir/make-run.log"; do
   kill -0 "$server_pid" 2>/dev/null || { tail -n 30 "$dir/make-run.log" >&2; exit 1; }
   sleep 0.2
 done
 phase "make run" "$t"
+# its parts: the packages (bootstrap --build-only), cmake's configure, the compile, the
+# server's start until it listens (the lines make echoes mark them)
+awk -v t0="$t" '
+  !c && / cmake -S / { c = $1 } !b && / cmake --build / { b = $1 }
+  !r && / build\/bin\/mhla-server/ && !/"event"/ { r = $1 } /"event":"listening"/ { l = $1 }
+  END { printf "  packages\t%.1f\n  configure\t%.1f\n  compile\t%.1f\n  start\t%.1f\n",
+        c - t0, b - c, r - b, l - r }' "$dir/make-run.log" | tee -a "$times"
 
 # The README's first request, its port the server's.
 t=$(now)
@@ -149,6 +162,9 @@ grep -q '"finish_reason"' "$dir/answer.json" || { echo "freshbox: no answer" >&2
 cat "$dir/answer.json"
 echo
 phase total "$t0"
+echo "load average at the answer: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$dir/record.txt"
+grep -o '"event":"cpu","message":"[^"]*' "$dir/make-run.log" | sed 's/.*"message":"/cpu: /' |
+  tee -a "$dir/record.txt"
 
 # What make run installed and built.
 box "dpkg-query -W -f='\${Package}\n'" >"$dir/packages.txt"
