@@ -33,7 +33,8 @@ if [ "$mode" = --container-tools ]; then
   pkgs=(mmdebstrap debootstrap podman buildah uidmap slirp4netns fuse-overlayfs curl)
 fi
 if [ "$mode" = --build-only ]; then
-  pkgs=(build-essential cmake pkg-config python3 python3-numpy libmicrohttpd-dev
+  # python3: CMake's configure looks for it (the tests' scripts); numpy is the tests' only.
+  pkgs=(build-essential cmake pkg-config python3 libmicrohttpd-dev
         libcjson-dev libjemalloc-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev)
 fi
 

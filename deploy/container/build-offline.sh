@@ -13,7 +13,7 @@
 #    chroots made from the same base. The build stage runs the project's bootstrap
 #    (--build-only) and the build; the runtime stage gets only the runtime packages, the
 #    user 10001, the binary and the model; the server runs in it with chroot as that user,
-#    with the ENTRYPOINT's flags, and is asked the same questions from inside.
+#    with the image's ENV and ENTRYPOINT, and is asked the same questions from inside.
 # It says which path it took. Needs root (chroot, mounts) and the tools of
 # `deploy/bootstrap-debian.sh --container-tools`. Not part of `make test`: it downloads a
 # Debian base system and the packages the build needs.
@@ -58,16 +58,21 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# The image's ENTRYPOINT + CMD and HEALTHCHECK command, read from the Containerfile.
+# The image's ENTRYPOINT + CMD, its ENV (NAME=VALUE a line) and HEALTHCHECK command, read
+# from the Containerfile.
 containerfile_json() {
   python3 - "$ROOT/deploy/container/Containerfile" "$1" <<'EOF'
-import json, re, sys
+import json, re, shlex, sys
 text = re.sub(r"\\\n", " ", open(sys.argv[1]).read())
 final = text[text.rindex("\nFROM "):]
+def all_of(ins):
+    return [l[len(ins) + 1:].strip() for l in final.splitlines() if l.startswith(ins + " ")]
 def last(ins):
-    return [l for l in final.splitlines() if l.startswith(ins + " ")][-1][len(ins) + 1:].strip()
+    return all_of(ins)[-1]
 if sys.argv[2] == "command":
-    print("\n".join(json.loads(last("ENTRYPOINT")) + json.loads(last("CMD"))))
+    print("\n".join(json.loads(last("ENTRYPOINT")) + sum(map(json.loads, all_of("CMD")[-1:]), [])))
+elif sys.argv[2] == "env":
+    print("\n".join(w for v in all_of("ENV") for w in shlex.split(v)))
 else:
     print("\n".join(json.loads(re.search(r"CMD\s+(\[.*\])\s*$", last("HEALTHCHECK")).group(1))))
 EOF
@@ -239,18 +244,19 @@ chroot_path() {
   chroot_run "$R"
 }
 
-# chroot_run ROOTFS: the server as the image runs it (ENTRYPOINT + CMD, as user 10001), on
+# chroot_run ROOTFS: the server as the image runs it (ENV, ENTRYPOINT + CMD, as user 10001), on
 # loopback and a free port; the HEALTHCHECK command, /health and a completion from inside;
 # SIGTERM, which must end it with status 0.
 chroot_run() {
   local R=$1
   mount_in "$R"
-  local port cmd health
+  local port cmd envs health
   port=$(free_port)
   mapfile -t cmd < <(containerfile_json command)
-  say "running in the chroot as 10001:10001: ${cmd[*]} --host 127.0.0.1 --port $port"
-  chroot --userspec=10001:10001 "$R" "${cmd[@]}" --host 127.0.0.1 --port "$port" \
-    > "$WORK/server.log" 2>&1 &
+  mapfile -t envs < <(containerfile_json env)
+  say "running in the chroot as 10001:10001: ${envs[*]} ${cmd[*]} --host 127.0.0.1 --port $port"
+  env "${envs[@]}" chroot --userspec=10001:10001 "$R" "${cmd[@]}" --host 127.0.0.1 \
+    --port "$port" > "$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   local t0=$SECONDS
   until grep -q '"event":"listening"' "$WORK/server.log"; do
@@ -259,8 +265,8 @@ chroot_run() {
     sleep 0.2
   done
   mapfile -t health < <(containerfile_json healthcheck)
-  health[2]=${health[2]//8080/$port}
-  chroot --userspec=10001:10001 "$R" "${health[@]}"
+  # the image's ENV with the port the server was given (a container's HEALTHCHECK has it)
+  env "${envs[@]}" MHLA_PORT="$port" chroot --userspec=10001:10001 "$R" "${health[@]}"
   say "the image's HEALTHCHECK command passes inside the chroot"
   say "asked from inside the runtime root filesystem (chroot as 10001):"
   ask_inside "$port" chroot --userspec=10001:10001 "$R"

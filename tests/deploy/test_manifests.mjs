@@ -1,8 +1,9 @@
 // deploy/k8s: every kustomization renders, every object validates against the Kubernetes
 // schemas (npm kubernetes-models and its prometheus-operator and gateway-api packages, plus
 // a check for fields the schemas do not define), and the manifests agree with the server:
-// every flag they pass exists in `mhla-server --help`, and a server started with the CPU
-// overlay's flags answers /health and exposes every metric the manifests read by name.
+// the containers pass no args, every MHLA_<FLAG> variable of their env names a flag of
+// `mhla-server --help`, once, and a server started with the CPU overlay's env answers
+// /health and exposes every metric the manifests read by name.
 //
 // usage: node test_manifests.mjs <bin dir> <work dir>
 // Rendering: `kubectl kustomize` when kubectl is installed, compared object by object with
@@ -305,26 +306,28 @@ function helpFlags() {
   return new Set([...p.stdout.matchAll(/^\s+(--[a-z][a-z0-9-]*)/gm)].map((m) => m[1]));
 }
 
-function flagValue(args, flag) {
-  let v = null;
-  args.forEach((a, i) => { if (a === flag) v = args[i + 1]; });
-  return v;
+// A container's settings: its env entries MHLA_<FLAG> with a value, as {"--flag": value}
+// (base/opts.c's naming, backwards).
+function flagOf(name) {
+  return "--" + name.slice("MHLA_".length).toLowerCase().replaceAll("_", "-");
 }
 
-function withFlag(args, flag, value) {
-  const out = [];
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === flag) { i++; continue; }
-    out.push(args[i]);
+function settingsOf(c) {
+  const out = {};
+  for (const e of c.env || []) {
+    if (e.name.startsWith("MHLA_") && e.value !== undefined) out[flagOf(e.name)] = String(e.value);
   }
-  return out.concat([flag, value]);
+  return out;
 }
 
-async function serverWith(args) {
+// The server started with these MHLA_ variables (and none of this process's) as its settings.
+async function serverWith(settings) {
   fs.mkdirSync(workDir, { recursive: true });
   const logPath = path.join(workDir, "server.log");
   const log = fs.openSync(logPath, "w");
-  const proc = spawn(path.join(binDir, "mhla-server"), args, { stdio: ["ignore", "ignore", log] });
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("MHLA_")));
+  Object.assign(env, settings);
+  const proc = spawn(path.join(binDir, "mhla-server"), [], { stdio: ["ignore", "ignore", log], env });
   const exited = new Promise((r) => proc.on("exit", (code) => r(code)));
   let port = null;
   for (let t0 = Date.now(); port === null && Date.now() - t0 < 120000;) {
@@ -419,9 +422,16 @@ async function main() {
   for (const [rel, objs] of Object.entries(rendered)) {
     for (const o of objs.filter((x) => x.kind === "Deployment")) {
       for (const c of o.spec.template.spec.containers) {
-        const missing = (c.args || []).filter((a) => a.startsWith("--") && !flags.has(a));
-        check(missing.length === 0, `${rel}: every flag of ${c.name} exists in mhla-server --help`
-              + (missing.length ? ` (missing: ${missing.join(" ")})` : ""));
+        const words = (c.command || []).concat(c.args || []);
+        check(words.length === 0, `${rel}: ${c.name} runs the image's entrypoint with no args, `
+              + `its settings in env (${words.join(" ") || "none"})`);
+        const names = (c.env || []).map((e) => e.name).filter((n) => n.startsWith("MHLA_"));
+        const missing = names.filter((n) => !flags.has(flagOf(n)));
+        const twice = names.filter((n, i) => names.indexOf(n) !== i);
+        check(names.length > 0 && missing.length === 0 && twice.length === 0,
+              `${rel}: every MHLA_ variable of ${c.name} is a flag of mhla-server --help, each once`
+              + (missing.length || twice.length ? ` (not flags: ${missing.join(" ")}; twice: ${twice.join(" ")})`
+                : ` (${names.length})`));
       }
     }
   }
@@ -433,7 +443,8 @@ async function main() {
     const p = podOf(rendered[rel] || []);
     if (!check(p !== undefined, `${rel}: has the Deployment`)) continue;
     const { d, spec, c } = p;
-    const shutdown = Number(flagValue(c.args, "--shutdown-timeout") || 30);
+    const set = settingsOf(c);
+    const shutdown = Number(set["--shutdown-timeout"] || 30);
     const preStop = Number((c.lifecycle.preStop.exec.command.find((x) => /^\d+$/.test(x))) || 0);
     check(spec.terminationGracePeriodSeconds >= preStop + shutdown,
           `${rel}: terminationGracePeriodSeconds ${spec.terminationGracePeriodSeconds} >= preStop ${preStop} + --shutdown-timeout ${shutdown}`);
@@ -448,7 +459,7 @@ async function main() {
     check(spec.securityContext.runAsNonRoot === true && c.securityContext.readOnlyRootFilesystem === true
           && c.securityContext.allowPrivilegeEscalation === false,
           `${rel}: non-root, read-only root filesystem, no privilege escalation`);
-    const model = flagValue(c.args, "--model") || "";
+    const model = set["--model"] || "";
     const mount = c.volumeMounts.find((m) => model.startsWith(m.mountPath + "/"));
     const vol = mount && spec.volumes.find((v) => v.name === mount.name);
     check(vol && (vol.persistentVolumeClaim || vol.csi || vol.nfs || vol.image),
@@ -459,7 +470,7 @@ async function main() {
       if (o.kind === "PodDisruptionBudget") check(matches(o.spec.selector.matchLabels), `${rel}: the PDB selects the pods`);
       if (o.kind === "Service") check(matches(o.spec.selector), `${rel}: Service ${o.metadata.name} selects the pods`);
     }
-    const device = flagValue(c.args, "--device");
+    const device = set["--device"];
     const gpus = ((c.resources || {}).limits || {})["nvidia.com/gpu"];
     if (rel === "overlays/gpu") {
       check(device === "cuda" && Number(gpus) >= 1, `gpu overlay: --device cuda and an nvidia.com/gpu limit (${device}, ${gpus})`);
@@ -491,21 +502,19 @@ async function main() {
   if (ing) check(svcs.some((s) => s.metadata.name === ing.spec.rules[0].http.paths[0].backend.service.name),
                  "the Ingress sends to the base's Service");
 
-  // a server started with the CPU overlay's flags (on loopback, a free port, the bundled
+  // a server started with the CPU overlay's env (on loopback, a free port, the bundled
   // model and a small state pool) answers /health and exposes every metric named above
   const epp = YAML.parse(fs.readFileSync(path.join(K8S, "routing/inference-extension/epp-values.yaml"), "utf8"));
   const eppMetrics = epp.inferenceExtension.flags.filter((f) => /-metric$/.test(f.name) && f.value).map((f) => f.value);
   const cpu = podOf(rendered["overlays/cpu"] || []);
   if (cpu) {
-    let args = cpu.c.args;
-    args = withFlag(args, "--host", "127.0.0.1");
-    args = withFlag(args, "--port", "0");
-    args = withFlag(args, "--model", path.join(ROOT, "models", "brown-mhla"));
-    args = withFlag(args, "--state-memory", "64");
-    args = withFlag(args, "--threads", "1");
-    const s = await serverWith(args);
+    const env = Object.fromEntries((cpu.c.env || []).filter((e) => e.value !== undefined)
+      .map((e) => [e.name, String(e.value)]));
+    Object.assign(env, { MHLA_HOST: "127.0.0.1", MHLA_PORT: "0", MHLA_STATE_MEMORY: "64",
+                         MHLA_MODEL: path.join(ROOT, "models", "brown-mhla"), MHLA_THREADS: "1" });
+    const s = await serverWith(env);
     try {
-      if (check(s.port !== null, "mhla-server starts with the CPU overlay's flags" + (s.port ? "" : `: ${s.log().slice(-500)}`))) {
+      if (check(s.port !== null, "mhla-server starts with the CPU overlay's env" + (s.port ? "" : `: ${s.log().slice(-500)}`))) {
         const h = await fetch(`http://127.0.0.1:${s.port}/health`);
         check(h.status === 200, `/health answers 200 (${h.status})`);
         const text = await (await fetch(`http://127.0.0.1:${s.port}/metrics`)).text();

@@ -6,11 +6,12 @@ import subprocess
 import time
 
 
-def start_logged(argv, log_path):
-    """Starts argv with its stderr in log_path, stdin and stdout closed."""
+def start_logged(argv, log_path, env=None):
+    """Starts argv with its stderr in log_path, stdin and stdout closed (and env as its
+    whole environment, when given)."""
     with open(log_path, "wb") as log:
         return subprocess.Popen([str(x) for x in argv], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=log)
+                                stdout=subprocess.DEVNULL, stderr=log, env=env)
 
 
 def listening_port(proc, log_path, limit_s):
