@@ -31,7 +31,8 @@
  * the rest of a step costs beside them.
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
- *                    [--weights f32|bf16|q8] [--device cpu|cuda|auto] [--gpu-weights bf16|f16|f32]
+ *                    [--weights f32|bf16|q8|bf16dot] [--device cpu|cuda|auto] [--gpu-weights
+ * bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
  *                    [--cpu-isa auto|avx512|avx2|neon|portable] [--prefill 512,2000]
  *                    [--thread-adapt on|off]
@@ -310,7 +311,7 @@ _Static_assert(sizeof(mhla_device) == sizeof(int) && sizeof(mhla_gpu_weights) ==
                    sizeof(mhla_state_dtype) == sizeof(int),
                "the enum flags are stored as ints");
 
-static const char *const weight_words[] = {"f32", "bf16", "q8", NULL};
+static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", NULL};
 static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
 static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
 static const char *const state_words[] = {"f32", "bf16", NULL};
@@ -475,9 +476,11 @@ int main(int argc, char **argv)
             nt = 1;
         gflops = sgemm_gflops(512, c->intermediate_size, c->hidden_size, nt, &core);
         /* q8: 1 byte a weight plus a 4-byte scale per 32 (padding rows aside) */
-        double welems = wbytes / (mo.weights == MHLA_WEIGHTS_Q8     ? 1.125
-                                  : mo.weights == MHLA_WEIGHTS_BF16 ? 2.0
-                                                                    : 4.0);
+        double welems =
+            wbytes / (mo.weights == MHLA_WEIGHTS_Q8 ? 1.125
+                      : mo.weights == MHLA_WEIGHTS_BF16 || mo.weights == MHLA_WEIGHTS_BF16DOT
+                          ? 2.0
+                          : 4.0);
         flop_tok = 2.0 * welems;
         printf("compute: OpenBLAS sgemm %.1f GFLOP/s (M=512, N=%d, K=%d, %d threads, core %s); "
                "a token costs %.2f GFLOP: bound %.1f tokens/s\n",

@@ -292,10 +292,11 @@ static void release_owned(mhla_model *m, const void *p)
         }
 }
 
-/* Narrows one matrix to bf16 (round to nearest even); the f32 copy, if
- * converted rather than mapped, is released — except the embeddings, which a
- * tied head shares and the forward pass still gathers. */
-static int to_bf16(mhla_model *m, weight_arena *a, k_matrix *w, size_t n, mhla_error *err)
+/* Narrows one matrix to bf16 (round to nearest even; for bf16 dot products
+ * as kernels_bd.h rounds, tiny values to zero); the f32 copy, if converted
+ * rather than mapped, is released — except the embeddings, which a tied head
+ * shares and the forward pass still gathers. */
+static int to_bf16(mhla_model *m, weight_arena *a, k_matrix *w, size_t n, int dot, mhla_error *err)
 {
     if (!w->f32)
         return 0;
@@ -305,10 +306,10 @@ static int to_bf16(mhla_model *m, weight_arena *a, k_matrix *w, size_t n, mhla_e
     if (!h)
         return eng_fail(err, "the bf16 weights outgrew the region counted for them");
     for (size_t i = 0; i < n; i++)
-        h[i] = mhla_bf16_from_f32(w->f32[i]);
+        h[i] = dot ? k_bd_round(w->f32[i]) : mhla_bf16_from_f32(w->f32[i]);
     if (w->f32 != m->embeddings)
         release_owned(m, w->f32);
-    *w = (k_matrix){NULL, h, NULL};
+    *w = (k_matrix){NULL, h, NULL, dot};
     return 0;
 }
 
@@ -339,7 +340,7 @@ static int to_q8(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K
                         name, N, K, why);
     if (w->f32 != m->embeddings)
         release_owned(m, w->f32);
-    *w = (k_matrix){NULL, NULL, qm};
+    *w = (k_matrix){NULL, NULL, qm, 0};
     return 0;
 }
 
@@ -348,7 +349,8 @@ static int to_q8(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K
 static int convert_one(mhla_model *m, weight_arena *a, mhla_weight_dtype wd, k_matrix *w, size_t N,
                        size_t K, const char *name, mhla_error *err)
 {
-    return wd == MHLA_WEIGHTS_Q8 ? to_q8(m, a, w, N, K, name, err) : to_bf16(m, a, w, N * K, err);
+    return wd == MHLA_WEIGHTS_Q8 ? to_q8(m, a, w, N, K, name, err)
+                                 : to_bf16(m, a, w, N * K, wd == MHLA_WEIGHTS_BF16DOT, err);
 }
 
 /* Every matrix converted into the arena, in the order a step reads them (an
@@ -390,7 +392,7 @@ static int convert_weights(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
     a.base = alloc_weights(a.size);
     if (!a.base || keep_owned(m, a.base, err))
         return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %zu MB of %s weights",
-                           a.size >> 20, wd == MHLA_WEIGHTS_Q8 ? "q8" : "bf16");
+                           a.size >> 20, mhla_weight_dtype_name(wd));
     return convert_into(m, &a, wd, err);
 }
 
@@ -436,7 +438,7 @@ static int bind_head(mhla_model *m, mhla_error *err)
     const mhla_config *c = &m->cfg;
     if (st_find(&m->st, "lm_head.weight") || !c->tie_word_embeddings)
         return bind_matrix(m, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head, err);
-    m->lm_head = (k_matrix){m->embeddings, NULL, NULL};
+    m->lm_head = (k_matrix){m->embeddings, NULL, NULL, 0};
     return 0;
 }
 
@@ -464,8 +466,9 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     if (load_config(dir, &m->cfg, err) || st_open_dir(dir, &m->st, err))
         goto fail;
     mhla_weight_dtype wd = opt ? opt->weights : MHLA_WEIGHTS_F32;
-    if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8) {
-        eng_fail(err, "unknown weight storage %d (f32, bf16 or q8)", (int)wd);
+    if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8 &&
+        wd != MHLA_WEIGHTS_BF16DOT) {
+        eng_fail(err, "unknown weight storage %d (f32, bf16, bf16dot or q8)", (int)wd);
         goto fail;
     }
     m->copy_weights = wd == MHLA_WEIGHTS_F32;

@@ -58,7 +58,7 @@ static int parse_state_memory(const char *flag, const char *v, void *base, char 
 /* The words of the enum flags, in the order of their enum's values. */
 static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
 static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
-static const char *const weight_words[] = {"f32", "bf16", "q8", NULL};
+static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", NULL};
 static const char *const tool_format_words[] = {"auto",    "hermes", "llama3",
                                                 "mistral", "none",   NULL};
 static const char *const log_words[] = {"debug", "info", "warn", "error", "off", NULL};
@@ -187,7 +187,9 @@ static const mhla_opt rows[] = {
      .help = "how weights are held in memory: bf16 halves the bytes\n"
              "each step reads, arithmetic stays f32; q8 (CPU only):\n"
              "int8 per group of 32, 0.28x the bytes of f32, logits\n"
-             "change slightly (docs/model.md) (default f32)"},
+             "change slightly (docs/model.md); bf16dot (CPU only):\n"
+             "bf16 weights and bf16 dot products, activations rounded\n"
+             "to bf16 (vdpbf16ps where the CPU has it) (default f32)"},
     {.name = "device",
      .kind = MHLA_OPT_ENUM,
      .off = OPT(device),

@@ -262,21 +262,21 @@ static int attention_as_job(eng_cpu *e, const step_job *sj, int n_items, int T)
     k_matrix w[4] = {ly->wq, ly->wk, ly->wv, ly->wg};
     float *y[4] = {e->q, e->k, e->v, e->g};
     int cols[4] = {grp * c->head_k_dim, c->head_k_dim, c->head_v_dim, grp * c->head_v_dim};
-    int q8 = 0;
+    int prep = 0;
     for (int i = 0; i < j.n_parts; i++) {
         j.w[i] = w[i];
         j.y[i] = y[i];
         j.cols[i] = cols[i];
         j.ld[i] = cols[i] * Hkv;
         j.step[i] = k_prod_step(w[i]);
-        q8 |= w[i].q8 != NULL;
+        prep |= w[i].q8 ? K_PROD_Q8 : w[i].bf16_dot ? K_PROD_BD : 0;
         if (cols[i] % j.step[i])
             return -1;
     }
     j.per_head = 2 * threads;
     j.mix_max = threads / 2; /* the counters start at 0 with j's initializer */
     k_prod prod;
-    if (k_prod_begin(&prod, e->h, T, c->hidden_size, q8, e->workers))
+    if (k_prod_begin(&prod, e->h, T, c->hidden_size, prep, e->workers))
         return -1;
     j.prod = &prod;
     /* loops: run alone, one after the other (the pool's threads reduced), the

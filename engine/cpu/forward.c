@@ -27,17 +27,19 @@ static int grow(float **p, size_t n, mhla_error *err)
 }
 
 /* With q8 weights, the quantized rows of the step's widest product in both
- * of the pool's slots, now: a product whose rows could not be allocated
- * half-way through a step would leave the sequences' state changed. */
+ * of the pool's slots, now (with bf16-dot weights, the rounded rows): a
+ * product whose rows could not be allocated half-way through a step would
+ * leave the sequences' state changed. */
 static int reserve_q8_rows(eng_cpu *e, int T, mhla_error *err)
 {
     const mhla_config *c = &e->model->cfg;
-    if (!e->model->layers[0].wq.q8 && !e->model->lm_head.q8)
+    int bd = e->model->layers[0].wq.bf16_dot || e->model->lm_head.bf16_dot;
+    if (!e->model->layers[0].wq.q8 && !e->model->lm_head.q8 && !bd)
         return 0;
     int K = c->hidden_size;
     K = c->intermediate_size > K ? c->intermediate_size : K;
     K = c->num_heads * c->head_v_dim > K ? c->num_heads * c->head_v_dim : K;
-    size_t bytes = k_q8_rows_bytes(T, K);
+    size_t bytes = bd ? k_bd_rows_bytes(T, K) : k_q8_rows_bytes(T, K);
     if (!tp_scratch(e->workers, K_Q8_SLOT_LINEAR, bytes) ||
         !tp_scratch(e->workers, K_Q8_SLOT_PROD, bytes))
         return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory for %d rows' quantized activations",

@@ -31,6 +31,11 @@ typedef struct {
     void (*linear_q8)(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
                       int ldy);
     const char *(*q8_kernel)(void); /* the instructions it uses, chosen at run time */
+    /* bf16 dot products (kernels_bd.h): y[t*ldy + j] for t < T, j0 <= j < j1, x's rows rounded
+     * (Kp apart, zero past K), w [N, K] in bf16 */
+    void (*linear_bd)(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,
+                      float *y, int ldy);
+    const char *(*bd_kernel)(void); /* "vdpbf16ps" or "fma", chosen at run time */
     /* the sum of n floats (n % 64 == 0) read as weights are streamed, with or
      * without their software prefetch: the memory-bandwidth measurement */
     float (*stream_sum)(const float *p, size_t n, int prefetch);
@@ -49,6 +54,13 @@ float k_silu(float x); /* kernels.h */
  * when it ends. NULL where it cannot be had or k_set_x_pack(0) asked for x
  * in place (the path then reads x where it is: the same bits). */
 float *k_x_pack_buffer(size_t n);
+
+/* A bf16 dot-product kernel (k_ops.linear_bd) checked against the definition
+ * (kernels_bd.h k_bd_dot_ref) on values that tell the orders and roundings
+ * apart: 1 where every value has the same bits (NaN for NaN). */
+typedef void (*k_bd_fn)(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,
+                        float *y, int ldy);
+int k_bd_agrees(k_bd_fn fn);
 
 /* The chosen path's table (the best the CPU runs until k_isa_select). */
 const k_ops *k_isa_ops(void);

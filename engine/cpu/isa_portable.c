@@ -74,4 +74,5 @@ static inline float v_reduce(vec16 v)
 #define KB_OPS k_ops_portable
 #define KB_NAME "portable"
 #include "q8_portable.h"
+#include "bd_portable.h"
 #include "kernels_body.h"

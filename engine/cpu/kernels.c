@@ -98,13 +98,17 @@ typedef struct {
     /* k_linear_pair: both parts cut by the same columns, then `after` */
     k_cols_fn after;
     void *after_ctx;
+    const k_bd_rows *bd; /* x rounded, where a part has bf16-dot weights */
 } linear_job;
 
-/* Columns [j0, j1) of y = x wᵀ for f32 or bf16 w, on the calling thread. */
-static void linear_cols(const k_ops *ops, const float *x, int T, int K, k_matrix w, int j0, int j1,
-                        float *y, int ldy)
+/* Columns [j0, j1) of y = x wᵀ for f32 or bf16 w, on the calling thread (bd: x's rows
+ * rounded for bf16-dot weights). */
+static void linear_cols(const k_ops *ops, const float *x, const k_bd_rows *bd, int T, int K,
+                        k_matrix w, int j0, int j1, float *y, int ldy)
 {
-    if (w.bf16)
+    if (w.bf16 && w.bf16_dot)
+        ops->linear_bd(bd->x, T, bd->Kp, w.bf16, K, j0, j1, y, ldy);
+    else if (w.bf16)
         ops->linear_bf16(x, T, K, w.bf16, j0, j1, y, ldy);
     else
         ops->linear_f32(x, T, K, w.f32, j0, j1, y, ldy);
@@ -112,7 +116,7 @@ static void linear_cols(const k_ops *ops, const float *x, int T, int K, k_matrix
 
 static void linear_rows(const linear_job *j, const linear_part *p, int j0, int j1)
 {
-    linear_cols(j->ops, j->x, j->T, j->K, p->w, j0, j1, p->y, p->ldy);
+    linear_cols(j->ops, j->x, j->bd, j->T, j->K, p->w, j0, j1, p->y, p->ldy);
 }
 
 /* A task's groups of 4 output columns, counted over the parts one after
@@ -168,6 +172,32 @@ static void linear_run(linear_job *j, tp_pool *pool)
     tp_run(pool, j->n_tasks, linear_task, j);
 }
 
+static void fill_nan(float *y, int T, int N, int ldy);
+
+/* linear_run, with x's rows rounded first where a part has bf16-dot weights;
+ * out of memory for them: NaN in every output (and the epilogue on them). */
+static void linear_run_rows(linear_job *j, tp_pool *pool)
+{
+    int bd = 0;
+    for (int i = 0; i < j->n_parts; i++)
+        bd |= j->part[i].w.bf16_dot;
+    if (!bd || j->T <= 0) {
+        linear_run(j, pool);
+        return;
+    }
+    k_bd_rows rows;
+    if (k_bd_rows_make(j->x, j->T, j->K, pool, K_Q8_SLOT_LINEAR, &rows)) {
+        for (int i = 0; i < j->n_parts; i++)
+            fill_nan(j->part[i].y, j->T, j->part[i].N, j->part[i].ldy);
+        if (j->after)
+            j->after(j->after_ctx, 0, j->part[0].N);
+        return;
+    }
+    j->bd = &rows;
+    linear_run(j, pool);
+    k_bd_rows_free(&rows);
+}
+
 /* The q8 products' answer when there is no memory to quantize x: NaN in every output, never
  * garbage. */
 static void fill_nan(float *y, int T, int N, int ldy)
@@ -187,7 +217,7 @@ void k_linear(const float *x, int T, int K, k_matrix w, int N, float *y, int ldy
     }
     linear_job j = {.ops = k_isa_ops(), .x = x, .T = T, .K = K, .n_parts = 1};
     j.part[0] = (linear_part){.w = w, .N = N, .ldy = ldy, .y = y};
-    linear_run(&j, pool);
+    linear_run_rows(&j, pool);
 }
 
 int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N, float *const *y,
@@ -215,7 +245,7 @@ int k_linear_multi(const float *x, int T, int K, const k_matrix *w, const int *N
     linear_job j = {.ops = k_isa_ops(), .x = x, .T = T, .K = K, .n_parts = n};
     for (int i = 0; i < n; i++)
         j.part[i] = (linear_part){.w = w[i], .N = N[i], .ldy = ldy[i], .y = y[i]};
-    linear_run(&j, pool);
+    linear_run_rows(&j, pool);
     return 0;
 }
 
@@ -244,13 +274,21 @@ void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float
         j.part[i] = (linear_part){.w = w[i], .N = N, .ldy = ldy, .y = y[i]};
     j.after = after;
     j.after_ctx = after_ctx;
-    linear_run(&j, pool);
+    linear_run_rows(&j, pool);
 }
 
-int k_prod_begin(k_prod *p, const float *x, int T, int K, int q8, tp_pool *pool)
+int k_prod_begin(k_prod *p, const float *x, int T, int K, int prep, tp_pool *pool)
 {
     *p = (k_prod){.x = x, .T = T, .K = K};
-    return q8 ? k_q8_rows_make(x, T, K, pool, K_Q8_SLOT_PROD, &p->q8) : 0;
+    if ((prep & K_PROD_Q8) && k_q8_rows_make(x, T, K, pool, K_Q8_SLOT_PROD, &p->q8))
+        return -1;
+    /* both: the rounded rows in a buffer of their own, the slot being the q8 rows' */
+    if ((prep & K_PROD_BD) &&
+        k_bd_rows_make(x, T, K, (prep & K_PROD_Q8) ? NULL : pool, K_Q8_SLOT_PROD, &p->bd)) {
+        k_q8_rows_free(&p->q8);
+        return -1;
+    }
+    return 0;
 }
 
 void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy)
@@ -258,12 +296,16 @@ void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy)
     if (w.q8)
         k_q8_cols(&p->q8, w.q8, j0 / KQ_ROWS, (j1 + KQ_ROWS - 1) / KQ_ROWS, y, ldy);
     else
-        linear_cols(k_isa_ops(), p->x, p->T, p->K, w, j0, j1, y, ldy);
+        linear_cols(k_isa_ops(), p->x, &p->bd, p->T, p->K, w, j0, j1, y, ldy);
 }
 
 int k_prod_step(k_matrix w) { return w.q8 ? KQ_ROWS : 1; }
 
-void k_prod_end(k_prod *p) { k_q8_rows_free(&p->q8); }
+void k_prod_end(k_prod *p)
+{
+    k_q8_rows_free(&p->q8);
+    k_bd_rows_free(&p->bd);
+}
 
 void k_rmsnorm(const float *x, const float *w, int n, float eps, float *out)
 {

@@ -15,6 +15,7 @@
 #define MHLA_CPU_KERNELS_H
 
 #include "base.h" /* bf16 <-> f32 */
+#include "kernels_bd.h"
 #include "kernels_q8.h"
 #include "threadpool.h"
 
@@ -24,11 +25,13 @@
 /* A weight matrix [N, K], row-major, held as f32 or as bf16, or packed as
  * int8 (kernels_q8.h); exactly one of the three is set. bf16 values are
  * widened to f32 in registers: the arithmetic, and its order, is the same
- * for f32 and bf16. */
+ * for f32 and bf16 — unless bf16_dot is set, where the products are bf16
+ * dot products (kernels_bd.h: x rounded to bf16, pairs summed in f32). */
 typedef struct {
     const float *f32;
     const uint16_t *bf16;
     const struct k_q8_matrix *q8;
+    int bf16_dot;
 } k_matrix;
 
 static inline int k_matrix_present(k_matrix m) { return m.f32 || m.bf16 || m.q8; }
@@ -59,18 +62,21 @@ void k_linear_pair(const float *x, int T, int K, const k_matrix *w, int N, float
 
 /* k_linear's work in pieces that any thread runs, for a job that puts
  * other work between them (the attention's products and token mixer):
- * k_prod_begin prepares x's T rows of K once (quantizes them, on the pool,
- * where `q8` says int8 weights will be taken), -1 when out of memory for
+ * k_prod_begin prepares x's T rows of K once (quantizes or rounds them, on
+ * the pool, for the weights `prep` names), -1 when out of memory for
  * that; k_prod_cols computes output columns [j0, j1) of y = x wᵀ on the
  * calling thread, the same bits as k_linear's; k_prod_end frees. With int8
  * weights j0 and j1 must be multiples of k_prod_step(w) (or j1 the last
  * column). */
+enum { K_PROD_Q8 = 1, K_PROD_BD = 2 }; /* k_prod_begin's `prep` */
 typedef struct {
     const float *x;
     int T, K;
     k_q8_rows q8; /* buf NULL: not quantized */
+    k_bd_rows bd; /* buf NULL: not rounded */
 } k_prod;
-int k_prod_begin(k_prod *p, const float *x, int T, int K, int q8, tp_pool *pool);
+/* prep: K_PROD_Q8 where int8 weights, K_PROD_BD where bf16-dot weights will be taken */
+int k_prod_begin(k_prod *p, const float *x, int T, int K, int prep, tp_pool *pool);
 void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy);
 int k_prod_step(k_matrix w);
 void k_prod_end(k_prod *p);

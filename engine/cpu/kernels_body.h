@@ -544,5 +544,7 @@ const k_ops KB_OPS = {
     .linear_bf16 = kb_linear_bf16,
     .linear_q8 = kq_linear, /* kernels_q8_body.h, via the isa_*.c */
     .q8_kernel = kq_kernel,
+    .linear_bd = bd_linear, /* bd_*.h, via the isa_*.c */
+    .bd_kernel = bd_kernel,
     .stream_sum = kb_stream_sum,
 };

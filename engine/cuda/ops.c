@@ -61,6 +61,11 @@ static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, eng_cud
                            "q8 weights (--weights q8) run on the CPU only: on a GPU load the "
                            "model with --weights f32 or bf16 and choose the GPU's storage with "
                            "--gpu-weights bf16|f16|f32");
+    if (m->lm_head.bf16_dot || (m->cfg.num_layers > 0 && m->layers[0].wq.bf16_dot))
+        return eng_fail_as(err, MHLA_ERR_DEVICE,
+                           "bf16dot weights (--weights bf16dot) run on the CPU only: on a GPU "
+                           "load the model with --weights f32 or bf16 and choose the GPU's "
+                           "storage with --gpu-weights bf16|f16|f32");
     if (eng_cuda_probe(opt->gpu_index, why))
         return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", why);
     const mhla_config *c = &m->cfg;

@@ -75,18 +75,21 @@ typedef struct mhla_engine mhla_engine;
 /* How the projection and MLP weights (and the output head) are held in
  * memory. With f32 and bf16 the arithmetic is f32; bf16 halves the bytes
  * each decode step streams, and for a checkpoint stored in bf16 the two give
- * the same bits. q8 holds them as int8 with an f32 scale per group of 32
- * (1.125 bytes a weight) and quantizes the activations the same way: the
- * logits change slightly (docs/model.md, Weight formats); CPU only. */
+ * the same bits. bf16dot holds them as bf16 too and rounds the activations
+ * to bf16 for the products (bf16 pairs, f32 sums: vdpbf16ps where the CPU
+ * has it); CPU only. q8 holds them as int8 with an f32 scale per group of 32
+ * (1.125 bytes a weight) and quantizes the activations the same way. With
+ * bf16dot and q8 the logits change slightly (docs/model.md, Weight formats). */
 typedef enum {
     MHLA_WEIGHTS_F32 = 0,
     MHLA_WEIGHTS_BF16 = 1,
     MHLA_WEIGHTS_Q8 = 2,
+    MHLA_WEIGHTS_BF16DOT = 3,
 } mhla_weight_dtype;
 
-/* "f32" | "bf16" | "q8" → *out; -1 with a message otherwise. */
+/* "f32" | "bf16" | "bf16dot" | "q8" → *out; -1 with a message otherwise. */
 int mhla_weight_dtype_parse(const char *name, mhla_weight_dtype *out, mhla_error *err);
-/* "f32", "bf16" or "q8" */
+/* "f32", "bf16", "bf16dot" or "q8" */
 const char *mhla_weight_dtype_name(mhla_weight_dtype wd);
 
 typedef struct {

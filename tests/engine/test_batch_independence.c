@@ -115,7 +115,7 @@ static int wide_batch(const mhla_model *m, int threads)
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s MODEL_DIR [f32|bf16|q8]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL_DIR [f32|bf16|bf16dot|q8]\n", argv[0]);
         return 2;
     }
     mhla_error err;

@@ -3,10 +3,11 @@
 
 For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
   1. the exactness test (test_exactness.py) with every engine run on that path;
-  2. the batch-independence test (test_batch_independence) on that path, f32, bf16 and q8
-     weights;
-  3. logits of random checkpoints (f32, bf16 and f16 files; f32, bf16 and q8 weights in memory,
-     q8 also with MHLA_CPU_Q8_NO_DOT=1, the kernel without vpdpbusd / sdot;
+  2. the batch-independence test (test_batch_independence) on that path, f32, bf16, bf16dot
+     and q8 weights;
+  3. logits of random checkpoints (f32, bf16 and f16 files; f32, bf16, bf16dot and q8 weights
+     in memory, q8 also with MHLA_CPU_Q8_NO_DOT=1, the kernel without vpdpbusd / sdot, and
+     bf16dot also with MHLA_CPU_BF16_NO_DOT=1, the kernel without vdpbf16ps;
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
      portable path (--ref-isa), or with the logits another build wrote (--ref-dir: an
@@ -44,9 +45,9 @@ CONFIGS = [
 ]
 FEEDS = [["--feed", "prefill"], ["--feed", "decode"], ["--feed", "splits", "--split-seed", "3"],
          ["--feed", "prefill", "--threads", "1"]]
-WEIGHTS = ["f32", "bf16"]
+WEIGHTS = ["f32", "bf16", "bf16dot", "bf16dot-nodot"]
 # weight modes per config: "q8-nodot" is q8 with MHLA_CPU_Q8_NO_DOT=1; its reference logits
-# are the q8 ones (every q8 kernel gives the same bits)
+# are the q8 ones (every q8 kernel gives the same bits); "bf16dot-nodot" the same for bf16dot
 Q8_WEIGHTS = ["f32", "q8", "q8-nodot"]
 
 
@@ -58,6 +59,8 @@ def weight_run(w, env):
     """(--weights value, environment) of a weight mode"""
     if w == "q8-nodot":
         return "q8", dict(env, MHLA_CPU_Q8_NO_DOT="1")
+    if w == "bf16dot-nodot":
+        return "bf16dot", dict(env, MHLA_CPU_BF16_NO_DOT="1")
     return w, env
 
 

@@ -180,7 +180,7 @@ static void products(int N, int K, tp_pool *pools[2])
             CHECK(0, "select %s: %s", p, err);
             continue;
         }
-        k_matrix km = {NULL, NULL, &m};
+        k_matrix km = {NULL, NULL, &m, 0};
         for (int th = 0; th < 2; th++) {
             memset(y, 0xff, (size_t)T * N * sizeof *y);
             k_linear(x, T, K, km, N, y, N, pools[th]);

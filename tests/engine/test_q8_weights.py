@@ -9,7 +9,7 @@
   3. mhla-server --weights q8 gives the greedy tokens of mhla-generate --weights q8 and says
      "weights":"q8" in its listening line;
   4. where the build has the CUDA simulator (mhla-generate-cudasim): --device cuda with q8
-     weights is refused naming --gpu-weights; --device auto runs on the CPU with the same
+     (and with bf16dot) weights is refused naming --gpu-weights; --device auto runs on the CPU with the same
      bits as the CPU engine.
 """
 import os
@@ -74,7 +74,7 @@ def main():
     else:
         n_pass += 1
     r = tu.run(gen, ["--model", bad, "--prompt-ids", "1,2", "--max-tokens", "0", "--weights", "q4"])
-    if r.returncode in (0, None) or "f32, bf16 or q8" not in r.stderr:
+    if r.returncode in (0, None) or "f32, bf16, q8 or bf16dot" not in r.stderr:
         fails.append("--weights q4 not refused naming the choices: " + tu.describe(r))
     else:
         n_pass += 1
@@ -120,6 +120,14 @@ def main():
                          "q8", "--device", "cuda"])
         if r.returncode in (0, None) or "q8" not in r.stderr or "--gpu-weights" not in r.stderr:
             fails.append("--device cuda with q8 weights not refused clearly: " + tu.describe(r))
+        else:
+            n_pass += 1
+        r = tu.run(sim, ["--model", model, "--prompt-ids", ids, "--max-tokens", "0", "--weights",
+                         "bf16dot", "--device", "cuda"])
+        if r.returncode in (0, None) or "bf16dot" not in r.stderr or \
+                "--gpu-weights" not in r.stderr:
+            fails.append("--device cuda with bf16dot weights not refused clearly: " +
+                         tu.describe(r))
         else:
             n_pass += 1
         ra, qa = logits(sim, model, "q8", ids, os.path.join(a.work, "auto.q8"),

@@ -2,7 +2,9 @@
  * Weights held as bf16 (mhla_model_options.weights) keep the arithmetic in
  * f32, so for a checkpoint stored in bf16 the logits must be the same bits
  * in both modes; for an f32 checkpoint bf16 storage may only move them by
- * the rounding of the weights, which is reported and bounded.
+ * the rounding of the weights, which is reported and bounded — and bf16 dot
+ * products (--weights bf16dot) by the rounding of the weights and the
+ * activations, bounded the same way and not bf16's bits.
  *
  * usage: test_weight_dtype BF16_CHECKPOINT F32_CHECKPOINT
  */
@@ -46,26 +48,10 @@ static float *prompt_logits(const char *dir, mhla_weight_dtype wd, int n, size_t
     return logits;
 }
 
-int main(int argc, char **argv)
+/* The logits b against a (n floats, rows of V): the worst error relative to the largest
+ * logit, within (0, 5e-2]. */
+static int bounded(const float *a, const float *b, size_t n, int V, const char *what)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s BF16_CHECKPOINT F32_CHECKPOINT\n", argv[0]);
-        return 2;
-    }
-    int failures = 0, V;
-    size_t na, nb;
-    float *a = prompt_logits(argv[1], MHLA_WEIGHTS_F32, 40, &na, &V);
-    float *b = prompt_logits(argv[1], MHLA_WEIGHTS_BF16, 40, &nb, &V);
-    if (na != nb || memcmp(a, b, na) != 0) {
-        fprintf(stderr, "FAIL: a bf16 checkpoint gives different bits with bf16 weights\n");
-        failures++;
-    }
-    free(a);
-    free(b);
-
-    a = prompt_logits(argv[2], MHLA_WEIGHTS_F32, 40, &na, &V);
-    b = prompt_logits(argv[2], MHLA_WEIGHTS_BF16, 40, &nb, &V);
-    size_t n = na / sizeof(float);
     double worst = 0, scale = 0;
     int same_argmax = 0, rows = (int)(n / (size_t)V);
     for (size_t i = 0; i < n; i++)
@@ -82,17 +68,49 @@ int main(int argc, char **argv)
         }
         same_argmax += ia == ib;
     }
-    printf("f32 checkpoint, bf16 weights: worst logit error %.3g of the largest logit; "
+    printf("f32 checkpoint, %s: worst logit error %.3g of the largest logit; "
            "argmax equal at %d/%d positions\n",
-           worst, same_argmax, rows);
+           what, worst, same_argmax, rows);
     /* bf16 keeps 8 bits of mantissa: errors of a few 1e-3 are its rounding;
      * anything near 1e-1 means the conversion itself is wrong. */
     if (!(worst > 0) || worst > 5e-2) {
-        fprintf(stderr, "FAIL: bf16 weights moved the logits by %.3g\n", worst);
+        fprintf(stderr, "FAIL: %s moved the logits by %.3g\n", what, worst);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s BF16_CHECKPOINT F32_CHECKPOINT\n", argv[0]);
+        return 2;
+    }
+    int failures = 0, V;
+    size_t na, nb, nd;
+    float *a = prompt_logits(argv[1], MHLA_WEIGHTS_F32, 40, &na, &V);
+    float *b = prompt_logits(argv[1], MHLA_WEIGHTS_BF16, 40, &nb, &V);
+    if (na != nb || memcmp(a, b, na) != 0) {
+        fprintf(stderr, "FAIL: a bf16 checkpoint gives different bits with bf16 weights\n");
         failures++;
     }
     free(a);
     free(b);
+
+    a = prompt_logits(argv[2], MHLA_WEIGHTS_F32, 40, &na, &V);
+    b = prompt_logits(argv[2], MHLA_WEIGHTS_BF16, 40, &nb, &V);
+    /* bf16 dot products round the activations too: close to f32, not bf16's bits */
+    float *d = prompt_logits(argv[2], MHLA_WEIGHTS_BF16DOT, 40, &nd, &V);
+    failures += bounded(a, b, na / sizeof(float), V, "bf16 weights");
+    failures += bounded(a, d, nd / sizeof(float), V, "bf16dot weights");
+    if (nb == nd && memcmp(b, d, nb) == 0) {
+        fprintf(stderr, "FAIL: bf16dot weights gave bf16's bits: the activations were not "
+                        "rounded\n");
+        failures++;
+    }
+    free(a);
+    free(b);
+    free(d);
     printf("%s\n", failures ? "FAILED" : "weight dtype: 1 passed, 0 failed");
     return failures ? 1 : 0;
 }

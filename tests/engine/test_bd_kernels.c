@@ -1,0 +1,219 @@
+/*
+ * The bf16 dot products' arithmetic (engine/cpu/kernels_bd.h), white-box:
+ *   - rounding: nearest even, NaN stays NaN, |b| < 2^-56 (denormals too) to
+ *     +0 and 2^-56 kept; the row form gives the scalar form's bits;
+ *   - the check at start (k_bd_agrees) accepts the definition and refuses a
+ *     chain with the pair's other element first, and one that rounds each
+ *     product before adding it, so a kernel whose arithmetic differs is
+ *     caught;
+ *   - k_linear with bf16-dot weights on every kernel path this CPU runs
+ *     equals, to the bit, the definition computed here in plain C
+ *     (k_bd_dot_ref), for a batch of rows, one row alone, with 1 or 2
+ *     threads, K with and without a tail, values from 2^-56 to 2^60 with
+ *     infinities and cancelling sums; and it stays within bf16's rounding of
+ *     the f32 product.
+ * Run once as is and once with MHLA_CPU_BF16_NO_DOT=1 (without vdpbf16ps).
+ */
+#include "cpu/isa.h"
+#include "cpu/kernels.h"
+#include "cpu/kernels_bd.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEST_RNG_SEED 0x5eedbf16ull
+#include "check.h"
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void rounding(void)
+{
+    CHECK(k_bd_round(1.0f) == 0x3f80, "1.0");
+    CHECK(k_bd_round(from_bits(0x3f808000)) == 0x3f80, "a tie to even, down");
+    CHECK(k_bd_round(from_bits(0x3f818000)) == 0x3f82, "a tie to even, up");
+    CHECK(k_bd_round(ldexpf(1.0f, -56)) == 0x2380, "2^-56 is kept");
+    CHECK(k_bd_round(ldexpf(1.99f, -57)) == 0, "below 2^-56 is +0");
+    CHECK(k_bd_round(-ldexpf(1.0f, -100)) == 0, "a tiny negative is +0");
+    CHECK(k_bd_round(from_bits(0x00000001)) == 0, "a denormal is +0");
+    CHECK(k_bd_round(INFINITY) == 0x7f80 && k_bd_round(-INFINITY) == 0xff80, "infinities");
+    CHECK((k_bd_round(NAN) & 0x7f80) == 0x7f80 && (k_bd_round(NAN) & 0x7f), "NaN");
+    CHECK(k_bd_round(from_bits(0x7f7fffff)) == 0x7f80, "the largest float rounds to inf");
+    float row[70];
+    uint16_t out[96];
+    for (int i = 0; i < 70; i++)
+        row[i] = ldexpf((float)(rnd(2001) - 1000), rnd(140) - 100);
+    row[3] = NAN;
+    memset(out, 0xab, sizeof out);
+    k_bd_round_row(row, 70, 96, out);
+    for (int i = 0; i < 96; i++)
+        CHECK(out[i] == (i < 70 ? k_bd_round(row[i]) : 0), "row value %d", i);
+}
+
+/* Wrong arithmetic for the check to refuse: the even element first; each
+ * product rounded to f32 before it is added (the same but where a product
+ * needs more than 24 bits: never for bf16 pairs, so rounded sums instead:
+ * both products added in double, one rounding) */
+static void chain_fn(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,
+                     float *y, int ldy, int kind)
+{
+    for (int t = 0; t < T; t++)
+        for (int j = j0; j < j1; j++) {
+            float lane[16] = {0};
+            for (int s = 0; s < K; s += 32)
+                for (int l = 0; l < 16; l++) {
+                    int k = s + 2 * l;
+                    float a[2], b[2];
+                    for (int i = 0; i < 2; i++) {
+                        a[i] = mhla_f32_from_bf16(x[(size_t)t * Kp + k + i]);
+                        b[i] = k + i < K ? mhla_f32_from_bf16(w[(size_t)j * K + k + i]) : 0.0f;
+                    }
+                    if (kind == 0)
+                        lane[l] = fmaf(a[1], b[1], fmaf(a[0], b[0], lane[l]));
+                    else if (kind == 1)
+                        lane[l] =
+                            (float)((double)lane[l] + (double)a[0] * b[0] + (double)a[1] * b[1]);
+                    else
+                        lane[l] = fmaf(a[0], b[0], fmaf(a[1], b[1], lane[l]));
+                }
+            for (int h = 8; h >= 1; h /= 2)
+                for (int l = 0; l < h; l++)
+                    lane[l] += lane[l + h];
+            y[(size_t)t * ldy + j] = lane[0];
+        }
+}
+#define CHAIN(name, kind)                                                                          \
+    static void name(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,   \
+                     float *y, int ldy)                                                            \
+    {                                                                                              \
+        chain_fn(x, T, Kp, w, K, j0, j1, y, ldy, kind);                                            \
+    }
+CHAIN(even_first, 0)
+CHAIN(one_rounding, 1)
+CHAIN(defined, 2)
+
+static void self_check(void)
+{
+    CHECK(k_bd_agrees(defined), "the check refuses the definition");
+    CHECK(!k_bd_agrees(even_first), "the check accepts the even element first");
+    CHECK(!k_bd_agrees(one_rounding), "the check accepts one rounding per pair");
+}
+
+/* Values from 2^-60 (rounded to 0) to 2^60, mostly near 1, a few infinite. */
+static float value(void)
+{
+    int r = rnd(1000);
+    if (r == 0)
+        return rnd(2) ? INFINITY : -INFINITY;
+    int e = r < 100 ? rnd(8) - 60 : r < 120 ? 50 + rnd(10) : rnd(30) - 15;
+    return ldexpf((float)(rnd(2001) - 1000) / 1000.0f, e);
+}
+
+static void products(int T, int N, int K, tp_pool *pools[2])
+{
+    int Kp = k_bd_padded(K);
+    float *x = malloc((size_t)T * K * sizeof *x), *wf = malloc((size_t)N * K * sizeof *wf);
+    uint16_t *w = malloc((size_t)N * K * sizeof *w), *xb = malloc((size_t)T * Kp * sizeof *xb);
+    float *ref = malloc((size_t)T * N * sizeof *ref), *y = malloc((size_t)T * N * sizeof *y);
+    for (size_t i = 0; i < (size_t)T * K; i++)
+        x[i] = value();
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        wf[i] = value();
+    /* row 0 of w cancels row 0 of x's sums step by step: the order shows */
+    for (int k = 32; k < K; k++)
+        wf[k] = -x[k - 32] * wf[k - 32] / (x[k] != 0 ? x[k] : 1);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w[i] = k_bd_round(wf[i]);
+    for (int t = 0; t < T; t++)
+        k_bd_round_row(x + (size_t)t * K, K, Kp, xb + (size_t)t * Kp);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < N; j++)
+            ref[(size_t)t * N + j] = k_bd_dot_ref(xb + (size_t)t * Kp, w + (size_t)j * K, K);
+    char paths[64], err[200];
+    snprintf(paths, sizeof paths, "%s", k_isa_runnable());
+    k_matrix km = {NULL, w, NULL, 1};
+    for (char *p = strtok(paths, " "); p; p = strtok(NULL, " ")) {
+        if (k_isa_select(p, err, sizeof err)) {
+            CHECK(0, "select %s: %s", p, err);
+            continue;
+        }
+        for (int th = 0; th < 2; th++) {
+            memset(y, 0xff, (size_t)T * N * sizeof *y);
+            k_linear(x, T, K, km, N, y, N, pools[th]);
+            for (size_t i = 0; i < (size_t)T * N; i++)
+                CHECK(memcmp(y + i, ref + i, 4) == 0 || (isnan(y[i]) && isnan(ref[i])),
+                      "%s (%s), %d threads, [%d, %d] x %d rows, value %zu: %a, defined %a", p,
+                      k_bd_kernel_name(), th + 1, N, K, T, i, y[i], ref[i]);
+            for (int t = 0; t < T; t += 3) { /* one row alone */
+                k_linear(x + (size_t)t * K, 1, K, km, N, y, N, pools[th]);
+                for (int j = 0; j < N; j++)
+                    CHECK(memcmp(y + j, ref + (size_t)t * N + j, 4) == 0 ||
+                              (isnan(y[j]) && isnan(ref[(size_t)t * N + j])),
+                          "%s, row %d alone, column %d: not the bits it has in the batch", p, t, j);
+            }
+        }
+        printf("%s (%s): [%d, %d] x %d rows, the defined bits\n", p, k_bd_kernel_name(), N, K, T);
+    }
+    free(x);
+    free(wf);
+    free(w);
+    free(xb);
+    free(ref);
+    free(y);
+}
+
+/* Near 1, the product is within bf16's rounding of x and w of the f32 one. */
+static void accuracy(void)
+{
+    enum { K = 512 };
+    float x[K], w[K];
+    uint16_t xb[K], wb[K];
+    double exact = 0, mag = 0;
+    for (int k = 0; k < K; k++) {
+        x[k] = (float)(rnd(2001) - 1000) / 1000.0f;
+        w[k] = (float)(rnd(2001) - 1000) / 1000.0f;
+        xb[k] = k_bd_round(x[k]);
+        wb[k] = k_bd_round(w[k]);
+        exact += (double)x[k] * w[k];
+        mag += fabs((double)x[k] * w[k]);
+    }
+    float got = k_bd_dot_ref(xb, wb, K);
+    CHECK(fabs(got - exact) <= mag * (2.0 / 256 + 1e-6), "%g against %g", got, exact);
+}
+
+/* argv[1] = 1: one thread only (under qemu-user, whose pthread_create can hang) */
+int main(int argc, char **argv)
+{
+    rounding();
+    self_check();
+    accuracy();
+    tp_pool *pools[2];
+    char err[200];
+    int one = argc > 1 && atoi(argv[1]) == 1;
+    if (tp_create(1, &pools[0], err, sizeof err) ||
+        (!one && tp_create(2, &pools[1], err, sizeof err))) {
+        fprintf(stderr, "FAIL: thread pool: %s\n", err);
+        return 1;
+    }
+    if (one)
+        pools[1] = pools[0];
+    products(1, 5, 64, pools);
+    products(9, 7, 103, pools);
+    products(37, 13, 1024, pools);
+    products(130, 9, 96, pools);
+    products(3, 17, 31, pools);
+    tp_free(pools[0]);
+    if (!one)
+        tp_free(pools[1]);
+    if (failures)
+        fprintf(stderr, "%d failures\n", failures);
+    else
+        printf("ok\n");
+    return failures != 0;
+}
