@@ -112,6 +112,12 @@ void eng_state_disk_stats(const mhla_engine *e, mhla_state_stats *out)
     memcpy(out->disk_error, k.last_error, sizeof out->disk_error);
 }
 
+void mhla_engine_disk_stats(const mhla_engine *e, mhla_state_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    eng_state_disk_stats(e, out);
+}
+
 int eng_state_disk_control(mhla_engine *e, int op, int arg, mhla_error *err)
 {
     kv_disk *d = kv_pool_disk(e->pool);

@@ -355,6 +355,9 @@ typedef struct {
 } mhla_state_stats;
 
 void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);
+/* The disk tier's fields of mhla_state_stats alone (the rest 0): these may be
+ * read from any thread, at any time (the tier writes in the background). */
+void mhla_engine_disk_stats(const mhla_engine *engine, mhla_state_stats *out);
 
 /* ---- sampling ------------------------------------------------------------- */
 
