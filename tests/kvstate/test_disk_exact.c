@@ -7,7 +7,9 @@
  * name, torn temporaries (a writer killed half-way), disk full, a read-only
  * directory; each is counted, the block recomputed, the answer unchanged.
  *
- * usage: test_disk_exact MODEL_DIR OTHER_MODEL_DIR WORK_DIR
+ * usage: test_disk_exact MODEL_DIR OTHER_MODEL_DIR WORK_DIR [cuda]
+ * (cuda: every engine on the CUDA device, whose pages live in device memory
+ * and reach the tier through host copies; the CUDA simulator's build.)
  */
 #include "engine.h"
 
@@ -24,6 +26,7 @@
 #define DECODE 6
 static int V, C, N;
 static const char *work;
+static mhla_device device = MHLA_DEVICE_CPU;
 static int32_t prompt[4096];
 
 typedef struct {
@@ -34,7 +37,11 @@ typedef struct {
 
 static mhla_engine *engine_on(const mhla_model *m, const char *dir, int fault)
 {
-    mhla_engine_options o = {.n_threads = 2, .state_bytes = (size_t)256 << 20, .state_dir = dir};
+    mhla_engine_options o = {.n_threads = 2,
+                             .state_bytes = (size_t)256 << 20,
+                             .state_dir = dir,
+                             .device = device,
+                             .gpu_weights = MHLA_GPU_WEIGHTS_F32};
     mhla_engine *e;
     mhla_error err;
     if (mhla_engine_create(m, &o, &e, &err))
@@ -272,9 +279,10 @@ static void write_fault_case(const mhla_model *m, const answer *ref, const char 
 
 int main(int argc, char **argv)
 {
-    if (argc != 4)
-        die("usage: test_disk_exact MODEL_DIR OTHER_MODEL_DIR WORK_DIR");
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "cuda") == 0))
+        die("usage: test_disk_exact MODEL_DIR OTHER_MODEL_DIR WORK_DIR [cuda]");
     work = argv[3];
+    device = argc == 5 ? MHLA_DEVICE_CUDA : MHLA_DEVICE_CPU;
     mhla_error err;
     mhla_model *m, *other;
     if (mhla_model_load(argv[1], &m, &err) || mhla_model_load(argv[2], &other, &err))
