@@ -36,6 +36,7 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--weights", default="bf16")
 ap.add_argument("--prefill", type=int, default=1024)
 ap.add_argument("--decode", type=int, default=96)
+ap.add_argument("--only", choices=["ttft", "cost"], help="one part only")
 a = ap.parse_args()
 os.makedirs(a.work, exist_ok=True)
 VOCAB = json.load(open(os.path.join(a.model, "config.json")))["vocab_size"]
@@ -90,6 +91,39 @@ class Server:
         per = (last - first) / (n - n_first) if n > n_first else float("nan")
         return first - t0, per, cached
 
+    def completions_logged(self):
+        return [json.loads(x) for x in open(self.log) if '"event":"request"' in x
+                and '/v1/completions' in x]
+
+    def last_request(self, seen=None):
+        """The server's own log line of the last completion: ttft_ms, duration_ms,
+        queue_wait_ms (admission, which includes the prefix match and disk loads). The
+        line follows the response: with seen (lines logged before the request), waits
+        for the request's own."""
+        for _ in range(200):
+            lines = self.completions_logged()
+            if lines and (seen is None or len(lines) > seen):
+                return lines[-1]
+            time.sleep(0.05)
+        return {}
+
+    def warm_up(self):
+        """One short request: a fresh process's first-touch costs (threads, buffers)."""
+        self.stream(ids(8), 2)
+
+    def decode_rate(self, max_tokens):
+        """Tokens per second after the first, from the server's log line."""
+        def mine():
+            return [r for r in self.completions_logged() if r.get("prompt_tokens") == 16]
+        seen = len(mine())
+        self.stream(ids(16), max_tokens)
+        for _ in range(200):
+            if len(mine()) > seen:
+                break
+            time.sleep(0.05)
+        r = mine()[-1]
+        return (r["completion_tokens"] - 1) / ((r["duration_ms"] - r["ttft_ms"]) / 1000.0)
+
     def metrics(self):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         c.request("GET", "/metrics")
@@ -102,6 +136,20 @@ class Server:
 
     def wait_writes(self, n):
         while self.metrics().get("mhla_state_disk_writes_total", 0) < n:
+            time.sleep(0.2)
+
+    def cpu_s(self):
+        """CPU seconds the server process has used, every thread (the writer's too)."""
+        f = open("/proc/%d/stat" % self.proc.pid).read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+    def settle(self):
+        """Until the tier's writer has been idle for a second (no new writes)."""
+        last, t = -1, time.time()
+        while time.time() - t < 1.0 or last < 0:
+            n = self.metrics().get("mhla_state_disk_writes_total", 0)
+            if n != last:
+                last, t = n, time.time()
             time.sleep(0.2)
 
     def stop(self):
@@ -128,20 +176,28 @@ def ttft_part(res):
     s.wait_writes(3 * blocks)
     res["tier_bytes"] = s.metrics().get("mhla_state_disk_bytes")
     s.stop()
-    s = Server("ttft_2", d)  # a restart: the files are in the OS page cache
-    res["disk_warm"], _, res["disk_warm_cached"] = s.stream(p, 1)
-    m = s.metrics()
-    res["disk_warm_load_s"] = m.get("mhla_state_disk_load_seconds_total")
-    res["disk_warm_read_bytes"] = m.get("mhla_state_disk_read_bytes_total")
+    s = Server("ttft_2", d)  # a restart, its first request: the files in the OS page cache
+    res["disk_first"], _, res["disk_first_cached"] = s.stream(p, 1)
+    res["disk_first_admit_s"] = s.last_request(0).get("queue_wait_ms", 0) / 1000
+    res["disk_first_load_s"] = s.metrics().get("mhla_state_disk_load_seconds_total")
     s.stop()
-    evict_page_cache(d)
-    s = Server("ttft_3", d)  # a restart with the files read from the device
-    res["disk_cold"], _, res["disk_cold_cached"] = s.stream(p2, 1)
-    res["disk_cold_load_s"] = s.metrics().get("mhla_state_disk_load_seconds_total")
+    s = Server("ttft_3", d)  # a restart, after a short warm-up request
+    s.warm_up()
+    res["disk_warm"], _, res["disk_warm_cached"] = s.stream(p2, 1)
+    res["disk_warm_admit_s"] = s.last_request(1).get("queue_wait_ms", 0) / 1000
+    res["disk_warm_load_s"] = s.metrics().get("mhla_state_disk_load_seconds_total")
     res["cold_3"], _, _ = s.stream(ids(a.prompt), 1)
     s.stop()
-    cold = statistics.mean([res["cold_1"], res["cold_2"], res["cold_3"]])
+    evict_page_cache(d)
+    s = Server("ttft_4", d)  # warmed up, the files read from the device
+    s.warm_up()
+    res["disk_cold"], _, res["disk_cold_cached"] = s.stream(p3, 1)
+    res["disk_cold_admit_s"] = s.last_request(1).get("queue_wait_ms", 0) / 1000
+    res["disk_cold_load_s"] = s.metrics().get("mhla_state_disk_load_seconds_total")
+    s.stop()
+    cold = statistics.mean([res["cold_2"], res["cold_3"]])  # warmed processes
     res["cold_mean"] = cold
+    res["ratio_first_cold_over_first_disk"] = res["cold_1"] / res["disk_first"]
     res["ratio_cold_over_disk_warm"] = cold / res["disk_warm"]
     res["ratio_cold_over_disk_cold"] = cold / res["disk_cold"]
     res["ratio_cold_over_memory"] = cold / res["memory"]
@@ -151,14 +207,17 @@ def cost_part(res):
     d = os.path.join(a.work, "tier_cost")
     shutil.rmtree(d, ignore_errors=True)
     on, off = Server("cost_on", d), Server("cost_off")
+    cpu0 = {"on": on.cpu_s(), "off": off.cpu_s()}  # after loading: the serving alone
     pre = {"on": [], "off": []}
     dec = {"on": [], "off": []}
     for r in range(a.rounds):
         for mode, s in (("off", off), ("on", on)) if r % 2 == 0 else (("on", on), ("off", off)):
             t, _, _ = s.stream(ids(a.prefill), 1)
             pre[mode].append(a.prefill / t)
-            _, per, _ = s.stream(ids(16), a.decode)
-            dec[mode].append(1.0 / per if per == per and per > 0 else float("nan"))
+            dec[mode].append(s.decode_rate(a.decode))
+    on.settle()
+    res["cpu_s"] = {"on": on.cpu_s() - cpu0["on"], "off": off.cpu_s() - cpu0["off"]}
+    res["cpu_on_over_off"] = res["cpu_s"]["on"] / res["cpu_s"]["off"]
     m = on.metrics()
     res["cost_writes"] = m.get("mhla_state_disk_writes_total")
     res["cost_dropped"] = m.get("mhla_state_disk_dropped_writes_total")
@@ -166,22 +225,35 @@ def cost_part(res):
     off.stop()
     res["prefill_tok_s"] = pre
     res["decode_tok_s"] = dec
-    res["prefill_on_over_off"] = statistics.median(pre["on"]) / statistics.median(pre["off"])
-    res["decode_on_over_off"] = statistics.median(dec["on"]) / statistics.median(dec["off"])
+    # each round's on and off ran back to back: their ratio sees the same machine load
+    res["prefill_on_over_off"] = statistics.median(x / y for x, y in zip(pre["on"], pre["off"]))
+    res["decode_on_over_off"] = statistics.median(x / y for x, y in zip(dec["on"], dec["off"]))
 
 
 res = {"prompt": a.prompt, "threads": a.threads, "weights": a.weights,
        "load_before": os.getloadavg()}
-ttft_part(res)
-res["load_mid"] = os.getloadavg()
-cost_part(res)
+if a.only != "cost":
+    ttft_part(res)
+    res["load_mid"] = os.getloadavg()
+if a.only != "ttft":
+    cost_part(res)
 res["load_after"] = os.getloadavg()
-print("TTFT of a %d-token prompt (s): cold %.2f (mean of 3), memory %.3f, disk after restart "
+if a.only == "cost":
+    print("tier on / off: prefill %.3f, decode %.3f (medians of %d rounds' ratios); "
+          "server CPU seconds for the same work %.3f" %
+          (res["prefill_on_over_off"], res["decode_on_over_off"], a.rounds,
+           res["cpu_on_over_off"]))
+    print(json.dumps(res))
+    sys.exit(0)
+print("TTFT of a %d-token prompt (s), a fresh process's first request: cold %.2f, from disk "
+      "%.3f (%.1fx)" % (a.prompt, res["cold_1"], res["disk_first"],
+                        res["ratio_first_cold_over_first_disk"]))
+print("warmed processes: cold %.2f (mean of 2), memory %.3f, disk after restart "
       "%.3f (page cache) / %.3f (evicted from it)" %
-      (a.prompt, res["cold_mean"], res["memory"], res["disk_warm"], res["disk_cold"]))
+      (res["cold_mean"], res["memory"], res["disk_warm"], res["disk_cold"]))
 print("cold / disk: %.1fx (page cache), %.1fx (evicted); cold / memory %.1fx" %
       (res["ratio_cold_over_disk_warm"], res["ratio_cold_over_disk_cold"],
        res["ratio_cold_over_memory"]))
-print("tier on / off: prefill %.3f, decode %.3f (medians of %d rounds)" %
+print("tier on / off: prefill %.3f, decode %.3f (medians of %d rounds' ratios)" %
       (res["prefill_on_over_off"], res["decode_on_over_off"], a.rounds))
 print(json.dumps(res))
