@@ -167,13 +167,16 @@ def bad_files_case(d, want):
         return
     damage(files[0], "flip")
     damage(files[1], "truncate")
+    flipped = open(files[0], "rb").read()
     s = Server("bad_files", d)
     got, cached = s.answer(PROMPTS[0])
     m = s.metrics()
     check(got == want[0], "a flipped byte in block 3: the answer is identical")
     check(cached == 2 * C, "blocks 1-2 from disk, the rest recomputed (cached_tokens %s)" % cached)
-    check(m.get("mhla_state_disk_corrupt_files_total") == 1 and not os.path.exists(files[0]),
-          "the bad file is counted and removed")
+    # the writer may have put the recomputed block back already: never the flipped bytes
+    gone = not os.path.exists(files[0]) or open(files[0], "rb").read() != flipped
+    check(m.get("mhla_state_disk_corrupt_files_total") == 1 and gone,
+          "the bad file is counted and removed (or already written again, sound)")
     s.wait_writes(1)
     s.stop()
     s = Server("bad_files_2", d)
