@@ -11,6 +11,8 @@
 - kill -9 while pages are being written, then a restart: nothing invalid is loaded
   (no corrupt file, every answer identical).
 - Written with --cpu-isa avx2, read with avx512 (and portable): same answer, from disk.
+- As root: a full 64 KiB tmpfs (writes fail, counted and logged; answers identical) and
+  the same mount read-only (its files still serve; writes fail, counted).
 - --state-dir without a state pool, and a bad --state-disk-max, are refused.
 """
 import argparse
@@ -258,6 +260,49 @@ def isa_case(want):
         s.stop()
 
 
+def wait_metric(s, name, at_least):
+    deadline = time.time() + pace.limit("answer", 4, 120)
+    while time.time() < deadline:
+        if s.metrics().get(name, 0) >= at_least:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def tmpfs_case(want):
+    """A real full disk and a real read-only directory: a 64 KiB tmpfs (root only)."""
+    d = fresh("tmpfs")
+    os.makedirs(d)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", d],
+                                           capture_output=True).returncode != 0:
+        print("skip a full tmpfs and a read-only mount: not root, or mount refused "
+              "(kvstate.disk_tier and kvstate.disk_exact cover both with the fault hook)")
+        return
+    try:
+        s = Server("tmpfs_full", d, extra=["--state-disk-max", "10M"])
+        got = [s.answer(p)[0] for p in PROMPTS[:2]]
+        full = wait_metric(s, "mhla_state_disk_write_errors_total", 1)
+        s.answer(PROMPTS[2])  # a step after the errors: the scheduler logs the warning
+        check(got == want[:2] and full, "disk full (64 KiB tmpfs): answers identical, "
+              "write errors counted (%s)" % s.metrics().get("mhla_state_disk_write_errors_total"))
+        check('"event":"state_disk"' in open(s.log).read() and "No space" in open(s.log).read(),
+              "disk full: a state_disk warning naming ENOSPC in the log")
+        s.stop()
+        subprocess.run(["mount", "-o", "remount,ro", d], check=True)
+        s = Server("tmpfs_ro", d, extra=["--state-disk-max", "10M"])
+        got, cached = s.answer(PROMPTS[0])
+        m = s.metrics()
+        check(got == want[0] and cached > 0 and m.get("mhla_state_disk_write_errors_total", 0) >= 1,
+              "read-only mount: the files there still serve (cached_tokens %s), the "
+              "unwritable directory is counted, answers identical" % cached)
+        s.answer(PROMPTS[3])
+        check(s.metrics().get("mhla_state_disk_write_errors_total", 0) >= 2,
+              "read-only mount: new blocks' writes fail, counted; serving goes on")
+        s.stop()
+    finally:
+        subprocess.run(["umount", d], capture_output=True)
+
+
 def refusals():
     r = subprocess.run([SERVER, "--model", MODEL, "--port", "0", "--state-memory", "0",
                         "--state-dir", os.path.join(a.work, "x")], capture_output=True, text=True,
@@ -278,6 +323,7 @@ try:
     two_servers_case(want)
     kill9_case(want)
     isa_case(want)
+    tmpfs_case(want)
     refusals()
 finally:
     for p in PROCS:
