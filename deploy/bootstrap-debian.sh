@@ -13,7 +13,7 @@ case "$mode" in
 esac
 
 pkgs=(build-essential cmake pkg-config python3 python3-numpy python3-pytest python3-jinja2 python3-jsonschema
-      libmicrohttpd-dev libcjson-dev libjemalloc-dev libopenblas-dev
+      libmicrohttpd-dev libcjson-dev libjemalloc-dev libopenblas-dev libxxhash-dev
       libpcre2-dev libutf8proc-dev libcurl4-openssl-dev valgrind
       clang libclang-rt-14-dev clang-format)
 # Node.js may already come from elsewhere; Debian's is used only when absent.
@@ -35,7 +35,8 @@ fi
 if [ "$mode" = --build-only ]; then
   # python3: CMake's configure looks for it (the tests' scripts); numpy is the tests' only.
   pkgs=(build-essential cmake pkg-config python3 libmicrohttpd-dev
-        libcjson-dev libjemalloc-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev)
+        libcjson-dev libjemalloc-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev
+        libxxhash-dev)
 fi
 
 missing=()
@@ -57,7 +58,7 @@ fi
 # packages) says so, takes the arm64 architecture back out of dpkg where it put it in,
 # and the test then skips.
 cross_pkgs=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user
-            libcjson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64)
+            libcjson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 libxxhash-dev:arm64)
 install_cross() {
   local need=() added=0 p
   for p in "${cross_pkgs[@]}"; do

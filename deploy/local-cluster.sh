@@ -19,6 +19,8 @@
 #   --hash-bytes N       bytes of the prompt the hash reads (default 256)
 #   --start-timeout S    longest wait for a replica to load and for HAProxy to see it UP
 #                        (default 300)
+#   --state-dir DIR      one state tier on disk for every replica (mhla-server --state-dir):
+#                        blocks one replica computed are loaded by the others and after restarts
 # Server flags after `--` go to every replica (default: --state-memory 256, which turns on
 # the prefix cache that hash routing is for).
 #
@@ -245,11 +247,12 @@ HASH_BYTES=256
 START_TIMEOUT=300
 SERVER_FLAGS=()
 have_flags=0
+STATE_DIR=""
 
 cmd=run
 case "${1:-}" in
   up|down|restart|status|run) cmd=$1; shift ;;
-  -h|--help|"") sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help|"") sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 N=""
 K=""
@@ -263,6 +266,7 @@ while [ $# -gt 0 ]; do
     --balance) BALANCE=$2; shift 2 ;;
     --hash-bytes) HASH_BYTES=$2; shift 2 ;;
     --start-timeout) START_TIMEOUT=$2; shift 2 ;;
+    --state-dir) STATE_DIR=$2; shift 2 ;;
     --) shift; SERVER_FLAGS=("$@"); have_flags=1; break ;;
     [0-9]*) if [ "$cmd" = restart ]; then K=$1; else N=$1; fi; shift ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -275,6 +279,10 @@ case "$cmd" in
     [[ "$N" =~ ^[1-9][0-9]*$ ]] || die "give the number of replicas (see --help)"
     [[ "$BALANCE" =~ ^(hash|roundrobin)$ ]] || die "--balance is hash or roundrobin"
     [ $have_flags = 1 ] || SERVER_FLAGS=(--state-memory 256)
+    if [ -n "$STATE_DIR" ]; then
+      mkdir -p "$STATE_DIR"
+      SERVER_FLAGS+=(--state-dir "$(cd "$STATE_DIR" && pwd)")
+    fi
     BIN=$(cd "$BIN" && pwd)
     MODEL=$(cd "$MODEL" && pwd)
     MODEL_NAME=$(basename "$MODEL")

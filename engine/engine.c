@@ -133,6 +133,10 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
         return eng_fail(err, "state memory of %zu bytes holds no page of %zu bytes",
                         po.budget_bytes, page_bytes);
     }
+    if (eng_state_disk_open(e, opt, err)) {
+        mhla_engine_free(e);
+        return -1;
+    }
     *out = e;
     return 0;
 }
@@ -227,6 +231,7 @@ void mhla_engine_state_stats(const mhla_engine *e, mhla_state_stats *out)
 {
     kv_stats k;
     kv_pool_stats(e->pool, &k);
+    memset(out, 0, sizeof *out);
     out->page_bytes = k.page_bytes;
     out->pages_total = k.pages_total;
     out->pages_used = k.pages_used;
@@ -239,6 +244,7 @@ void mhla_engine_state_stats(const mhla_engine *e, mhla_state_stats *out)
     out->evictions = k.evictions;
     out->resumes = k.resumes;
     out->resumed_tokens = k.resumed_tokens;
+    eng_state_disk_stats(e, out);
 }
 
 int mhla_engine_test_control(mhla_engine *e, mhla_error *err, int op, ...)
@@ -248,6 +254,8 @@ int mhla_engine_test_control(mhla_engine *e, mhla_error *err, int op, ...)
     int rc = 0;
     switch (op) {
     case MHLA_TESTCTRL_PREFIX_HASH_BITS: kv_pool_set_hash_bits(e->pool, va_arg(ap, int)); break;
+    case MHLA_TESTCTRL_DISK_FAULT: rc = eng_state_disk_control(e, op, va_arg(ap, int), err); break;
+    case MHLA_TESTCTRL_DISK_FLUSH: rc = eng_state_disk_control(e, op, 0, err); break;
     default: rc = eng_fail(err, "unknown test-control op %d", op);
     }
     va_end(ap);

@@ -168,6 +168,14 @@ int eng_step_rows_plan(mhla_engine *e, const mhla_batch_item *items, int n_items
 void eng_step_choose(mhla_engine *e, mhla_batch_item *items, int n_items);
 void eng_step_rows_free(eng_step_rows *r);
 
+/* ---- state_disk.c: the disk tier under the pool ---- */
+/* Opens opt->state_dir's tier under e->pool (nothing without one). */
+int eng_state_disk_open(mhla_engine *e, const mhla_engine_options *opt, mhla_error *err);
+/* Adds the tier's counters to out (nothing without one). */
+void eng_state_disk_stats(const mhla_engine *e, mhla_state_stats *out);
+/* MHLA_TESTCTRL_DISK_FAULT (arg: the fault) and MHLA_TESTCTRL_DISK_FLUSH. */
+int eng_state_disk_control(mhla_engine *e, int op, int arg, mhla_error *err);
+
 struct mhla_engine {
     const mhla_model *model;
     const eng_backend_ops *ops; /* the backend the steps run on */

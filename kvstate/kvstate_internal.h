@@ -31,6 +31,8 @@ typedef struct {
     int indexed;
     int32_t refs;
     uint64_t key;       /* masked prefix key */
+    uint64_t full_key;  /* the unmasked one: the disk tier's file name */
+    int on_disk;        /* written or queued to the disk tier, or loaded from it */
     int32_t hnext;      /* hash chain */
     int32_t prev, next; /* LRU list (CACHED) or free list (FREE, next only) */
 } kv_page_desc;
@@ -62,6 +64,8 @@ struct kv_pool {
     kv_stats ctr; /* hits, misses, evictions, resumed_tokens, resumes */
     kv_resume_entry *resume;
     uint64_t clock;
+    kv_disk *disk;    /* the tier under the prefix cache, or NULL */
+    void *disk_stage; /* a page in host memory, for a pool in device memory */
 };
 
 struct kv_seq {
@@ -122,5 +126,14 @@ kv_resume_entry *kv_resume_find(kv_pool *p, const int32_t *tokens, int limit, in
 /* Computes the prefix keys of blocks [first, last) of s and, with index,
  * publishes their pages (which must be written) to the prefix cache. */
 void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index);
+
+/* ---- pool_disk.c ---- */
+/* Queues indexed page id for the disk tier unless it is there already. */
+void kv_disk_offer(kv_pool *p, int32_t id);
+/* For a match that missed memory at the block of tokens[0, n_tokens): a
+ * page loaded from the tier, indexed and held by s (from its reservation
+ * first), or -1. */
+int32_t kv_disk_load_block(kv_pool *p, kv_seq *s, uint64_t key, const int32_t *tokens,
+                           int n_tokens);
 
 #endif

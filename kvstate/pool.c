@@ -123,6 +123,8 @@ static void pool_destroy(kv_pool *p)
         free(p->pg[i].tokens);
     }
     kv_resume_free_all(p);
+    kv_disk_close(p->disk); /* after the pages: nothing is offered any more */
+    free(p->disk_stage);
     free(p->resume);
     free(p->pg);
     free(p->buckets);
@@ -231,7 +233,8 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
         if (id < 0)
             return -1;
     } else if (p->lru_head >= 0) {
-        id = p->lru_head; /* evict the least recently used cached page */
+        id = p->lru_head;     /* evict the least recently used cached page */
+        kv_disk_offer(p, id); /* unless the tier has it: the page's last chance */
         lru_unlink(p, id);
         kv_index_remove(p, id);
         p->n_cached--;

@@ -64,6 +64,7 @@ int kv_index_insert(kv_pool *p, int32_t id, uint64_t key, const int32_t *tokens,
         d->tokens_cap = n_tokens;
     }
     d->key = key & p->hash_mask;
+    d->full_key = key;
     d->n_tokens = n_tokens;
     memcpy(d->tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     uint64_t b = bucket_of(p, d->key);
@@ -84,5 +85,6 @@ void kv_index_remove(kv_pool *p, int32_t id)
     *link = d->hnext;
     d->hnext = -1;
     d->indexed = 0;
+    d->on_disk = 0;
     d->n_tokens = 0;
 }

@@ -170,7 +170,8 @@ void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index)
             s->table[b] = q;
         } else {
             /* Out of memory for the key's tokens leaves the page private. */
-            (void)kv_index_insert(p, s->table[b], s->keys[b], s->tokens, n_tok);
+            if (kv_index_insert(p, s->table[b], s->keys[b], s->tokens, n_tok) == 0)
+                kv_disk_offer(p, s->table[b]);
         }
     }
 }
@@ -182,6 +183,42 @@ void kv_seq_advance(kv_seq *s, const int32_t *tokens, int n)
     memcpy(s->tokens + old, tokens, (size_t)n * sizeof *tokens);
     s->pos += n;
     kv_seq_publish_blocks(s, old / C, s->pos / C, !s->loaded);
+}
+
+/* Attaches the page of block nb (prefix key key) to s: from the prefix
+ * cache, else from the disk tier. 0, or -1 when neither has it (or the pool
+ * cannot spare an evictable page). */
+static int attach_block(kv_seq *s, const int32_t *tokens, int nb, uint64_t key)
+{
+    kv_pool *p = s->pool;
+    int n_tok = (nb + 1) * p->opt.geo.block_tokens;
+    int32_t q = kv_index_find(p, key, tokens, n_tok);
+    if (q < 0 && p->disk && (q = kv_disk_load_block(p, s, key, tokens, n_tok)) >= 0) {
+        s->table[nb] = q; /* held by s already */
+        s->keys[nb] = key;
+        s->n_pages = nb + 1;
+        return 0;
+    }
+    if (q < 0) {
+        p->ctr.misses++;
+        return -1;
+    }
+    if (p->pg[q].state == PG_CACHED) {
+        /* Taking an evictable page costs availability: use the
+         * sequence's reservation, or what is left beyond everyone's. */
+        if (s->reserved > 0) {
+            s->reserved--;
+            p->n_reserved--;
+        } else if (kv_pool_available(p) < 1) {
+            return -1;
+        }
+    }
+    kv_page_ref(p, q); /* off the LRU list; back at its tail when released */
+    s->table[nb] = q;
+    s->keys[nb] = key;
+    s->n_pages = nb + 1;
+    p->ctr.hits++;
+    return 0;
 }
 
 int kv_seq_match(kv_seq *s, const int32_t *tokens, int n, kv_error *err)
@@ -202,26 +239,8 @@ int kv_seq_match(kv_seq *s, const int32_t *tokens, int n, kv_error *err)
     uint64_t key = 0;
     for (; (nb + 1) * C <= limit; nb++) {
         key = kv_block_key(key, tokens + (size_t)nb * C, C);
-        int32_t q = kv_index_find(p, key, tokens, (nb + 1) * C);
-        if (q < 0) {
-            p->ctr.misses++;
+        if (attach_block(s, tokens, nb, key))
             break;
-        }
-        if (p->pg[q].state == PG_CACHED) {
-            /* Taking an evictable page costs availability: use the
-             * sequence's reservation, or what is left beyond everyone's. */
-            if (s->reserved > 0) {
-                s->reserved--;
-                p->n_reserved--;
-            } else if (kv_pool_available(p) < 1) {
-                break;
-            }
-        }
-        kv_page_ref(p, q); /* off the LRU list; back at its tail when released */
-        s->table[nb] = q;
-        s->keys[nb] = key;
-        s->n_pages = nb + 1;
-        p->ctr.hits++;
     }
     int pos = nb * C;
     kv_resume_entry *e = kv_resume_find(p, tokens, limit, nb);

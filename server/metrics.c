@@ -344,7 +344,7 @@ static int render_pool(mhla_buf *b)
         p->page_bytes, (unsigned long long)p->prefix_hits, (unsigned long long)p->prefix_misses,
         (unsigned long long)p->evictions, (unsigned long long)p->resumes,
         (unsigned long long)p->resumed_tokens);
-    return rc;
+    return rc | srv_metrics_disk_render(b);
 }
 
 /* the latency histograms; M.mu held. */

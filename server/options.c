@@ -180,6 +180,21 @@ static const mhla_opt rows[] = {
              "on a GPU its free memory, less weights, buffers and\n"
              "headroom (logged at start); 0: unbounded state per\n"
              "sequence, no prefix cache, no admission by memory"},
+    {.name = "state-dir",
+     .kind = MHLA_OPT_STRING,
+     .off = OPT(state_dir),
+     .metavar = "DIR",
+     .help = "state tier on disk under the prefix cache (default: none):\n"
+             "finished blocks' state is written there in the background\n"
+             "and read back instead of recomputed, across restarts and\n"
+             "by every server sharing DIR (same model, same answers)"},
+    {.name = "state-disk-max",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = srv_parse_size,
+     .metavar = "SIZE",
+     .help = "bytes the state dir may hold, K/M/G/T suffixes; least\n"
+             "recently used files go past it (default: half the free\n"
+             "space of its filesystem at start)"},
     {.name = "weights",
      .kind = MHLA_OPT_ENUM,
      .off = OPT(weights),

@@ -393,6 +393,7 @@ static void update_gauges(srv_sched *s)
         mhla_state_stats st;
         mhla_engine_state_stats(s->c.engine, &st);
         srv_metrics_state(&st, s->promised);
+        srv_state_disk_watch(&st);
     }
     srv_metrics_engine(s->c.engine);
 }

@@ -83,7 +83,10 @@ static int create_engine(server *sv, const mhla_server_options *o, char *err, si
                               .device = (mhla_device)o->device,
                               .gpu_index = o->gpu_index,
                               .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
-                              .gpu_no_graphs = o->gpu_no_graphs};
+                              .gpu_no_graphs = o->gpu_no_graphs,
+                              .state_dir = o->state_dir,
+                              .state_disk_max =
+                                  srv_state_disk_limit(o->state_dir, o->state_disk_max)};
     if (mhla_engine_create(sv->model, &eo, &sv->engine, &e)) {
         snprintf(err, errlen, "cannot create the engine: %s", e.msg);
         return -1;
@@ -279,6 +282,10 @@ static void log_listening(const server *sv, const mhla_server_options *o, double
         cJSON_AddBoolToObject(f, "api_key", o->api_key != NULL);
         if (o->allowed_origins)
             cJSON_AddStringToObject(f, "allowed_origins", o->allowed_origins);
+        if (o->state_dir && o->state_dir[0]) {
+            srv_state_disk_log_fields(f, sv->engine, o->state_dir);
+            srv_metrics_disk_engine(sv->engine);
+        }
         cJSON_AddNumberToObject(f, "load_s", (double)(long long)(load_s * 1000) / 1000);
     }
     srv_log(MHLA_LOG_INFO, "listening", f);

@@ -227,6 +227,19 @@ void srv_metrics_grammar_row(void);
 void srv_metrics_grammar_mask(double seconds);
 int srv_metrics_grammar_render(mhla_buf *b);
 
+/* ---- state_disk.c: the state tier on disk ---- */
+/* --state-disk-max: bytes, with an optional K, M, G or T (1024s). */
+int srv_parse_size(const char *flag, const char *v, void *base, char *err, size_t errlen);
+/* The limit for the tier in dir: asked, or (0) half its filesystem's free space now. */
+uint64_t srv_state_disk_limit(const char *dir, unsigned long long asked);
+/* The tier's /metrics lines (nothing without a tier), read live from engine. */
+void srv_metrics_disk_engine(const mhla_engine *engine);
+int srv_metrics_disk_render(mhla_buf *b);
+/* Warns (at most once a minute) when writes fail, files are bad or writes are dropped. */
+void srv_state_disk_watch(const mhla_state_stats *st);
+/* The tier's fields of the start log line. */
+void srv_state_disk_log_fields(struct cJSON *f, mhla_engine *engine, const char *dir);
+
 /* ---- gen_config.c: generation_config.json ---------------------------------- */
 
 #define SRV_MAX_EOS 8

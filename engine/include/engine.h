@@ -187,6 +187,15 @@ typedef struct {
     /* Finished sequences (mhla_seq_finish) whose end state is kept for
      * resume; used only with state_bytes > 0. */
     int resume_slots;
+    /* A directory of state pages under the prefix cache (kvstate/README.md,
+     * Disk tier; needs state_bytes > 0); NULL or "": none. Pages are
+     * written behind as they enter the prefix cache and read back when a
+     * prefix match misses memory; files of another model, weight format or
+     * device are never used. Created when missing; one that cannot be made
+     * or opened is an error, one that cannot be written is not (reads go
+     * on; stats count the failed writes). */
+    const char *state_dir;
+    uint64_t state_disk_max; /* bytes of page files kept there; 0: no limit */
 } mhla_engine_options;
 
 /* With device CUDA and no usable GPU this fails with the reason; with AUTO
@@ -331,10 +340,27 @@ typedef struct {
     uint64_t prefix_misses; /* lookups that stopped at an uncached block */
     uint64_t evictions;
     uint64_t resumes;        /* matches that continued a finished sequence */
-    uint64_t resumed_tokens; /* tokens not recomputed thanks to the two */
+    uint64_t resumed_tokens; /* tokens not recomputed thanks to the three */
+    /* The disk tier (all 0 without one). */
+    int disk;                    /* 1: the engine has one */
+    uint64_t disk_hits;          /* pages loaded from it */
+    uint64_t disk_misses;        /* lookups that found no valid file */
+    uint64_t disk_bytes_read;    /* bytes of files loaded */
+    uint64_t disk_bytes_written; /* bytes of files written */
+    uint64_t disk_load_ns;       /* time spent loading pages */
+    uint64_t disk_writes;        /* files written */
+    uint64_t disk_corrupt;      /* files refused and removed (truncated, corrupt, foreign, stale) */
+    uint64_t disk_write_errors; /* writes that failed: disk full, unwritable directory */
+    uint64_t disk_dropped;      /* pages not written: the write queue was full */
+    uint64_t disk_evictions;    /* files removed for state_disk_max */
+    uint64_t disk_bytes;        /* page files in the directory, as last counted */
+    char disk_error[256];       /* the latest write error ("" when none) */
 } mhla_state_stats;
 
 void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);
+/* The disk tier's fields of mhla_state_stats alone (the rest 0): these may be
+ * read from any thread, at any time (the tier writes in the background). */
+void mhla_engine_disk_stats(const mhla_engine *engine, mhla_state_stats *out);
 
 /* ---- sampling ------------------------------------------------------------- */
 
@@ -492,6 +518,12 @@ typedef enum {
     /* (int bits): truncate prefix keys to bits bits (0: full) to force hash
      * collisions; clears the prefix cache. */
     MHLA_TESTCTRL_PREFIX_HASH_BITS = 1,
+    /* (int fault): the disk tier's writes fail from now on: 1 disk full
+     * (ENOSPC half-way), 2 a torn temporary left behind, 3 a read-only
+     * directory, 0 none. */
+    MHLA_TESTCTRL_DISK_FAULT = 2,
+    /* (): waits until the disk tier has written every queued page. */
+    MHLA_TESTCTRL_DISK_FLUSH = 3,
 } mhla_testctrl_op;
 
 int mhla_engine_test_control(mhla_engine *engine, mhla_error *err, int op, ...);

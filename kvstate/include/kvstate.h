@@ -208,4 +208,85 @@ void kv_page_write(kv_dtype dtype, void *dst, size_t off, const float *src, size
 #define KV_FNV_SEED 14695981039346656037ull
 uint64_t kv_fnv1a(uint64_t h, const void *data, size_t n);
 
+/* ---- disk tier ----------------------------------------------------------------- */
+
+/*
+ * Finished blocks' pages in files under a directory, below the prefix cache
+ * (kvstate/README.md, Disk tier). A page is written when it enters the prefix
+ * cache (by a background thread, from a copy made at that moment) and read
+ * back when a prefix match misses memory. A file names the model fingerprint,
+ * the unmasked prefix key and the token count; it holds a header (format
+ * version, fingerprint, geometry, dtype, the token ids it covers), the page
+ * and an XXH3-64 checksum of everything before it. Files are written to a
+ * temporary name, synced, renamed and the directory synced, so a reader only
+ * ever opens complete files; anything that fails a check is counted,
+ * removed, and the page recomputed. Write errors (disk full, read-only
+ * directory) are counted and the last one kept for the caller's log; they
+ * never fail a request. The directory may be shared by processes.
+ */
+typedef struct kv_disk kv_disk;
+
+typedef struct {
+    const char *dir;      /* created when missing (parents must exist) */
+    uint64_t max_bytes;   /* files kept, least recently used dropped past it; 0: no limit */
+    uint64_t fingerprint; /* model, weight format, device: whose bits the pages are */
+    int queue_slots;      /* pages waiting to be written; 0: from the page size */
+} kv_disk_options;
+
+typedef struct {
+    uint64_t hits;          /* pages loaded from a valid file */
+    uint64_t misses;        /* lookups that found no file */
+    uint64_t bytes_read;    /* bytes of files loaded */
+    uint64_t bytes_written; /* bytes of files written */
+    uint64_t load_ns;       /* time spent loading */
+    uint64_t writes;        /* files written */
+    uint64_t corrupt;       /* files refused and removed: truncated, checksum, foreign, stale */
+    uint64_t write_errors;  /* writes that failed (disk full, unwritable directory) */
+    uint64_t dropped;       /* pages not written: the queue was full */
+    uint64_t evictions;     /* files removed for the size limit */
+    uint64_t bytes;         /* the directory's page files, as last counted */
+    char last_error[256];   /* the latest write error, "" when none */
+} kv_disk_stats;
+
+/* Fault injection for tests: makes writes fail as named. */
+typedef enum {
+    KV_DISK_FAULT_NONE = 0,
+    KV_DISK_FAULT_ENOSPC = 1,   /* half the file is written, then ENOSPC (the temp is removed) */
+    KV_DISK_FAULT_TORN = 2,     /* half the temp is written and left, as a kill -9 would */
+    KV_DISK_FAULT_READONLY = 3, /* creating the temp fails with EROFS (a root process
+                                 * writes through chmod, not through a read-only mount) */
+    KV_DISK_FAULT_HOLD = 4,     /* the writer waits before each write until the fault
+                                 * changes: a full queue, deterministically */
+} kv_disk_fault;
+
+/* Opens (creating) the directory and starts the writer thread. An
+ * unwritable directory is not an error (reads still work; writes count
+ * errors); a directory that cannot be made or read is. */
+int kv_disk_open(const kv_disk_options *opt, const kv_geometry *geo, kv_dtype dtype, kv_disk **out,
+                 kv_error *err);
+/* Writes what is queued, stops the thread, frees. */
+void kv_disk_close(kv_disk *disk);
+void kv_disk_stats_get(kv_disk *disk, kv_disk_stats *out);
+void kv_disk_set_fault(kv_disk *disk, kv_disk_fault fault);
+/* Waits until the queue is empty and nothing is being written. */
+void kv_disk_flush(kv_disk *disk);
+/* The file of a page: dir/<fingerprint>-<key>-<n_tokens>.kvp. */
+int kv_disk_path(const kv_disk *disk, uint64_t key, int n_tokens, char *buf, size_t len);
+/* Writes one page now, on the caller's thread (page in host memory). */
+int kv_disk_put(kv_disk *disk, uint64_t key, const int32_t *tokens, int n_tokens, const void *page,
+                kv_error *err);
+/* Reads the page of exactly tokens[0, n_tokens) into page (host memory).
+ * 1: loaded; 0: no valid file (a bad one is counted and removed; err says
+ * why when there was one); -1 only for bad arguments. */
+int kv_disk_get(kv_disk *disk, uint64_t key, const int32_t *tokens, int n_tokens, void *page,
+                kv_error *err);
+/* The pool takes the tier (and closes it with itself): closed blocks are
+ * written behind, prefix matches that miss memory read from it. A pool
+ * without a budget has no prefix cache and refuses it. */
+int kv_pool_set_disk(kv_pool *pool, kv_disk *disk, kv_error *err);
+kv_disk *kv_pool_disk(const kv_pool *pool);
+
+/* XXH3-64 of data, seeded (fingerprints, checksums). */
+uint64_t kv_hash64(uint64_t seed, const void *data, size_t n);
+
 #endif

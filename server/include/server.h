@@ -49,11 +49,14 @@ typedef struct {
     int max_connections_per_client; /* per client address; 0: all but a reserve */
     int request_timeout_s;          /* per-request deadline, 0 = none */
     int shutdown_timeout_s;         /* SIGTERM: how long running requests may still take */
-    int state_memory_mb; /* state pool with prefix cache (kvstate/README.md), MiB; 0: unbounded
-                            per-sequence state; -1 (the default): auto */
-    int weights;         /* mhla_weight_dtype: f32, bf16 (half the bytes per step) or q8 */
-    int device;          /* mhla_device: cpu, auto or cuda */
-    int gpu_weights;     /* mhla_gpu_weights */
+    int state_memory_mb;   /* state pool with prefix cache (kvstate/README.md), MiB; 0: unbounded
+                              per-sequence state; -1 (the default): auto */
+    const char *state_dir; /* state pages on disk under the prefix cache; NULL: none */
+    unsigned long long
+        state_disk_max; /* bytes of it; 0: half its filesystem's free space at start */
+    int weights;        /* mhla_weight_dtype: f32, bf16 (half the bytes per step) or q8 */
+    int device;         /* mhla_device: cpu, auto or cuda */
+    int gpu_weights;    /* mhla_gpu_weights */
     int gpu_index;
     int gpu_no_graphs;
 } mhla_server_options;

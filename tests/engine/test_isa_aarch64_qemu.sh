@@ -25,7 +25,7 @@ missing=()
 command -v aarch64-linux-gnu-gcc >/dev/null || missing+=(gcc-aarch64-linux-gnu)
 command -v aarch64-linux-gnu-g++ >/dev/null || missing+=(g++-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null || missing+=(qemu-user)
-for lib in libcjson libpcre2-8 libutf8proc; do
+for lib in libcjson libpcre2-8 libutf8proc libxxhash; do
   [ -e /usr/lib/aarch64-linux-gnu/pkgconfig/$lib.pc ] || missing+=("$lib-dev:arm64")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -46,7 +46,7 @@ aarch64-linux-gnu-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
   -I"$src/base/include" -I"$src/engine" -I"$src/engine/include" -I"$src/kvstate/include" \
   -I"$src/tests/common" "$src/tests/engine/test_batch_independence.c" \
   "$src/engine/backend_registry.c" "$libs/libmhla_engine_core.a" "$libs/libmhla_kvstate.a" \
-  "$libs/libmhla_base.a" -lcjson -lm -lpthread -o "$build/bin/test_batch_independence"
+  "$libs/libmhla_base.a" -lcjson -lxxhash -lm -lpthread -o "$build/bin/test_batch_independence"
 # test_vector_kernels (k_gemm_acc, k_silu_mul on the neon and portable paths) likewise
 aarch64-linux-gnu-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
   -I"$src/base/include" -I"$src/engine" -I"$src/engine/include" -I"$src/tests/common" \

@@ -13,7 +13,11 @@
  * pages whole huge pages where they fit them.
  * Built also with AddressSanitizer and run under valgrind (fewer rounds).
  *
- * usage: test_kvstate_churn [ROUNDS]
+ * With DISK_DIR the pools have a disk tier there (write-behind, loads on
+ * memory misses): the same checks then prove that every page loaded from
+ * disk holds its own prefix's values, and disk hits must happen.
+ *
+ * usage: test_kvstate_churn [ROUNDS [DISK_DIR]]
  */
 #include "kvstate_internal.h"
 
@@ -506,9 +510,41 @@ static void test_unbounded_spares(void)
     kv_pool_release(p); /* spares go back here (the ASan and valgrind runs check the leaks) */
 }
 
+/* A fresh disk tier under p in dir/name. */
+static void attach_disk(kv_pool *p, const char *dir, const char *name, kv_dtype dt)
+{
+    char path[1024], cmd[2200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", path, path);
+    kv_disk_options o = {.dir = path, .fingerprint = 77 + (uint64_t)dt, .queue_slots = 8};
+    kv_disk *d;
+    kv_error err;
+    if (system(cmd) != 0 || kv_disk_open(&o, &GEO, dt, &d, &err) || kv_pool_set_disk(p, d, &err))
+        die("disk tier in %s", path);
+}
+
+static void report_disk(kv_pool *p, int rounds)
+{
+    kv_disk *d = kv_pool_disk(p);
+    if (!d)
+        return;
+    kv_disk_flush(d);
+    kv_disk_stats st;
+    kv_disk_stats_get(d, &st);
+    printf("  disk tier: %llu written, %llu dropped, %llu hits, %llu misses, %llu corrupt\n",
+           (unsigned long long)st.writes, (unsigned long long)st.dropped,
+           (unsigned long long)st.hits, (unsigned long long)st.misses,
+           (unsigned long long)st.corrupt);
+    CHECK(st.corrupt == 0 && st.write_errors == 0, "disk tier: %llu corrupt, %llu write errors",
+          (unsigned long long)st.corrupt, (unsigned long long)st.write_errors);
+    if (rounds >= 2000)
+        CHECK(st.hits > 0, "churn did not load any page from the disk tier");
+}
+
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 20000;
+    const char *disk_dir = argc > 2 ? argv[2] : NULL;
     test_lru_order();
     test_large_buffers();
     test_large_pages();
@@ -527,6 +563,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "FAIL: pool: %s\n", err.msg);
             return 1;
         }
+        if (disk_dir)
+            attach_disk(p, disk_dir, dt ? "bf16" : "f32", o.dtype);
         for (int it = 0; it < rounds; it++) {
             if (it % 2000 == 1000) /* forced collisions for a while */
                 kv_pool_set_hash_bits(p, 2);
@@ -555,6 +593,7 @@ int main(int argc, char **argv)
         if (rounds >= 2000)
             CHECK(st.hits > 0 && st.evictions > 0 && st.resumes > 0,
                   "churn did not exercise hits, evictions and resumes");
+        report_disk(p, rounds);
         while (n_live)
             drop(n_live - 1, rnd(2));
         verify_all(p, "at the end");

@@ -1,0 +1,110 @@
+/*
+ * disk.h — what the disk tier's files share (disk_*.c, pool_disk.c). Other
+ * modules see the tier through kvstate.h only.
+ */
+#ifndef MHLA_KVSTATE_DISK_H
+#define MHLA_KVSTATE_DISK_H
+
+#include "kvstate_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define KVD_MAGIC "MHLAKVPG"
+#define KVD_VERSION 1u
+#define KVD_SUFFIX ".kvp"
+#define KVD_TMP_PREFIX ".tmp-"
+
+/* The file's first bytes (native byte order, little-endian on every
+ * supported machine). Tokens, the page and the checksum follow. */
+typedef struct {
+    char magic[8];
+    uint32_t version;
+    uint32_t dtype;
+    uint64_t fingerprint;
+    uint64_t key; /* the unmasked prefix key of the block */
+    int32_t geo[7];
+    int32_t n_tokens;
+    uint64_t page_bytes;
+} kvd_header;
+
+enum { SLOT_FREE = 0, SLOT_FILLING, SLOT_PENDING, SLOT_WRITING };
+
+/* One page waiting for the writer: a copy, so that the pool may reuse the
+ * page the moment it is evicted. */
+typedef struct {
+    int state;
+    uint64_t order; /* written oldest first */
+    uint64_t key;
+    int n_tokens, tokens_cap;
+    int32_t *tokens;
+    void *page; /* page_bytes, host memory */
+} kvd_slot;
+
+struct kv_disk {
+    char *dir;
+    int dir_fd;
+    uint64_t max_bytes, fingerprint;
+    kv_geometry geo;
+    kv_dtype dtype;
+    size_t page_bytes;
+    pthread_mutex_t mu; /* the slots, the counters */
+    pthread_cond_t work, idle;
+    kvd_slot *slots;
+    int n_slots, pending, busy, stop, started;
+    uint64_t next_order;
+    pthread_t thread;
+    atomic_int fault;
+    atomic_ulong tmp_counter;
+    uint64_t tmp_id; /* random: temporaries of writers in other processes differ */
+    kv_disk_stats st;
+};
+
+/* ---- disk_format.c ---- */
+void kvd_header_fill(const kv_disk *d, uint64_t key, int n_tokens, kvd_header *h);
+/* 0 when h is a header this tier wrote for exactly (key, n_tokens); else -1
+ * and why in err (another format version, model, layout, key). */
+int kvd_header_check(const kv_disk *d, const kvd_header *h, uint64_t key, int n_tokens,
+                     kv_error *err);
+/* Bytes of the file of a block of n_tokens tokens. */
+uint64_t kvd_file_bytes(const kv_disk *d, int n_tokens);
+
+/* ---- disk_file.c ---- */
+/* Writes the file atomically (temporary, fsync, rename, fsync of the
+ * directory). 1: written; 0: another writer's file was already there; -1
+ * with err. */
+int kvd_write(kv_disk *d, uint64_t key, const int32_t *tokens, int n_tokens, const void *page,
+              kv_error *err);
+/* 1: the page is in page; 0: no file; -1: a bad file (removed, counted by
+ * the caller) with err; -2: a valid file for other tokens (a key collision:
+ * left alone). */
+int kvd_read(kv_disk *d, uint64_t key, const int32_t *tokens, int n_tokens, void *page,
+             kv_error *err);
+
+/* ---- disk_lru.c ---- */
+/* Counts the page files (st.bytes) and removes stale temporaries. */
+void kvd_scan(kv_disk *d);
+/* After a write of bytes: past max_bytes, removes the least recently used
+ * files until a tenth below it. */
+void kvd_account_write(kv_disk *d, uint64_t bytes);
+
+/* ---- disk_writer.c ---- */
+int kvd_writer_start(kv_disk *d, kv_error *err);
+void kvd_writer_stop(kv_disk *d);
+/* A free slot holding a copy of the tokens, its page still to be filled by
+ * the caller; NULL (counted as dropped) when none is free. */
+kvd_slot *kvd_slot_take(kv_disk *d, uint64_t key, const int32_t *tokens, int n_tokens);
+void kvd_slot_submit(kv_disk *d, kvd_slot *s);
+void kvd_slot_cancel(kv_disk *d, kvd_slot *s);
+
+/* ---- disk_tier.c ---- */
+/* Counts under the lock. */
+void kvd_count(kv_disk *d, uint64_t *counter, uint64_t n);
+void kvd_note_error(kv_disk *d, const char *msg);
+/* The block's file name (no directory). */
+void kvd_name(const kv_disk *d, uint64_t key, int n_tokens, char *buf, size_t len);
+/* Whether the block's file exists (a stat, no checks). */
+int kvd_exists(const kv_disk *d, uint64_t key, int n_tokens);
+uint64_t kvd_now_ns(void);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * pool_disk.c — the pool and its disk tier: a page that enters the prefix
+ * cache (or leaves it by eviction before it was written) is copied for the
+ * writer; a prefix match that misses memory takes a page and fills it from
+ * the tier. A page is written once, so a page from a valid file holds the
+ * same bits the pool would compute for those tokens.
+ */
+#include "disk.h"
+
+#include <stdlib.h>
+
+int kv_pool_set_disk(kv_pool *p, kv_disk *d, kv_error *err)
+{
+    if (!p->bounded)
+        return kv_fail(err, "the disk tier needs a state pool with a budget (a prefix cache)");
+    if (p->disk)
+        return kv_fail(err, "the pool has a disk tier already");
+    if (d->page_bytes != p->page_bytes || d->dtype != p->opt.dtype)
+        return kv_fail(err, "the disk tier's pages (%zu bytes) are not this pool's (%zu bytes)",
+                       d->page_bytes, p->page_bytes);
+    p->disk = d;
+    return 0;
+}
+
+kv_disk *kv_pool_disk(const kv_pool *p) { return p->disk; }
+
+/* Host memory is the hook set kv_memory_host installs; only then can a
+ * file be read straight into a page. */
+static int pages_in_host(const kv_pool *p)
+{
+    kv_memory host;
+    kv_memory_host(&host);
+    return p->mem.copy == host.copy;
+}
+
+void kv_disk_offer(kv_pool *p, int32_t id)
+{
+    kv_page_desc *d = &p->pg[id];
+    if (!p->disk || d->on_disk || !d->indexed)
+        return;
+    if (kvd_exists(p->disk, d->full_key, d->n_tokens)) {
+        d->on_disk = 1;
+        return;
+    }
+    kvd_slot *s = kvd_slot_take(p->disk, d->full_key, d->tokens, d->n_tokens);
+    if (!s)
+        return; /* dropped: perhaps written when evicted */
+    if (kv_mem_copy(p, s->page, d->data, p->page_bytes, KV_COPY_TO_HOST)) {
+        kvd_slot_cancel(p->disk, s);
+        return;
+    }
+    kvd_slot_submit(p->disk, s);
+    d->on_disk = 1;
+}
+
+/* A page for s: its reservation first, else what is left beyond everyone's. */
+static int take_for(kv_pool *p, kv_seq *s, int32_t *id)
+{
+    int from_res = s->reserved > 0;
+    if (kv_page_take(p, from_res, id, NULL))
+        return -1;
+    if (from_res)
+        s->reserved--;
+    return 0;
+}
+
+static void give_back(kv_pool *p, kv_seq *s, int32_t id, int from_res)
+{
+    kv_page_unref(p, id); /* not indexed: back to the free list */
+    if (from_res) {
+        s->reserved++;
+        p->n_reserved++;
+    }
+}
+
+/* The file into page id: straight into host pages, staged for a device's. */
+static int fill_page(kv_pool *p, int32_t id, uint64_t key, const int32_t *tokens, int n_tokens)
+{
+    void *data = p->pg[id].data;
+    if (pages_in_host(p))
+        return kv_disk_get(p->disk, key, tokens, n_tokens, data, NULL);
+    if (!p->disk_stage && !(p->disk_stage = malloc(p->page_bytes)))
+        return 0;
+    if (kv_disk_get(p->disk, key, tokens, n_tokens, p->disk_stage, NULL) != 1)
+        return 0;
+    return kv_mem_copy(p, data, p->disk_stage, p->page_bytes, KV_COPY_FROM_HOST) == 0;
+}
+
+int32_t kv_disk_load_block(kv_pool *p, kv_seq *s, uint64_t key, const int32_t *tokens, int n_tokens)
+{
+    if (!kvd_exists(p->disk, key, n_tokens)) {
+        kvd_count(p->disk, &p->disk->st.misses, 1);
+        return -1;
+    }
+    int from_res = s->reserved > 0;
+    int32_t id;
+    if (take_for(p, s, &id))
+        return -1;
+    if (fill_page(p, id, key, tokens, n_tokens) != 1) {
+        give_back(p, s, id, from_res);
+        return -1;
+    }
+    /* Out of memory for the key's tokens leaves the page private to s. */
+    if (kv_index_insert(p, id, key, tokens, n_tokens) == 0)
+        p->pg[id].on_disk = 1;
+    return id;
+}
