@@ -147,9 +147,11 @@ def check_env_file(flags, defaults):
     bad = [n for n in names if not n.startswith("MHLA_") or flag_of(n) not in flags]
     check(names and not bad, "mhla-server.env: every variable (set or shown) is MHLA_<FLAG> of a "
           "flag in --help (%s)" % (bad or "%d variables" % len(names)))
-    # the commented lines show the defaults --help gives (the API key is an example)
+    # the commented lines show the defaults --help gives, but for the settings that are
+    # off by default, where the file shows an example value (the file says so)
+    examples = {"MHLA_API_KEY", "MHLA_STATE_DIR", "MHLA_STATE_DISK_MAX"}
     wrong = ["%s=%s (--help: %s)" % (n, v, defaults[flag_of(n)]) for n, v in shown.items()
-             if n != "MHLA_API_KEY" and flag_of(n) in defaults and defaults[flag_of(n)] != v]
+             if n not in examples and flag_of(n) in defaults and defaults[flag_of(n)] != v]
     check(len(shown) >= 5 and not wrong, "mhla-server.env: %d commented defaults, each as in "
           "--help (%s)" % (len(shown), wrong or "all equal"))
 
