@@ -177,12 +177,12 @@ int eng_item_drafts(const mhla_batch_item *it);
 /* After the choice: the tokens of it its sequence keeps (through the first
  * slot whose token is not the one fed after it). */
 int eng_item_kept(const mhla_batch_item *it);
-/* Before the backend's pass: saves the open block's rows that drafting items
- * overwrite as their span crosses into the next block. */
+/* Before the backend's pass: saves the open block's rows and P_i that
+ * drafting items overwrite as their span crosses into the next block. */
 int eng_verify_save(mhla_engine *e, const mhla_batch_item *items, int n_items, mhla_error *err);
 /* After the choice: advances each sequence by the tokens it keeps, putting
- * back the open block where the kept tokens end in it. -1 only when the
- * device fails mixing P_i again. */
+ * back the open block where the kept tokens end in it. -1 only when a copy
+ * back into the device's memory fails. */
 int eng_verify_advance(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_error *err);
 
 struct mhla_engine {

@@ -219,6 +219,9 @@ void srv_metrics_grammar_lookup(int hit);
 void srv_metrics_grammar_row(void);
 void srv_metrics_grammar_mask(double seconds);
 int srv_metrics_grammar_render(mhla_buf *b);
+/* metrics_spec.c: a row that verified drafted tokens, and how many the model took. */
+void srv_metrics_spec(int drafted, int accepted);
+int srv_metrics_spec_render(mhla_buf *b);
 
 /* ---- gen_config.c: generation_config.json ---------------------------------- */
 
@@ -477,6 +480,42 @@ void srv_stopper_free(srv_stopper *s);
 
 /* ---- requests (shared between HTTP threads and the engine thread) ---------- */
 
+/* ---- spec.c: prompt-lookup drafts ------------------------------------------ */
+
+/* A choice's text as prompt lookup reads it: its prompt, then its output. */
+typedef struct {
+    const int32_t *prompt, *out;
+    int n_prompt, n_out;
+} srv_spec_text;
+
+/* How one choice drafts: its draft length now and its acceptance record. */
+typedef struct {
+    int k;              /* drafts to propose at most now */
+    double hits, tries; /* decayed counts: drafts accepted, drafts decided */
+    int idle;           /* steps it drafted nothing because drafts did not pay */
+} srv_spec_row;
+
+/* Up to k tokens that followed the latest earlier match of the text's last
+ * n tokens (n = ngram_max .. 1) into out; returns how many (0: no match). */
+int srv_spec_lookup(const srv_spec_text *t, int ngram_max, int k, int32_t *out);
+void srv_spec_row_init(srv_spec_row *r, int draft_max);
+/* Drafts worth verifying now, at most k_max: those each still expected to
+ * save more (per_row_s, a plain step's time per row) than its verification
+ * costs (per_token_s); with no costs known yet, the row's length. */
+int srv_spec_length(srv_spec_row *r, int k_max, double per_row_s, double per_token_s);
+/* After a step: drafted tokens, and how many the model chose too. */
+void srv_spec_row_update(srv_spec_row *r, int drafted, int accepted, int draft_max);
+
+/* What a drafted token adds to a step, learned from the steps that verify
+ * drafts: their time beyond what the planner's costs predict for the same
+ * step without drafts, per draft. */
+typedef struct {
+    double xx, xy;
+    double per_token; /* seconds; 0 until a step with drafts was seen */
+    long steps;
+} srv_spec_cost;
+void srv_spec_cost_observe(srv_spec_cost *c, int drafts, double extra_s);
+
 typedef enum { SRV_CH_PREFILL, SRV_CH_DECODE, SRV_CH_DONE } srv_choice_state;
 
 /* The logprobs of one token: its own and its character offset in the
@@ -498,6 +537,7 @@ typedef struct {
     srv_row_grammar *grammar; /* p.grammar: this choice's matcher, and its mask */
     mhla_token_mask mask;
     int32_t last_tok;
+    srv_spec_row spec; /* prompt-lookup drafting (spec.c) */
     double t_last;
     long dec_chars; /* characters the decoder has produced (text_offset) */
     /* under req->mu */
@@ -633,6 +673,8 @@ typedef struct {
     int max_batch_tokens, max_running, max_queue;
     double itl_target_s; /* the step time budget; 0: the token budget alone */
     double request_timeout_s;
+    int speculate;              /* 1: prompt-lookup drafts (spec.c) */
+    int draft_max, draft_ngram; /* drafted tokens per step at most; longest n-gram matched */
 } srv_sched_options;
 
 enum { SRV_SUBMIT_OK = 0, SRV_SUBMIT_FULL = 1, SRV_SUBMIT_DRAINING = 2, SRV_SUBMIT_TOO_BIG = 3 };
