@@ -196,6 +196,7 @@ struct mhla_engine {
     char device_note[600];
     eng_step_rows *rows; /* the logits rows of a step's samples and scores (step_choose.c) */
     eng_verify *verify;  /* rows saved for taking drafts back (step_verify.c) */
+    mhla_verify_stats verify_stats;
 };
 
 #endif

@@ -30,6 +30,11 @@ struct eng_verify {
     int n_copies, cap_copies;
 };
 
+void mhla_engine_verify_stats(const mhla_engine *e, mhla_verify_stats *out)
+{
+    *out = e->verify_stats;
+}
+
 void eng_verify_free(eng_verify *v)
 {
     if (!v)
@@ -165,13 +170,19 @@ int eng_verify_advance(mhla_engine *e, mhla_batch_item *items, int n_items, mhla
     for (int b = 0; b < n_items; b++) {
         mhla_batch_item *it = &items[b];
         int pos = mhla_seq_pos(it->seq), m = 0;
-        int keep = eng_item_drafts(it) ? eng_item_kept(it) : it->n_tokens;
+        int drafts = eng_item_drafts(it);
+        int keep = drafts ? eng_item_kept(it) : it->n_tokens;
         if (keep < it->n_tokens)
             m = rows_past_block(e, it);
         kv_seq_advance(it->seq->kv, it->tokens, keep);
+        e->verify_stats.verify_items += (uint64_t)drafts;
+        e->verify_stats.tokens_taken_back += (uint64_t)(it->n_tokens - keep);
         /* back in the open block: its first rows and P_i are the next block's now */
-        if (m > 0 && (pos + keep) / C == pos / C && restore_open_block(e->verify, it, b, m, err))
-            rc = -1;
+        if (m > 0 && (pos + keep) / C == pos / C) {
+            e->verify_stats.block_restores++;
+            if (restore_open_block(e->verify, it, b, m, err))
+                rc = -1;
+        }
     }
     return rc;
 }

@@ -159,6 +159,10 @@ static const mhla_opt rows[] = {
     {INT_ROW("draft-max", draft_max, 1, 63), .metavar = "N",
      .help = "drafted tokens a sequence verifies per step at most\n"
              "(default 8; never more than a block less one)"},
+    {INT_ROW("draft-min", draft_min, 0, 63), .metavar = "N",
+     .help = "draft at least N tokens where lookup finds them, even\n"
+             "where the measured costs say they do not pay (tests,\n"
+             "measurements) (default 0)"},
     {INT_ROW("draft-ngram", draft_ngram, 1, 16), .metavar = "N",
      .help = "longest n-gram prompt lookup matches, tried from N\n"
              "down to 1 (default 3)"},

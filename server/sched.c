@@ -402,6 +402,7 @@ static void update_gauges(srv_sched *s)
         srv_metrics_state(&st, s->promised);
     }
     srv_metrics_engine(s->c.engine);
+    srv_metrics_spec_engine(s->c.engine);
 }
 
 /* ---- the step: plan ---------------------------------------------------------- */
@@ -466,6 +467,8 @@ static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
     double per_tok =
         s->spec_cost.steps > 0 ? s->spec_cost.per_token : s->cost.theta[SRV_COST_PER_TOKEN];
     int k = srv_spec_length(&ch->spec, room, per_row, per_tok);
+    int floor = s->c.draft_min < room ? s->c.draft_min : room;
+    k = k < floor ? floor : k;
     const srv_prompt *pr = &r->p.prompts[ch->group];
     srv_spec_text t = {.prompt = pr->ids, .n_prompt = pr->n, .out = ch->ids, .n_out = ch->n_ids};
     k = k > 0 ? srv_spec_lookup(&t, s->c.draft_ngram, k, s->feed + s->n_feed) : 0;

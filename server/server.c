@@ -240,7 +240,8 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                             .request_timeout_s = o->request_timeout_s,
                             .speculate = o->speculate,
                             .draft_max = o->draft_max,
-                            .draft_ngram = o->draft_ngram};
+                            .draft_ngram = o->draft_ngram,
+                            .draft_min = o->draft_min};
     if (srv_sched_create(&sc, &sv->sched, err, errlen))
         return -1;
     srv_http_options hc = {.opt = o,

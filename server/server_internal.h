@@ -222,6 +222,7 @@ int srv_metrics_grammar_render(mhla_buf *b);
 /* metrics_spec.c: a row that verified drafted tokens, and how many the model took. */
 void srv_metrics_spec(int drafted, int accepted);
 int srv_metrics_spec_render(mhla_buf *b);
+void srv_metrics_spec_engine(mhla_engine *engine); /* the engine's verify counters */
 
 /* ---- gen_config.c: generation_config.json ---------------------------------- */
 
@@ -675,6 +676,7 @@ typedef struct {
     double request_timeout_s;
     int speculate;              /* 1: prompt-lookup drafts (spec.c) */
     int draft_max, draft_ngram; /* drafted tokens per step at most; longest n-gram matched */
+    int draft_min;              /* drafts proposed even where they do not pay */
 } srv_sched_options;
 
 enum { SRV_SUBMIT_OK = 0, SRV_SUBMIT_FULL = 1, SRV_SUBMIT_DRAINING = 2, SRV_SUBMIT_TOO_BIG = 3 };

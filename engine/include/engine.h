@@ -283,6 +283,17 @@ typedef struct {
  */
 int mhla_engine_step(mhla_engine *engine, mhla_batch_item *items, int n_items, mhla_error *err);
 
+/* What verifying drafted tokens did (mhla_sample_slot): items that verified
+ * drafts, drafted tokens taken back, and of those items the ones taken back
+ * to before a block start their span had crossed (their open block's rows
+ * and P_i put back). */
+typedef struct {
+    uint64_t verify_items;
+    uint64_t tokens_taken_back;
+    uint64_t block_restores;
+} mhla_verify_stats;
+void mhla_engine_verify_stats(const mhla_engine *engine, mhla_verify_stats *out);
+
 /* ---- state memory: pool, prefix cache, resume, admission, snapshots -------- */
 /* These calls change the engine's state pool: make them from the thread that
  * calls mhla_engine_step, never during it. */
