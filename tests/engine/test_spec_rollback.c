@@ -11,9 +11,15 @@
  * alone (batch 1) and then all in one step with a plain decode lane and a
  * prompt chunk beside them. At the end every page is given back.
  *
- * Exit 77 when MHLA_CPU_ISA names a kernel path this CPU cannot run.
+ * With "cuda" last, the engine runs on the CUDA backend (f32 weights; built
+ * against the simulator in tests/cuda, or a GPU): only the greedy lane
+ * drafts there (a GPU samples a plain row's lone slot itself, and its
+ * filtered sampling may choose another token of the same distribution) and
+ * tokens and states are compared, not logprobs (the device computes a plain
+ * row's). Exit 77 when MHLA_CPU_ISA names a kernel path this CPU cannot run,
+ * or "cuda" finds no usable GPU.
  *
- * usage: test_spec_rollback CHECKPOINT WORKDIR [POOL_BYTES]
+ * usage: test_spec_rollback CHECKPOINT WORKDIR [POOL_BYTES [cuda]]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +35,7 @@ static const mhla_model *model;
 static int V, C;
 static const char *workdir;
 static size_t pool_bytes;
+static int on_cuda;
 static int N_GEN; /* tokens each lane generates: MAX_GEN or what the context holds */
 
 typedef struct {
@@ -50,10 +57,14 @@ typedef struct {
 static mhla_engine *new_engine(void)
 {
     mhla_engine_options o = {.n_threads = 1, .state_bytes = pool_bytes};
+    if (on_cuda) {
+        o.device = MHLA_DEVICE_CUDA;
+        o.gpu_weights = MHLA_GPU_WEIGHTS_F32;
+    }
     mhla_engine *e;
     mhla_error err = {0};
     if (mhla_engine_create(model, &o, &e, &err)) {
-        if (strstr(err.msg, "cannot run here")) { /* MHLA_CPU_ISA names a path this CPU lacks */
+        if (strstr(err.msg, "cannot run here") || (on_cuda && strstr(err.msg, "cuda"))) {
             printf("skipped: %s\n", err.msg);
             exit(77);
         }
@@ -198,7 +209,7 @@ static mhla_batch_item lane_item(lane_run *r, const trace *t)
 {
     r->feed[0] = t->tok[r->n_out - 1];
     int left = N_GEN - r->n_out, k = 0;
-    if (LANES[r->lane].drafts) {
+    if (LANES[r->lane].drafts && !(on_cuda && LANES[r->lane].sampled)) {
         k = rnd(MAX_DRAFT + 1);
         k = k > left - 1 ? left - 1 : k;
         k = k > C - 1 ? C - 1 : k;
@@ -231,8 +242,9 @@ static void lane_check(lane_run *r, const trace *t, int pos_before)
               sl->status);
         if (sl->status != MHLA_SLOT_OK)
             return;
-        CHECK(sl->token == t->tok[k] && memcmp(&sl->token_logprob, &t->lp[k], sizeof(float)) == 0 &&
-                  memcmp(sl->top, t->top[k], sizeof t->top[k]) == 0,
+        int same_lp = on_cuda || (memcmp(&sl->token_logprob, &t->lp[k], sizeof(float)) == 0 &&
+                                  memcmp(sl->top, t->top[k], sizeof t->top[k]) == 0);
+        CHECK(sl->token == t->tok[k] && same_lp,
               "lane %s token %d: %d (logprob %.9g), plain decoding %d (%.9g)", LANES[r->lane].name,
               k, sl->token, sl->token_logprob, t->tok[k], t->lp[k]);
         r->n_out++;
@@ -344,11 +356,12 @@ static void run_lanes(int first, int n, int side, const trace *traces)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 4)
-        die("usage: test_spec_rollback CHECKPOINT WORKDIR [POOL_BYTES]");
+    if (argc < 3 || argc > 5)
+        die("usage: test_spec_rollback CHECKPOINT WORKDIR [POOL_BYTES [cuda]]");
+    on_cuda = argc == 5 && strcmp(argv[4], "cuda") == 0;
     workdir = argv[2];
     (void)mkdir(workdir, 0777); /* may exist; a save there fails loudly if it cannot */
-    pool_bytes = argc == 4 ? (size_t)strtoull(argv[3], NULL, 10) : 0;
+    pool_bytes = argc >= 4 ? (size_t)strtoull(argv[3], NULL, 10) : 0;
     mhla_model *m;
     mhla_error e = {0};
     if (mhla_model_load(argv[1], &m, &e))
@@ -365,7 +378,7 @@ int main(int argc, char **argv)
     for (int l = 0; l < N_LANES; l++)
         plain_trace(ref, l, &traces[l]);
     mhla_engine_free(ref);
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < (on_cuda ? 1 : 3); round++) {
         for (int l = 0; l < N_LANES; l++)
             run_lanes(l, 1, 0, traces);   /* batch 1 */
         run_lanes(0, N_LANES, 1, traces); /* mixed: the lanes, a plain row and a prompt chunk */
