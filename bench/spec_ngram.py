@@ -14,6 +14,10 @@ Tasks:
           neither in the prompt nor in the output (greedy output of a small model loops,
           which prompt lookup would copy).
 
+Besides wall-clock tokens/s, the server processes' CPU time (user + system, from
+/proc/PID/stat) per generated token is compared: on a shared machine whose other jobs take
+the cores, the wall clock moves with them and the CPU time much less.
+
 Each prompt is sent once with max_tokens 1 first, so that the measured request finds it in
 the prefix cache (and resume store) and the time measured is decode's. Every measured pair
 of outputs is compared: the two servers must give the same tokens (greedy; the bitwise
@@ -67,6 +71,11 @@ def batch(port, prompts, tokens, temperature):
     return n, dt, [o["choices"][0]["text"] for o in out]
 
 
+def cpu_seconds(pid):
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def prompts_of(task, b, vocab, excerpt, seed):
     rng = random.Random(seed)
     ps = []
@@ -110,6 +119,7 @@ def main():
             for b in [int(x) for x in args.batches.split(",")]:
                 temp = 0.0 if task == "copy" else 1.0
                 res = {"off": [0, 0.0], "ngram": [0, 0.0]}
+                cpu = {"off": [0, 0.0], "ngram": [0, 0.0]}
                 ratios = []
                 for rnd in range(args.rounds):
                     ps = prompts_of(task, b, vocab, excerpt, 1000 * rnd + b)
@@ -117,7 +127,10 @@ def main():
                     for mode in (("off", "ngram") if rnd % 2 == 0 else ("ngram", "off")):
                         port = servers[mode][1]
                         batch(port, ps, 1, temp)  # the prompts into the prefix cache
+                        c0 = cpu_seconds(servers[mode][0].pid)
                         n, dt, texts[mode] = batch(port, ps, args.tokens, temp)
+                        cpu[mode][0] += n
+                        cpu[mode][1] += cpu_seconds(servers[mode][0].pid) - c0
                         res[mode][0] += n
                         res[mode][1] += dt
                         rate[mode] = n / dt
@@ -130,6 +143,8 @@ def main():
                        "ngram_tok_s": round(tps["ngram"], 1),
                        "ratio_median": round(ratios[len(ratios) // 2], 3),
                        "ratio_min": round(ratios[0], 3), "ratio_max": round(ratios[-1], 3),
+                       "cpu_ratio": round((cpu["off"][1] / cpu["off"][0]) /
+                                          (cpu["ngram"][1] / cpu["ngram"][0]), 3),
                        "loadavg": os.getloadavg()[0]}
                 print(json.dumps(row), flush=True)
                 rows.append(row)

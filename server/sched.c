@@ -462,10 +462,13 @@ static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
     int room = s->n_steps % 32 == 31 ? 0 : draft_room(s, r, ch);
     if (room <= 0)
         return 0;
-    double per_row = s->cost.theta[SRV_COST_FIXED] / rows + s->cost.theta[SRV_COST_PER_ROW];
+    /* a batch size's first step is plain: what a draft must beat is measured first */
+    double per_row = srv_spec_cost_per_row(&s->spec_cost, rows);
+    if (per_row <= 0.0)
+        return 0;
     /* until steps with drafts have been timed, a prompt token's cost stands in */
-    double per_tok =
-        s->spec_cost.steps > 0 ? s->spec_cost.per_token : s->cost.theta[SRV_COST_PER_TOKEN];
+    double per_tok = srv_spec_cost_per_token(&s->spec_cost, rows);
+    per_tok = per_tok > 0.0 ? per_tok : s->cost.theta[SRV_COST_PER_TOKEN];
     int k = srv_spec_length(&ch->spec, room, per_row, per_tok);
     int floor = s->c.draft_min < room ? s->c.draft_min : room;
     k = k < floor ? floor : k;
@@ -634,18 +637,21 @@ static void learn(srv_sched *s, double seconds)
 {
     double predicted = srv_step_cost_predict(&s->cost, s->step_rows, s->step_prefill);
     s->n_steps++;
-    /* a step's drafts are timed apart (spec.c); the planner learns from the others */
-    if (s->step_drafts > 0)
-        srv_spec_cost_observe(&s->spec_cost, s->step_drafts, seconds - predicted);
-    else
+    /* a step's drafts are timed apart (spec.c), against plain steps of its size;
+     * the planner learns from the steps without drafts */
+    if (s->step_prefill == 0 && s->step_drafts > 0)
+        srv_spec_cost_observe(&s->spec_cost, s->step_rows, s->step_drafts, seconds);
+    else if (s->step_prefill == 0)
+        srv_spec_cost_plain(&s->spec_cost, s->step_rows, seconds);
+    if (s->step_drafts == 0)
         srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
                               s->step_prefill, seconds);
     srv_metrics_observe(SRV_HIST_STEP, seconds);
     if (srv_log_enabled(MHLA_LOG_DEBUG)) /* every step: the planner's record */
         srv_logf(MHLA_LOG_DEBUG, "step",
-                 "decode_rows %d prefill_tokens %d took %.3f ms (predicted %.3f ms); costs now "
-                 "fixed %.4f ms, per row %.4f ms, per prompt token %.5f ms",
-                 s->step_rows, s->step_prefill, seconds * 1e3, predicted * 1e3,
+                 "decode_rows %d prefill_tokens %d drafts %d took %.3f ms (predicted %.3f ms); "
+                 "costs now fixed %.4f ms, per row %.4f ms, per prompt token %.5f ms",
+                 s->step_rows, s->step_prefill, s->step_drafts, seconds * 1e3, predicted * 1e3,
                  s->cost.theta[0] * 1e3, s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
     srv_metrics_step_plan(s->step_prefill, s->cost.theta);
 }

@@ -507,15 +507,21 @@ int srv_spec_length(srv_spec_row *r, int k_max, double per_row_s, double per_tok
 /* After a step: drafted tokens, and how many the model chose too. */
 void srv_spec_row_update(srv_spec_row *r, int drafted, int accepted, int draft_max);
 
-/* What a drafted token adds to a step, learned from the steps that verify
- * drafts: their time beyond what the planner's costs predict for the same
- * step without drafts, per draft. */
+/* Per batch size (decode rows, in powers of two): a plain decode step's time
+ * per row, from the steps that only decode, and what a drafted token adds to
+ * such a step, from the steps that also verify drafts (their time beyond the
+ * rows' plain time, per draft). */
+enum { SRV_SPEC_COST_BUCKETS = 6 }; /* batches of 1, 2-3, 4-7, 8-15, 16-31, 32+ rows */
 typedef struct {
-    double xx, xy;
-    double per_token; /* seconds; 0 until a step with drafts was seen */
-    long steps;
+    double row_s[SRV_SPEC_COST_BUCKETS]; /* seconds; 0 until such a step was seen */
+    double xx[SRV_SPEC_COST_BUCKETS], xy[SRV_SPEC_COST_BUCKETS];
+    double per_token[SRV_SPEC_COST_BUCKETS]; /* seconds; 0 until such a step was seen */
 } srv_spec_cost;
-void srv_spec_cost_observe(srv_spec_cost *c, int drafts, double extra_s);
+void srv_spec_cost_plain(srv_spec_cost *c, int rows, double seconds);
+void srv_spec_cost_observe(srv_spec_cost *c, int rows, int drafts, double seconds);
+/* At a batch of rows decode rows; 0 when no such step has been timed yet. */
+double srv_spec_cost_per_token(const srv_spec_cost *c, int rows);
+double srv_spec_cost_per_row(const srv_spec_cost *c, int rows);
 
 typedef enum { SRV_CH_PREFILL, SRV_CH_DECODE, SRV_CH_DONE } srv_choice_state;
 

@@ -45,7 +45,9 @@ int srv_spec_lookup(const srv_spec_text *t, int ngram_max, int k, int32_t *out)
 
 void srv_spec_row_init(srv_spec_row *r, int draft_max)
 {
-    r->k = draft_max;
+    /* a row starts short and grows by 2 a fully accepted span: text with
+     * nothing to copy costs a few drafts, not a block of them */
+    r->k = draft_max < 2 ? draft_max : 2;
     r->hits = 1.0; /* a prior of one success in two tries: a = 0.5 */
     r->tries = 2.0;
     r->idle = 0;
@@ -64,10 +66,14 @@ int srv_spec_length(srv_spec_row *r, int k_max, double per_row_s, double per_tok
     a = a < 0.02 ? 0.02 : a > 0.98 ? 0.98 : a;
     if (per_row_s > 0.0 && per_token_s > 0.0) {
         double worth = log(per_token_s / per_row_s) / log(a); /* a^i · per_row > per_token */
-        int pays = worth <= 0.0 ? 0 : worth >= k ? k : (int)worth;
-        /* a row whose drafts stopped paying tries one now and then, to notice
-         * text that turned copyable */
-        if (pays == 0 && ++r->idle >= 16)
+        int pays = per_token_s >= per_row_s ? 0 : worth <= 0.0 ? 0 : worth >= k ? k : (int)worth;
+        /* a row whose drafts stopped paying tries one now and then, to notice text
+         * that turned copyable (and to keep the cost measured), at most every 16
+         * steps and so rarely that the tries cost ~0.4 % of its time: one draft
+         * per 256 · per_token / per_row steps */
+        double every = 256.0 * per_token_s / per_row_s;
+        every = every < 16.0 ? 16.0 : every > 4096.0 ? 4096.0 : every;
+        if (pays == 0 && ++r->idle >= every)
             pays = 1;
         k = pays;
     }
@@ -86,14 +92,44 @@ void srv_spec_row_update(srv_spec_row *r, int drafted, int accepted, int draft_m
     r->k = accepted == drafted ? (r->k + 2 < draft_max ? r->k + 2 : draft_max) : accepted + 1;
 }
 
-void srv_spec_cost_observe(srv_spec_cost *c, int drafts, double extra_s)
+/* Batches of 1, 2-3, 4-7, 8-15, 16-31 and more decode rows: a drafted token
+ * costs a few % of a step at batch 1 and about a row at 16 (the step is
+ * bound by its multiply-adds there), so each size learns its own cost. */
+static int bucket(int rows)
 {
-    if (drafts <= 0 || !(extra_s == extra_s))
-        return;
-    /* exponentially weighted least squares through 0: about the last 20 such steps */
-    c->xx = 0.95 * c->xx + (double)drafts * drafts;
-    c->xy = 0.95 * c->xy + (double)drafts * extra_s;
-    double per = c->xy / c->xx;
-    c->per_token = per > 0.0 ? per : 1e-9;
-    c->steps++;
+    int b = 0;
+    while (rows > 1 && b < SRV_SPEC_COST_BUCKETS - 1) {
+        rows >>= 1;
+        b++;
+    }
+    return b;
 }
+
+void srv_spec_cost_plain(srv_spec_cost *c, int rows, double seconds)
+{
+    if (rows <= 0 || !(seconds >= 0.0))
+        return;
+    int b = bucket(rows);
+    double v = seconds / rows;
+    c->row_s[b] = c->row_s[b] > 0.0 ? 0.8 * c->row_s[b] + 0.2 * v : v;
+}
+
+void srv_spec_cost_observe(srv_spec_cost *c, int rows, int drafts, double seconds)
+{
+    int b = bucket(rows);
+    if (drafts <= 0 || !(seconds >= 0.0) || c->row_s[b] <= 0.0)
+        return;
+    double extra_s = seconds - c->row_s[b] * rows; /* what the drafts added to the step */
+    /* exponentially weighted least squares through 0: about the last 20 such steps */
+    c->xx[b] = 0.95 * c->xx[b] + (double)drafts * drafts;
+    c->xy[b] = 0.95 * c->xy[b] + (double)drafts * extra_s;
+    double per = c->xy[b] / c->xx[b];
+    c->per_token[b] = per > 0.0 ? per : 1e-9;
+}
+
+double srv_spec_cost_per_token(const srv_spec_cost *c, int rows)
+{
+    return c->per_token[bucket(rows)];
+}
+
+double srv_spec_cost_per_row(const srv_spec_cost *c, int rows) { return c->row_s[bucket(rows)]; }
