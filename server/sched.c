@@ -433,9 +433,9 @@ static int plan_chunk(srv_sched *s, srv_req *r, int g, int n)
 }
 
 /* Drafts choice ch may verify this step: none under a grammar (docs/architecture.md,
- * "Speculative decoding"), on a GPU only for greedy rows without logprobs (whose lone
- * slot the device samples with the host's bits), never past max_tokens, a block or the
- * context. */
+ * "Grammar rows do not draft"), on a GPU only for greedy rows without logprobs
+ * (whose lone slot the device samples with the host's bits), never past
+ * max_tokens, a block or the context. */
 static int draft_room(const srv_sched *s, const srv_req *r, const srv_choice *ch)
 {
     if (!s->c.speculate || ch->grammar ||

@@ -1,7 +1,8 @@
 /*
  * spec.c — prompt-lookup drafts for speculative decoding (docs/architecture.md,
- * "Speculative decoding"): the last n tokens of a choice's text (prompt and
- * output), n from --draft-ngram down to 1, are looked up earlier in it, and
+ * "Speculative decoding: drafts, verification, rolling back"): the last n
+ * tokens of a choice's text (prompt and output), n from --draft-ngram down
+ * to 1, are looked up earlier in it, and
  * the tokens that followed the latest match are proposed. The engine verifies
  * them in the row's step and keeps those the model chooses itself, so the
  * output is plain decoding's bit for bit; what is decided here is only how
