@@ -151,6 +151,7 @@ void mhla_engine_free(mhla_engine *e)
     if (e->ops)
         e->ops->free(e->backend);
     eng_step_rows_free(e->rows);
+    eng_verify_free(e->verify);
     free(e);
 }
 

@@ -176,6 +176,23 @@ void eng_state_disk_stats(const mhla_engine *e, mhla_state_stats *out);
 /* MHLA_TESTCTRL_DISK_FAULT (arg: the fault) and MHLA_TESTCTRL_DISK_FLUSH. */
 int eng_state_disk_control(mhla_engine *e, int op, int arg, mhla_error *err);
 
+/* ---- step_verify.c: drafted tokens taken back ---- */
+
+typedef struct eng_verify eng_verify;
+void eng_verify_free(eng_verify *v);
+/* Item it has sample slots before its last position: it verifies drafts. */
+int eng_item_drafts(const mhla_batch_item *it);
+/* After the choice: the tokens of it its sequence keeps (through the first
+ * slot whose token is not the one fed after it). */
+int eng_item_kept(const mhla_batch_item *it);
+/* Before the backend's pass: saves the open block's rows and P_i that
+ * drafting items overwrite as their span crosses into the next block. */
+int eng_verify_save(mhla_engine *e, const mhla_batch_item *items, int n_items, mhla_error *err);
+/* After the choice: advances each sequence by the tokens it keeps, putting
+ * back the open block where the kept tokens end in it. -1 only when a copy
+ * back into the device's memory fails. */
+int eng_verify_advance(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_error *err);
+
 struct mhla_engine {
     const mhla_model *model;
     const eng_backend_ops *ops; /* the backend the steps run on */
@@ -186,6 +203,8 @@ struct mhla_engine {
     char device_name[420];
     char device_note[600];
     eng_step_rows *rows; /* the logits rows of a step's samples and scores (step_choose.c) */
+    eng_verify *verify;  /* rows saved for taking drafts back (step_verify.c) */
+    mhla_verify_stats verify_stats;
 };
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * step.c — one engine step (mhla_engine_step): the batch is validated
  * whole before anything changes, the pages of the blocks it will close are
- * taken, the backend runs the forward pass, and then each sequence advances.
+ * taken, the backend runs the forward pass, and then each sequence advances
+ * (drafted tokens the model did not choose are taken back: step_verify.c).
  */
 #include "engine_internal.h"
 
@@ -28,6 +29,10 @@ static int validate(const mhla_engine *e, const mhla_batch_item *items, int n_it
             return eng_fail(err, "batch item %d: logits requested without a buffer", b);
         if (eng_step_check_choices(it, b, c->vocab_size, err))
             return -1;
+        if (eng_item_drafts(it) && it->n_tokens > c->chunk_size)
+            return eng_fail(err,
+                            "batch item %d: %d tokens with drafts to verify: at most a block (%d)",
+                            b, it->n_tokens, c->chunk_size);
         int pos = mhla_seq_pos(it->seq);
         if ((long)pos + it->n_tokens > c->max_positions)
             return eng_fail_as(
@@ -67,13 +72,13 @@ int mhla_engine_step(mhla_engine *e, mhla_batch_item *items, int n_items, mhla_e
     }
     mhla_batch_item *run;
     const uint64_t *const *masks;
-    if (eng_step_rows_plan(e, items, n_items, &run, &masks, err) ||
+    if (eng_verify_save(e, items, n_items, err) ||
+        eng_step_rows_plan(e, items, n_items, &run, &masks, err) ||
         e->ops->forward(e->backend, run, n_items, masks, err))
         return -1;
     eng_step_choose(e, items, n_items);
-    /* Advances each sequence and publishes the blocks it closed to the
-     * prefix cache: serial, after the backend is done with the pool. */
-    for (int b = 0; b < n_items; b++)
-        kv_seq_advance(items[b].seq->kv, items[b].tokens, items[b].n_tokens);
-    return 0;
+    /* Advances each sequence (through the drafts it kept) and publishes the
+     * blocks it closed to the prefix cache: serial, after the backend is
+     * done with the pool. */
+    return eng_verify_advance(e, items, n_items, err);
 }

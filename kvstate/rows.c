@@ -43,3 +43,23 @@ int kv_rows_unpack(const kv_pool *p, const float *src, int r, kv_seq_bufs *b)
     }
     return 0;
 }
+
+size_t kv_seq_rows_floats(const kv_seq *s, int r) { return kv_rows_floats(&s->pool->opt.geo, r); }
+
+int kv_seq_rows_save(const kv_seq *s, int r, float *dst, kv_error *err)
+{
+    if (r < 0 || r > s->pool->opt.geo.block_tokens)
+        return kv_fail(err, "saving %d rows of a block of %d", r, s->pool->opt.geo.block_tokens);
+    if (kv_rows_pack(s->pool, &s->b, r, dst))
+        return kv_fail(err, "saving %d rows of the current block: the copy failed", r);
+    return 0;
+}
+
+int kv_seq_rows_restore(kv_seq *s, int r, const float *src, kv_error *err)
+{
+    if (r < 0 || r > s->pool->opt.geo.block_tokens)
+        return kv_fail(err, "restoring %d rows of a block of %d", r, s->pool->opt.geo.block_tokens);
+    if (kv_rows_unpack(s->pool, src, r, &s->b))
+        return kv_fail(err, "restoring %d rows of the current block: the copy failed", r);
+    return 0;
+}

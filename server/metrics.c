@@ -401,6 +401,7 @@ char *srv_metrics_render(void)
     rc |= render_steps(&b);
     pthread_mutex_unlock(&M.mu);
     rc |= srv_metrics_grammar_render(&b);
+    rc |= srv_metrics_spec_render(&b);
     if (rc) {
         mhla_buf_free(&b);
         return NULL;

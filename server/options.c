@@ -34,6 +34,28 @@ void mhla_server_options_default(mhla_server_options *o)
     o->request_timeout_s = 600;
     o->shutdown_timeout_s = 30;
     o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
+    o->speculate = 1;
+    o->draft_max = 8;
+    o->draft_ngram = 3;
+}
+
+/* --speculate: off or ngram; draft (a draft model) is named so that its
+ * refusal says why. */
+static int parse_speculate(const char *flag, const char *v, void *base, char *err, size_t errlen)
+{
+    mhla_server_options *o = base;
+    if (strcmp(v, "off") == 0 || strcmp(v, "ngram") == 0) {
+        o->speculate = strcmp(v, "ngram") == 0;
+        return 0;
+    }
+    if (strcmp(v, "draft") == 0)
+        snprintf(err, errlen,
+                 "--%s draft: drafting with a draft model (--draft-model) is not built yet; "
+                 "use ngram or off",
+                 flag);
+    else
+        snprintf(err, errlen, "--%s takes off or ngram, not '%.64s'", flag, v);
+    return -1;
 }
 
 /* --state-memory: auto, or MiB (0: unbounded state, no prefix cache). */
@@ -126,6 +148,24 @@ static const mhla_opt rows[] = {
      .help = "time budget of a step while streams decode: prompt\n"
              "chunks are sized to it from the learned step costs;\n"
              "0 = the token budget alone (default 100)"},
+    {.name = "speculate",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = parse_speculate,
+     .metavar = "off|ngram",
+     .help = "ngram: draft tokens by prompt lookup (the last n tokens\n"
+             "found earlier in the prompt and the output) and verify\n"
+             "them in one step; the output is bit for bit plain\n"
+             "decoding's; drafts only where they pay (default ngram)"},
+    {INT_ROW("draft-max", draft_max, 1, 63), .metavar = "N",
+     .help = "drafted tokens a sequence verifies per step at most\n"
+             "(default 8; never more than a block less one)"},
+    {INT_ROW("draft-min", draft_min, 0, 63), .metavar = "N",
+     .help = "draft at least N tokens where lookup finds them, even\n"
+             "where the measured costs say they do not pay (tests,\n"
+             "measurements) (default 0)"},
+    {INT_ROW("draft-ngram", draft_ngram, 1, 16), .metavar = "N",
+     .help = "longest n-gram prompt lookup matches, tried from N\n"
+             "down to 1 (default 3)"},
     {INT_ROW("max-running", max_running, 1, 4096), .metavar = "N",
      .help = "sequences decoding at once (default 64)"},
     {INT_ROW("max-queue", max_queue, 0, 1 << 20), .metavar = "N",

@@ -26,8 +26,9 @@ enum { ITEM_DECODE, ITEM_PREFILL };
 typedef struct {
     srv_req *r;
     int kind, idx, n, final;
-    int n_slots; /* sample slots: 1 for a decode row, n for a prompt's last chunk */
+    int n_slots; /* sample slots: 1 + drafts for a decode row, n for a prompt's last chunk */
     int slot0;   /* its first in the step's slots */
+    int feed0;   /* a decode row's tokens in the step's feed: its last token, then drafts */
 } item_ref;
 
 /* A prompt still prefilling, as the step planner sees it. */
@@ -56,8 +57,14 @@ struct srv_sched {
     item_ref *refs; /* the step's plan */
     int n_refs, n_slots, n_tokens;
     int step_rows, step_prefill; /* the plan's decode rows and prompt tokens */
-    srv_step_cost cost;          /* learned from every step's forward time */
-    prompt_ref *prompts;         /* the step planner's input and output */
+    int step_drafts;             /* the plan's drafted tokens (spec.c) */
+    int32_t *feed;               /* the decode rows' tokens: each last token, then its drafts */
+    int n_feed, cap_feed;
+    int on_gpu;
+    srv_spec_cost spec_cost; /* a drafted token's share of a step */
+    long n_steps;
+    srv_step_cost cost;  /* learned from every step's forward time */
+    prompt_ref *prompts; /* the step planner's input and output */
     srv_plan_prompt *pp;
     int *pp_order, *pp_chunk;
     int cap_prompts;
@@ -396,6 +403,7 @@ static void update_gauges(srv_sched *s)
         srv_state_disk_watch(&st);
     }
     srv_metrics_engine(s->c.engine);
+    srv_metrics_spec_engine(s->c.engine);
 }
 
 /* ---- the step: plan ---------------------------------------------------------- */
@@ -425,19 +433,82 @@ static int plan_chunk(srv_sched *s, srv_req *r, int g, int n)
     return plan_item(s, ref);
 }
 
-/* Every decoding choice's next token; returns the rows, -1 when out of memory. */
-static int plan_decode(srv_sched *s)
+/* Drafts choice ch may verify this step: none under a grammar (docs/architecture.md,
+ * "Grammar rows do not draft"), on a GPU only for greedy rows without logprobs
+ * (whose lone slot the device samples with the host's bits), never past
+ * max_tokens, a block or the context. */
+static int draft_room(const srv_sched *s, const srv_req *r, const srv_choice *ch)
+{
+    if (!s->c.speculate || ch->grammar ||
+        (s->on_gpu && (r->p.sampling.temperature > 0.0f || r->p.logprobs >= 0)))
+        return 0;
+    int k = s->c.draft_max < s->mc->chunk_size - 1 ? s->c.draft_max : s->mc->chunk_size - 1;
+    int left = r->p.max_tokens - ch->n_ids - 1;
+    int ctx = s->mc->max_positions - mhla_seq_pos(ch->seq) - 1;
+    k = left < k ? left : k;
+    k = ctx < k ? ctx : k;
+    return k < 0 ? 0 : k;
+}
+
+/* Choice ci's feed this step: its last token, then the drafts that pay
+ * beside rows decode rows. Returns the drafts, -1 when out of memory. */
+static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
+{
+    srv_choice *ch = &r->choices[ci];
+    if (mhla_grow(&s->feed, sizeof *s->feed, &s->cap_feed, s->n_feed + s->c.draft_max + 1))
+        return -1;
+    *feed0 = s->n_feed;
+    s->feed[s->n_feed++] = ch->last_tok;
+    /* one step in 32 drafts nothing: the planner's decode costs stay measured */
+    int room = s->n_steps % 32 == 31 ? 0 : draft_room(s, r, ch);
+    if (room <= 0)
+        return 0;
+    /* a batch size's first step is plain: what a draft must beat is measured first */
+    double per_row = srv_spec_cost_per_row(&s->spec_cost, rows);
+    if (per_row <= 0.0)
+        return 0;
+    /* until steps with drafts have been timed, a prompt token's cost stands in */
+    double per_tok = srv_spec_cost_per_token(&s->spec_cost, rows);
+    per_tok = per_tok > 0.0 ? per_tok : s->cost.theta[SRV_COST_PER_TOKEN];
+    int k = srv_spec_length(&ch->spec, room, per_row, per_tok);
+    int floor = s->c.draft_min < room ? s->c.draft_min : room;
+    k = k < floor ? floor : k;
+    const srv_prompt *pr = &r->p.prompts[ch->group];
+    srv_spec_text t = {.prompt = pr->ids, .n_prompt = pr->n, .out = ch->ids, .n_out = ch->n_ids};
+    k = k > 0 ? srv_spec_lookup(&t, s->c.draft_ngram, k, s->feed + s->n_feed) : 0;
+    s->n_feed += k;
+    return k;
+}
+
+static int count_decode_rows(const srv_sched *s)
 {
     int rows = 0;
+    for (int i = 0; i < s->n_run; i++)
+        for (int c = 0; c < s->run[i]->n_choices; c++)
+            rows += s->run[i]->choices[c].state == SRV_CH_DECODE;
+    return rows;
+}
+
+/* Every decoding choice's next token, and its drafts; returns the rows, -1
+ * when out of memory. */
+static int plan_decode(srv_sched *s)
+{
+    int rows = count_decode_rows(s);
+    s->n_feed = s->step_drafts = 0;
     for (int i = 0; i < s->n_run; i++) {
         srv_req *r = s->run[i];
         for (int c = 0; c < r->n_choices; c++) {
             if (r->choices[c].state != SRV_CH_DECODE)
                 continue;
-            if (plan_item(s,
-                          (item_ref){.r = r, .kind = ITEM_DECODE, .idx = c, .n = 1, .n_slots = 1}))
+            int feed0, k = plan_feed(s, r, c, rows, &feed0);
+            if (k < 0 || plan_item(s, (item_ref){.r = r,
+                                                 .kind = ITEM_DECODE,
+                                                 .idx = c,
+                                                 .n = 1 + k,
+                                                 .n_slots = 1 + k,
+                                                 .feed0 = feed0}))
                 return -1;
-            rows++;
+            s->step_drafts += k;
         }
     }
     return rows;
@@ -501,21 +572,25 @@ static int plan(srv_sched *s)
 
 /* ---- the step: run ----------------------------------------------------------- */
 
-/* Decode item j: its choice's next token. */
+/* Decode item j: its choice's next token, and a slot after each draft,
+ * which the engine verifies (a skipped slot follows a draft it did not take). */
 static mhla_batch_item decode_item(srv_sched *s, const item_ref *rf)
 {
     srv_choice *ch = &rf->r->choices[rf->idx];
     mhla_sample_slot *sl = &s->slots[rf->slot0];
-    memset(sl, 0, sizeof *sl);
-    sl->sampler = ch->sampler;
-    sl->mask = ch->grammar ? &ch->mask : NULL;
-    sl->n_top = rf->r->p.logprobs >= 0 ? rf->r->p.logprobs : -1;
+    for (int j = 0; j < rf->n_slots; j++) {
+        memset(&sl[j], 0, sizeof sl[j]);
+        sl[j].sampler = ch->sampler;
+        sl[j].mask = ch->grammar ? &ch->mask : NULL;
+        sl[j].at = j;
+        sl[j].n_top = rf->r->p.logprobs >= 0 ? rf->r->p.logprobs : -1;
+    }
     return (mhla_batch_item){.seq = ch->seq,
-                             .tokens = &ch->last_tok,
-                             .n_tokens = 1,
-                             .logits_from = 1,
+                             .tokens = s->feed + rf->feed0,
+                             .n_tokens = rf->n,
+                             .logits_from = rf->n,
                              .sample = sl,
-                             .n_samples = 1};
+                             .n_samples = rf->n_slots};
 }
 
 /* A prompt chunk: with prompt logprobs the scores of its next tokens; the
@@ -562,14 +637,22 @@ static int grow_step(srv_sched *s)
 static void learn(srv_sched *s, double seconds)
 {
     double predicted = srv_step_cost_predict(&s->cost, s->step_rows, s->step_prefill);
-    srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
-                          s->step_prefill, seconds);
+    s->n_steps++;
+    /* a step's drafts are timed apart (spec.c), against plain steps of its size;
+     * the planner learns from the steps without drafts */
+    if (s->step_prefill == 0 && s->step_drafts > 0)
+        srv_spec_cost_observe(&s->spec_cost, s->step_rows, s->step_drafts, seconds);
+    else if (s->step_prefill == 0)
+        srv_spec_cost_plain(&s->spec_cost, s->step_rows, seconds);
+    if (s->step_drafts == 0)
+        srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
+                              s->step_prefill, seconds);
     srv_metrics_observe(SRV_HIST_STEP, seconds);
     if (srv_log_enabled(MHLA_LOG_DEBUG)) /* every step: the planner's record */
         srv_logf(MHLA_LOG_DEBUG, "step",
-                 "decode_rows %d prefill_tokens %d took %.3f ms (predicted %.3f ms); costs now "
-                 "fixed %.4f ms, per row %.4f ms, per prompt token %.5f ms",
-                 s->step_rows, s->step_prefill, seconds * 1e3, predicted * 1e3,
+                 "decode_rows %d prefill_tokens %d drafts %d took %.3f ms (predicted %.3f ms); "
+                 "costs now fixed %.4f ms, per row %.4f ms, per prompt token %.5f ms",
+                 s->step_rows, s->step_prefill, s->step_drafts, seconds * 1e3, predicted * 1e3,
                  s->cost.theta[0] * 1e3, s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
     srv_metrics_step_plan(s->step_prefill, s->cost.theta);
 }
@@ -635,6 +718,7 @@ static int start_group(srv_sched *s, srv_req *r, const item_ref *rf, char *err, 
         return -1;
     for (int k = 0; k < r->p.n; k++) {
         int ci = rf->idx * r->p.n + k;
+        srv_spec_row_init(&r->choices[ci].spec, s->c.draft_max);
         if (srv_output_start(&s->out, r, ci, err, errlen) ||
             srv_output_token(&s->out, r, ci, &s->slots[rf->slot0 + k], err, errlen))
             return -1;
@@ -642,13 +726,36 @@ static int start_group(srv_sched *s, srv_req *r, const item_ref *rf, char *err, 
     return 0;
 }
 
-/* The result of plan entry j: a decode row's token, or a prompt chunk consumed. */
+/* A decode row's tokens: the first, then one after each draft the model
+ * chose too, until a skipped slot or the choice's end (a stop string, max_tokens). */
+static int apply_decode(srv_sched *s, const item_ref *rf, char *err, size_t errlen)
+{
+    srv_choice *ch = &rf->r->choices[rf->idx];
+    int drafted = rf->n - 1, accepted = 0;
+    for (int j = 0; j < rf->n_slots; j++) {
+        const mhla_sample_slot *sl = &s->slots[rf->slot0 + j];
+        if (sl->status == MHLA_SLOT_SKIPPED)
+            break;
+        if (srv_output_token(&s->out, rf->r, rf->idx, sl, err, errlen))
+            return -1;
+        accepted += j < drafted && sl->token == s->feed[rf->feed0 + j + 1];
+        if (!ch->seq) /* finished */
+            break;
+    }
+    if (drafted > 0) {
+        srv_metrics_spec(drafted, accepted);
+        srv_spec_row_update(&ch->spec, drafted, accepted, s->c.draft_max);
+    }
+    return 0;
+}
+
+/* The result of plan entry j: a decode row's tokens, or a prompt chunk consumed. */
 static int apply_item(srv_sched *s, int j, char *err, size_t errlen)
 {
     item_ref *rf = &s->refs[j];
     srv_req *r = rf->r;
     if (rf->kind == ITEM_DECODE)
-        return srv_output_token(&s->out, r, rf->idx, &s->slots[rf->slot0], err, errlen);
+        return apply_decode(s, rf, err, errlen);
     srv_group *gr = &r->groups[rf->idx];
     if (s->batch[j].scores && gr->scores.status) {
         snprintf(err, errlen, "%s", gr->scores.err.msg);
@@ -717,6 +824,7 @@ int srv_sched_create(const srv_sched_options *c, srv_sched **out, char *err, siz
     }
     s->c = *c;
     s->mc = mhla_model_config(c->model);
+    s->on_gpu = mhla_engine_device(c->engine) == MHLA_DEVICE_CUDA;
     s->out = (srv_output){.codec = c->codec, .gen = c->gen, .state_pool = c->state_pool};
     srv_step_cost_reset(&s->cost, (int)mhla_engine_device(c->engine));
     srv_metrics_itl_target(c->itl_target_s);
@@ -772,6 +880,7 @@ void srv_sched_free(srv_sched *s)
     free(s->batch);
     free(s->refs);
     free(s->slots);
+    free(s->feed);
     free(s->prompts);
     free(s->pp);
     free(s->pp_order);

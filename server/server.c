@@ -240,7 +240,11 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                             .itl_target_s = o->itl_target_ms / 1000.0,
                             .max_running = o->max_running,
                             .max_queue = o->max_queue,
-                            .request_timeout_s = o->request_timeout_s};
+                            .request_timeout_s = o->request_timeout_s,
+                            .speculate = o->speculate,
+                            .draft_max = o->draft_max,
+                            .draft_ngram = o->draft_ngram,
+                            .draft_min = o->draft_min};
     if (srv_sched_create(&sc, &sv->sched, err, errlen))
         return -1;
     srv_http_options hc = {.opt = o,

@@ -226,6 +226,10 @@ void srv_metrics_grammar_lookup(int hit);
 void srv_metrics_grammar_row(void);
 void srv_metrics_grammar_mask(double seconds);
 int srv_metrics_grammar_render(mhla_buf *b);
+/* metrics_spec.c: a row that verified drafted tokens, and how many the model took. */
+void srv_metrics_spec(int drafted, int accepted);
+int srv_metrics_spec_render(mhla_buf *b);
+void srv_metrics_spec_engine(mhla_engine *engine); /* the engine's verify counters */
 
 /* ---- state_disk.c: the state tier on disk ---- */
 /* --state-disk-max: bytes, with an optional K, M, G or T (1024s). */
@@ -497,6 +501,48 @@ void srv_stopper_free(srv_stopper *s);
 
 /* ---- requests (shared between HTTP threads and the engine thread) ---------- */
 
+/* ---- spec.c: prompt-lookup drafts ------------------------------------------ */
+
+/* A choice's text as prompt lookup reads it: its prompt, then its output. */
+typedef struct {
+    const int32_t *prompt, *out;
+    int n_prompt, n_out;
+} srv_spec_text;
+
+/* How one choice drafts: its draft length now and its acceptance record. */
+typedef struct {
+    int k;              /* drafts to propose at most now */
+    double hits, tries; /* decayed counts: drafts accepted, drafts decided */
+    int idle;           /* steps it drafted nothing because drafts did not pay */
+} srv_spec_row;
+
+/* Up to k tokens that followed the latest earlier match of the text's last
+ * n tokens (n = ngram_max .. 1) into out; returns how many (0: no match). */
+int srv_spec_lookup(const srv_spec_text *t, int ngram_max, int k, int32_t *out);
+void srv_spec_row_init(srv_spec_row *r, int draft_max);
+/* Drafts worth verifying now, at most k_max: those each still expected to
+ * save more (per_row_s, a plain step's time per row) than its verification
+ * costs (per_token_s); with no costs known yet, the row's length. */
+int srv_spec_length(srv_spec_row *r, int k_max, double per_row_s, double per_token_s);
+/* After a step: drafted tokens, and how many the model chose too. */
+void srv_spec_row_update(srv_spec_row *r, int drafted, int accepted, int draft_max);
+
+/* Per batch size (decode rows, in powers of two): a plain decode step's time
+ * per row, from the steps that only decode, and what a drafted token adds to
+ * such a step, from the steps that also verify drafts (their time beyond the
+ * rows' plain time, per draft). */
+enum { SRV_SPEC_COST_BUCKETS = 6 }; /* batches of 1, 2-3, 4-7, 8-15, 16-31, 32+ rows */
+typedef struct {
+    double row_s[SRV_SPEC_COST_BUCKETS]; /* seconds; 0 until such a step was seen */
+    double xx[SRV_SPEC_COST_BUCKETS], xy[SRV_SPEC_COST_BUCKETS];
+    double per_token[SRV_SPEC_COST_BUCKETS]; /* seconds; 0 until such a step was seen */
+} srv_spec_cost;
+void srv_spec_cost_plain(srv_spec_cost *c, int rows, double seconds);
+void srv_spec_cost_observe(srv_spec_cost *c, int rows, int drafts, double seconds);
+/* At a batch of rows decode rows; 0 when no such step has been timed yet. */
+double srv_spec_cost_per_token(const srv_spec_cost *c, int rows);
+double srv_spec_cost_per_row(const srv_spec_cost *c, int rows);
+
 typedef enum { SRV_CH_PREFILL, SRV_CH_DECODE, SRV_CH_DONE } srv_choice_state;
 
 /* The logprobs of one token: its own and its character offset in the
@@ -518,6 +564,7 @@ typedef struct {
     srv_row_grammar *grammar; /* p.grammar: this choice's matcher, and its mask */
     mhla_token_mask mask;
     int32_t last_tok;
+    srv_spec_row spec; /* prompt-lookup drafting (spec.c) */
     double t_last;
     long dec_chars; /* characters the decoder has produced (text_offset) */
     /* under req->mu */
@@ -653,6 +700,9 @@ typedef struct {
     int max_batch_tokens, max_running, max_queue;
     double itl_target_s; /* the step time budget; 0: the token budget alone */
     double request_timeout_s;
+    int speculate;              /* 1: prompt-lookup drafts (spec.c) */
+    int draft_max, draft_ngram; /* drafted tokens per step at most; longest n-gram matched */
+    int draft_min;              /* drafts proposed even where they do not pay */
 } srv_sched_options;
 
 enum { SRV_SUBMIT_OK = 0, SRV_SUBMIT_FULL = 1, SRV_SUBMIT_DRAINING = 2, SRV_SUBMIT_TOO_BIG = 3 };

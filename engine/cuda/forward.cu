@@ -509,6 +509,7 @@ static void add_segments(eng_cuda *g, const eng_cuda_item *it, int b, int t_firs
         s->n = n;
         s->r0 = r0;
         s->final_open = p + n == end && r0 + n < C;
+        s->keep_closing = r0 + n == C && it->n_tokens <= C;
         /* whole blocks go through the products (mhla_normalize's sums
          * stay with the mixer kernels) */
         s->full = r0 == 0 && n == C && !g->cfg.normalize ? g->n_full++ : -1;

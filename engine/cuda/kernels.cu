@@ -431,11 +431,14 @@ __global__ void mix_output_kernel(mix_args a)
 }
 
 /* The block still open after the step keeps this step's rows (and, when it
- * started in the step, its P) in the sequence's buffers. */
+ * started in the step, its P) in the sequence's buffers; so does a block
+ * closed by an item of at most a block's tokens (keep_closing: drafts taken
+ * back may reopen it; its rows land where the next block's, fewer than its
+ * start offset, do not). */
 __global__ void keep_rows_kernel(mix_args a)
 {
     const seg_desc s = a.segs[blockIdx.x];
-    if (!s.final_open)
+    if (!s.final_open && !s.keep_closing)
         return;
     int g = blockIdx.y;
     const item_desc it = a.items[s.item];

@@ -25,6 +25,10 @@ struct seg_desc {
     int block;
     int t0, n, r0;
     int final_open; /* the sequence's block still open after the step */
+    /* A block an item of at most one block's tokens closes: its rows (and,
+     * from its start, its P_i) are kept too, so that a verify step whose
+     * drafts are taken back finds the block as one-token steps leave it. */
+    int keep_closing;
     /* A whole block of this step's rows (r0 0, n C): its S_b and its
      * intra-block outputs come from matrix products (tensor cores where the
      * weights are bf16/f16), index into the step's full-block scratch; else -1. */

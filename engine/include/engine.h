@@ -295,6 +295,17 @@ typedef struct {
  */
 int mhla_engine_step(mhla_engine *engine, mhla_batch_item *items, int n_items, mhla_error *err);
 
+/* What verifying drafted tokens did (mhla_sample_slot): items that verified
+ * drafts, drafted tokens taken back, and of those items the ones taken back
+ * to before a block start their span had crossed (their open block's rows
+ * and P_i put back). */
+typedef struct {
+    uint64_t verify_items;
+    uint64_t tokens_taken_back;
+    uint64_t block_restores;
+} mhla_verify_stats;
+void mhla_engine_verify_stats(const mhla_engine *engine, mhla_verify_stats *out);
+
 /* ---- state memory: pool, prefix cache, resume, admission, snapshots -------- */
 /* These calls change the engine's state pool: make them from the thread that
  * calls mhla_engine_step, never during it. */
@@ -456,8 +467,13 @@ struct mhla_token_mask {
  * item's later slots are skipped (status 1), since their logits followed a
  * token the model did not choose. The tokens that were chosen are exactly
  * those one-token steps would have chosen, with the same draws from the
- * sampler's generator. Several slots at the same position with different
- * samplers (the n choices of one prompt) all read that row.
+ * sampler's generator (a skipped slot draws nothing). The sequence then
+ * keeps tokens[0 .. at] of the first such slot only: its position and its
+ * state, pages included, are those that feeding just those tokens gives,
+ * also where the drafts crossed into the next block (docs/architecture.md,
+ * "Rolling back drafted tokens"). An item with a slot before its last
+ * position feeds at most one block (chunk_size) of tokens. Several slots at the same position with
+ * different samplers (the n choices of one prompt) all read that row.
  *
  * On a GPU a lone slot at an item's last position is sampled on the device
  * when it has no mask or a mask with bits, so only its results cross to the

@@ -177,6 +177,24 @@ int kv_seq_ensure_pages(kv_seq *seq, int n_blocks, kv_error *err);
  * the prefix cache (or swaps in an identical cached page). Never fails. */
 void kv_seq_advance(kv_seq *seq, const int32_t *tokens, int n);
 
+/* Rolling back a verify step (docs/architecture.md, "Rolling back drafted
+ * tokens"): the floats kv_seq_rows_save needs for the current block's first
+ * r rows; a copy of them (k~ then v per layer and kv head) to host memory
+ * dst before a step overwrites them, and back afterwards. */
+size_t kv_seq_rows_floats(const kv_seq *seq, int r);
+int kv_seq_rows_save(const kv_seq *seq, int r, float *dst, kv_error *err);
+int kv_seq_rows_restore(kv_seq *seq, int r, const float *src, kv_error *err);
+
+/* A spare P_i (and key sums) in a pool's memory: saved before a verify step
+ * replaces it, put back when the step's drafts are taken back. A copy holds
+ * its pool; it serves any sequence of that pool. */
+typedef struct kv_prefix_copy kv_prefix_copy;
+int kv_prefix_copy_create(kv_pool *pool, kv_prefix_copy **out, kv_error *err);
+void kv_prefix_copy_free(kv_prefix_copy *c);
+kv_pool *kv_prefix_copy_pool(const kv_prefix_copy *c);
+int kv_seq_prefix_save(const kv_seq *seq, kv_prefix_copy *c, kv_error *err);
+int kv_seq_prefix_restore(kv_seq *seq, const kv_prefix_copy *c, kv_error *err);
+
 /* For a fresh sequence (position 0): attaches the longest state the pool
  * holds for a prefix of tokens[0..n), never more than n - 1 tokens so that at
  * least one token is left to compute. Whole blocks come from the prefix

@@ -59,6 +59,10 @@ typedef struct {
     int gpu_weights;    /* mhla_gpu_weights */
     int gpu_index;
     int gpu_no_graphs;
+    int speculate;   /* srv_speculate: 0 off, 1 ngram (prompt lookup drafts) */
+    int draft_max;   /* --draft-max: drafted tokens a sequence verifies per step at most */
+    int draft_ngram; /* --draft-ngram: the longest n-gram prompt lookup matches */
+    int draft_min;   /* --draft-min: drafts proposed even where they do not pay */
 } mhla_server_options;
 
 void mhla_server_options_default(mhla_server_options *o);
