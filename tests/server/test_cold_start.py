@@ -18,7 +18,12 @@ and grow as it measures (docs/architecture.md, "The step's time budget"). This t
      measured in the same run); prints the largest gap over the stream's median gap too;
   3. shows the check can fail: the same scenario on a fresh server with --itl-target-ms 0
      (the token budget alone: the whole prompt beside the stream in one step) gives a gap
-     over the bound, where the machine was quiet enough to tell (noise under T).
+     over the bound, where the machine was quiet enough to tell (noise under T);
+  4. checks, on both servers, that /metrics' mhla_engine_steps_over_budget_total and the
+     count of mhla_engine_step_overshoot_seconds are the steps with decode rows over the
+     target in the server's step log (--log-level debug).
+A gap over the bound whose steps were all short (the server made the tokens, the machine
+delayed their delivery) reruns the scenario on a fresh server, up to TRIES times.
 
 T is 10 ms: at the demo model's scale (a decode step ~0.3 ms, a prompt token ~0.04 ms)
 the planner's steps stay near 2 decode steps, far under T, so the bound tests the planner
@@ -38,6 +43,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import pace  # noqa: E402
+import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 
 PACE = pace.Pace()
@@ -151,6 +157,24 @@ def steps_between(log_path, t_from, t_to):
     return out
 
 
+def check_over_budget(log_path, m, target_ms, t_fetch, t_fetched):
+    """mhla_engine_steps_over_budget_total counts the steps with decode rows over the
+    target: as many as the step log shows up to the fetch (the cancelled stream may still
+    take a step while /metrics is read), and its overshoot histogram as many."""
+    lo = hi = 0
+    for line in open(log_path, errors="replace"):
+        if '"event":"step"' in line and "decode_rows 0 " not in line:
+            rec = json.loads(line)
+            ms = float(rec["message"].split(" took ")[1].split(" ms")[0])
+            over = target_ms > 0 and ms > target_ms
+            lo += over and rec["ts"] < t_fetch - 0.002
+            hi += over and rec["ts"] <= t_fetched + 0.002
+    n = m.get("mhla_engine_steps_over_budget_total", -1)
+    check(lo <= n <= hi and m.get("mhla_engine_step_overshoot_seconds_count", -1) == n,
+          "/metrics counts %d steps over the %d ms budget, the step log %d-%d" %
+          (n, target_ms, lo, hi))
+
+
 def run(a, name, target_ms, ids):
     """One scenario on a fresh server. Returns (largest gap, bound, noise, verdict): ok,
     stall (a gap over the bound with a step over factor x T + noise in it: the server kept
@@ -160,8 +184,12 @@ def run(a, name, target_ms, ids):
     s = Server(a, name, target_ms)
     try:
         during, alone, status = scenario(s, ids, PACE.limit("token", 4 * PROMPT, 300))
+        t_fetch = time.time()
+        metrics = server_metrics.fetch(s.port, 60)
+        t_fetched = time.time()
     finally:
         s.stop()
+    check_over_budget(s.log_path, metrics, target_ms, t_fetch, t_fetched)
     busy = busy0 or loaded()
     noise = max(alone, default=0.0)
     factor = 2.0 if busy else 1.5
