@@ -105,7 +105,8 @@ void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, d
     if (rows > 0) {
         c->since_decode++;
         c->mixed_steps++;
-        c->last_prefill = tokens;
+        /* a short prompt's last few tokens do not shrink the next chunk at once */
+        c->last_prefill = tokens > c->last_prefill / 2 ? tokens : c->last_prefill / 2;
         c->tok_xx = k * c->tok_xx + t * t;
         c->tok_xy = k * c->tok_xy + t * extra;
     } else {

@@ -22,7 +22,8 @@ typedef struct {
     long decode_steps;       /* of them, steps that only decoded */
     long mixed_steps;        /* of them, steps that decoded and fed prompts */
     long since_decode;       /* steps that decoded and fed prompts since the last decode-only one */
-    int last_prefill;        /* prompt tokens of the last step that also decoded */
+    int last_prefill;        /* prompt tokens of the last step that also decoded, or half
+                                the value before it when that is more */
     int device;              /* the engine's device the costs belong to */
 } srv_step_cost;
 

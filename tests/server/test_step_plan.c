@@ -135,8 +135,9 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
               "the first chunk beside decode rows: %d tokens, more than the target buys at a "
               "decode step per token",
               planned);
-    if (rows > 0 && s->lim.target_s > 0 && s->last_chunk > 16 && planned > 0)
-        CHECK(planned <= 2 * s->last_chunk, "chunk %d after %d", planned, s->last_chunk);
+    int last = s->cost.last_prefill > 2 ? s->cost.last_prefill : 2;
+    if (rows > 0 && s->lim.target_s > 0 && s->last_chunk > 0 && planned > 0)
+        CHECK(planned <= 2 * last, "chunk %d after %d", planned, last);
 }
 
 /* One step: plan, check, run on the simulated engine, learn. Returns the tokens planned. */
