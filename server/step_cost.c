@@ -70,13 +70,16 @@ static void refit_decode(srv_step_cost *c)
     }
 }
 
-/* How much the older steps keep for this one: FORGET, or SURGE_KEEP when
- * the step took SURGE × its prediction (known once its kind was measured). */
+/* How much the older steps keep for this one: FORGET, or SURGE_KEEP for a
+ * step beside decode rows that took SURGE × its prediction. Only there: the
+ * decode fit follows at the usual pace, since one slow decode-only step (a
+ * preemption) taken at face value would make the decode estimate high, and
+ * the time prompt tokens add to a step (its time less that estimate) low. */
 static double keep(const srv_step_cost *c, int rows, int tokens, double seconds)
 {
-    int known = tokens == 0 ? c->decode_steps > 0 : rows > 0 ? c->mixed_steps > 0 : 1;
-    double predicted = srv_step_cost_predict(c, rows, tokens);
-    return known && seconds > SURGE * predicted ? SURGE_KEEP : FORGET;
+    if (rows == 0 || tokens == 0 || c->mixed_steps == 0)
+        return FORGET;
+    return seconds > SURGE * srv_step_cost_predict(c, rows, tokens) ? SURGE_KEEP : FORGET;
 }
 
 void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, double seconds)
@@ -113,7 +116,13 @@ void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, d
         c->solo_xx = FORGET * c->solo_xx + t * t;
         c->solo_xy = FORGET * c->solo_xy + t * extra;
     }
-    double per_token = c->tok_xx > 0 ? c->tok_xy / c->tok_xx : c->solo_xy / c->solo_xx;
-    if (per_token > 0)
-        c->theta[SRV_COST_PER_TOKEN] = per_token;
+    /* Beside decode rows a fit at or below 0 (the steps took no longer than the
+     * decode estimate: a few tokens ride on the rows' weight reads, or the
+     * estimate is high after a slow moment) says 0, so the planner grows the
+     * chunks from what the steps show; holding the last positive value instead
+     * could hold a slow moment's cost for good. */
+    if (c->tok_xx > 0)
+        c->theta[SRV_COST_PER_TOKEN] = c->tok_xy > 0 ? c->tok_xy / c->tok_xx : 0;
+    else if (c->solo_xy > 0)
+        c->theta[SRV_COST_PER_TOKEN] = c->solo_xy / c->solo_xx;
 }
