@@ -39,7 +39,8 @@ static struct {
     int have_device;
     mhla_device_stats dev;
     hist h[SRV_HIST_COUNT];
-    hist prefill; /* prompt tokens per step, in TOKEN_BUCKETS */
+    hist prefill;   /* prompt tokens per step, in TOKEN_BUCKETS */
+    hist overshoot; /* seconds past --itl-target-ms of the steps over it */
     double costs[3], itl_target;
     double start;
     char cpu_isa[16];
@@ -154,6 +155,14 @@ void srv_metrics_step_plan(int prefill_tokens, const double costs[3])
     pthread_mutex_lock(&M.mu);
     hist_add(&M.prefill, TOKEN_BUCKETS, prefill_tokens);
     memcpy(M.costs, costs, sizeof M.costs);
+    pthread_mutex_unlock(&M.mu);
+}
+
+void srv_metrics_step_budget(int decode_rows, double seconds)
+{
+    pthread_mutex_lock(&M.mu);
+    if (decode_rows > 0 && M.itl_target > 0 && seconds > M.itl_target)
+        hist_add(&M.overshoot, BUCKETS, seconds - M.itl_target);
     pthread_mutex_unlock(&M.mu);
 }
 
@@ -384,6 +393,14 @@ static int render_steps(mhla_buf *b)
         "# HELP mhla_itl_target_seconds The step time budget while streams decode (0: off).\n"
         "# TYPE mhla_itl_target_seconds gauge\nmhla_itl_target_seconds %.6f\n",
         M.costs[0], M.costs[1], M.costs[2], M.itl_target);
+    rc |= srv_buf_printf(b,
+                         "# HELP mhla_engine_steps_over_budget_total Steps with decode rows "
+                         "that took longer than --itl-target-ms.\n"
+                         "# TYPE mhla_engine_steps_over_budget_total counter\n"
+                         "mhla_engine_steps_over_budget_total %llu\n",
+                         M.overshoot.n);
+    rc |= render_hist(b, "mhla_engine_step_overshoot_seconds",
+                      "Time past --itl-target-ms of a step over it.", &M.overshoot, BUCKETS);
     return rc;
 }
 

@@ -655,6 +655,7 @@ static void learn(srv_sched *s, double seconds)
                  s->step_rows, s->step_prefill, s->step_drafts, seconds * 1e3, predicted * 1e3,
                  s->cost.theta[0] * 1e3, s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
     srv_metrics_step_plan(s->step_prefill, s->cost.theta);
+    srv_metrics_step_budget(s->step_rows, seconds);
 }
 
 /* One forward pass over the plan. On failure nothing advanced and every

@@ -215,7 +215,9 @@ void srv_metrics_step(int n_items, int n_tokens);
  * row, per prefill token: step_plan.h). */
 void srv_metrics_step_plan(int prefill_tokens, const double costs[3]);
 void srv_metrics_itl_target(double seconds); /* --itl-target-ms; 0: off */
-void srv_metrics_cpu_isa(const char *path);  /* the CPU kernels' instruction-set path */
+/* A step of decode_rows decode rows took seconds: over the target, it counts. */
+void srv_metrics_step_budget(int decode_rows, double seconds);
+void srv_metrics_cpu_isa(const char *path); /* the CPU kernels' instruction-set path */
 /* The engine's gauges: a CPU engine's threads, a GPU engine's counters. */
 void srv_metrics_engine(const mhla_engine *e);
 /* Prometheus text exposition; the caller frees the result. NULL when out of memory. */

@@ -23,6 +23,13 @@
 
 #define FORGET 0.95 /* each older step weighs 5 % less: about the last 20 steps count */
 #define RIDGE 1e-3  /* the pull towards the previous estimates, relative to the data */
+/* A step this much slower than predicted: the machine got slower (a busy
+ * neighbour, throttling), so the older steps weigh only SURGE_KEEP of what
+ * they did. The estimates then follow within a step or two instead of 20,
+ * while every following step would overshoot the budget; a faster machine
+ * is followed at the usual pace (it only costs throughput meanwhile). */
+#define SURGE 1.25
+#define SURGE_KEEP 0.02
 
 void srv_step_cost_reset(srv_step_cost *c, int device)
 {
@@ -63,19 +70,32 @@ static void refit_decode(srv_step_cost *c)
     }
 }
 
+/* How much the older steps keep for this one: FORGET, or SURGE_KEEP for a
+ * step beside decode rows that took SURGE × its prediction. Only there: the
+ * decode fit follows at the usual pace, since one slow decode-only step (a
+ * preemption) taken at face value would make the decode estimate high, and
+ * the time prompt tokens add to a step (its time less that estimate) low. */
+static double keep(const srv_step_cost *c, int rows, int tokens, double seconds)
+{
+    if (rows == 0 || tokens == 0 || c->mixed_steps == 0)
+        return FORGET;
+    return seconds > SURGE * srv_step_cost_predict(c, rows, tokens) ? SURGE_KEEP : FORGET;
+}
+
 void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, double seconds)
 {
     if (device != c->device)
         srv_step_cost_reset(c, device);
     if (!(seconds >= 0) || rows < 0 || tokens < 0 || rows + tokens == 0)
         return;
+    double k = keep(c, rows, tokens, seconds);
     c->steps++;
     if (tokens == 0) {
         double x[2] = {1, rows};
         for (int i = 0; i < 2; i++) {
             for (int j = 0; j < 2; j++)
-                c->a[i][j] = FORGET * c->a[i][j] + x[i] * x[j];
-            c->b[i] = FORGET * c->b[i] + x[i] * seconds;
+                c->a[i][j] = k * c->a[i][j] + x[i] * x[j];
+            c->b[i] = k * c->b[i] + x[i] * seconds;
         }
         c->decode_steps++;
         c->since_decode = 0;
@@ -87,14 +107,22 @@ void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, d
     double extra = seconds - srv_step_cost_predict(c, rows, 0), t = tokens;
     if (rows > 0) {
         c->since_decode++;
-        c->last_prefill = tokens;
-        c->tok_xx = FORGET * c->tok_xx + t * t;
-        c->tok_xy = FORGET * c->tok_xy + t * extra;
+        c->mixed_steps++;
+        /* a short prompt's last few tokens do not shrink the next chunk at once */
+        c->last_prefill = tokens > c->last_prefill / 2 ? tokens : c->last_prefill / 2;
+        c->tok_xx = k * c->tok_xx + t * t;
+        c->tok_xy = k * c->tok_xy + t * extra;
     } else {
         c->solo_xx = FORGET * c->solo_xx + t * t;
         c->solo_xy = FORGET * c->solo_xy + t * extra;
     }
-    double per_token = c->tok_xx > 0 ? c->tok_xy / c->tok_xx : c->solo_xy / c->solo_xx;
-    if (per_token > 0)
-        c->theta[SRV_COST_PER_TOKEN] = per_token;
+    /* Beside decode rows a fit at or below 0 (the steps took no longer than the
+     * decode estimate: a few tokens ride on the rows' weight reads, or the
+     * estimate is high after a slow moment) says 0, so the planner grows the
+     * chunks from what the steps show; holding the last positive value instead
+     * could hold a slow moment's cost for good. */
+    if (c->tok_xx > 0)
+        c->theta[SRV_COST_PER_TOKEN] = c->tok_xy > 0 ? c->tok_xy / c->tok_xx : 0;
+    else if (c->solo_xy > 0)
+        c->theta[SRV_COST_PER_TOKEN] = c->solo_xy / c->solo_xx;
 }

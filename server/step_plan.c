@@ -8,12 +8,12 @@
  */
 #include "step_plan.h"
 
-#define PROBE_FIRST 16 /* the first prefill chunk beside decode rows while per_token is unknown */
-#define PROBE_STEPS 3  /* prefill steps (chunks of 16, 32, 64) before the fit is trusted */
+#define FIT_STEPS 3          /* steps beside decode rows before the fit orders prompts by rate */
 #define MIN_SHARE_TARGET 0.2 /* prefill's time: at least this share of the target ... */
 #define MIN_SHARE_DECODE 0.5 /* ... and of the decode time (when decoding alone is slow) */
 #define MIN_TOKENS 4         /* and at least this many tokens */
-#define GROWTH 2 /* a step's prompt tokens beside decode rows: at most this × the last's */
+#define GROWTH 2      /* a step's prompt tokens beside decode rows: at most this × the last's */
+#define GROWTH_BASE 2 /* ... counted from at least this many (the cold step may feed 1) */
 /* Under steady prompt pressure one step in this many only decodes, so the
  * decode cost the budget rests on is measured afresh (a few % of the prompt
  * throughput beside decode rows). */
@@ -25,6 +25,33 @@
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* The seconds prompt tokens get beside decode rows that take decode: the
+ * target (at most GAP_FACTOR decode steps) less the decode time, at least
+ * the minimum share. */
+static double time_left(const srv_plan_limits *l, double decode)
+{
+    double target = l->target_s < GAP_FACTOR * decode ? l->target_s : GAP_FACTOR * decode;
+    double left = target - decode;
+    double floor_s = MIN_SHARE_TARGET * target, by_decode = MIN_SHARE_DECODE * decode;
+    if (floor_s < by_decode)
+        floor_s = by_decode;
+    return left < floor_s ? floor_s : left;
+}
+
+/* No step has fed prompt tokens beside decode rows yet, so their cost there
+ * is unknown (beside a row they cost up to twice what they cost in a step
+ * that only prefills). What is known bounds it: a prompt token costs no more
+ * than a step that decodes one row (that step reads every weight for one
+ * row; a token among others shares the read). The first chunk is what the
+ * time left buys at that price, at least 1 token; the chunks after it grow
+ * from what each step measured. */
+static int cold_chunk(const srv_step_cost *c, double left, int cap)
+{
+    double bound = srv_step_cost_predict(c, 1, 0);
+    double tokens = bound > 0 ? left / bound : 1;
+    return tokens >= cap ? cap : tokens < 1 ? 1 : (int)tokens;
+}
+
 int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows)
 {
     int cap = l->max_tokens - decode_rows;
@@ -34,21 +61,13 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
         return cap; /* nobody waits for this step: whole chunks for throughput */
     if (c->decode_steps == 0 || c->since_decode >= REFRESH_STEPS)
         return 0; /* measure what decoding alone costs first */
+    double decode = srv_step_cost_predict(c, decode_rows, 0), left = time_left(l, decode);
+    if (c->mixed_steps == 0)
+        return cold_chunk(c, left, cap);
+    cap = min_int(cap, GROWTH * (c->last_prefill > GROWTH_BASE ? c->last_prefill : GROWTH_BASE));
     double per_token = c->theta[SRV_COST_PER_TOKEN];
-    if (c->prefill_steps < PROBE_STEPS)
-        return min_int(cap, PROBE_FIRST << c->prefill_steps);
-    int grow = GROWTH * (c->last_prefill > PROBE_FIRST ? c->last_prefill : PROBE_FIRST);
-    cap = min_int(cap, grow);
     if (per_token <= 0)
         return cap;
-    double decode = srv_step_cost_predict(c, decode_rows, 0);
-    double target = l->target_s < GAP_FACTOR * decode ? l->target_s : GAP_FACTOR * decode;
-    double left = target - decode;
-    double floor_s = MIN_SHARE_TARGET * target, by_decode = MIN_SHARE_DECODE * decode;
-    if (floor_s < by_decode)
-        floor_s = by_decode;
-    if (left < floor_s)
-        left = floor_s;
     double tokens = left / per_token;
     if (tokens >= cap)
         return cap;
@@ -86,7 +105,7 @@ static void sort_prompts(double rate, const srv_plan_prompt *p, int n, int *orde
 static double prefill_rate(const srv_step_cost *c, int decode_rows, int budget)
 {
     double t = srv_step_cost_predict(c, decode_rows, budget);
-    if (c->prefill_steps < PROBE_STEPS || c->theta[SRV_COST_PER_TOKEN] <= 0 || t <= 0)
+    if (c->mixed_steps < FIT_STEPS || c->theta[SRV_COST_PER_TOKEN] <= 0 || t <= 0)
         return 0;
     return budget / t;
 }

@@ -20,8 +20,10 @@ typedef struct {
     long steps;              /* steps observed since the last reset */
     long prefill_steps;      /* of them, steps that fed prompt tokens */
     long decode_steps;       /* of them, steps that only decoded */
+    long mixed_steps;        /* of them, steps that decoded and fed prompts */
     long since_decode;       /* steps that decoded and fed prompts since the last decode-only one */
-    int last_prefill;        /* prompt tokens of the last step that also decoded */
+    int last_prefill;        /* prompt tokens of the last step that also decoded, or half
+                                the value before it when that is more */
     int device;              /* the engine's device the costs belong to */
 } srv_step_cost;
 
@@ -50,11 +52,12 @@ typedef struct {
 
 /* Prompt tokens this step may feed besides decode_rows decode rows (which
  * always run): the cap when there is no target or no decode row; else what
- * the time left after the decode rows buys, at least a minimum share, a
- * small probe while the per-token cost is still unknown, and never more than
- * twice the last such step's (a wrong estimate costs one step, not a stall);
- * none on a step that measures the decode cost (the first beside decode
- * rows, then one in 32 while prompts keep coming). */
+ * the time left after the decode rows buys, at least a minimum share, and
+ * never more than twice the last such step's (a wrong estimate costs one
+ * step, not a stall); while no step has fed prompts beside decode rows, what
+ * the time left buys at a decode step's time per token (no prompt token costs
+ * more than a step of its own); none on a step that measures the decode cost
+ * (the first beside decode rows, then one in 32 while prompts keep coming). */
 int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows);
 
 /* Splits the budget among n waiting prompts (given in admission order):

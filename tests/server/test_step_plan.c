@@ -43,9 +43,31 @@ static const double F = 0.002, R = 0.0005, P = 0.00025; /* the simulated engine'
 static const double F2 = 0.004, R2 = 0.0031, P2_MIXED = 0.0045, P2_ALONE = 0.0023;
 static int cpu_like; /* which engine the simulation runs */
 
+/* A third, measured on the 340M shape (bf16, 2 threads, AVX-512;
+ * bench/bench_step_shapes): a step that decodes reads every weight (35 ms),
+ * prompt tokens beside the row ride along almost free until the products
+ * turn compute-bound, then cost 3.7 ms each; a step that only prefills costs
+ * 3.5 ms a token (at least the weights' read). One line through the origin
+ * fitted on small chunks underestimates large ones. slow scales it all (a
+ * busy or throttled machine). */
+static int knee;
+static double slow = 1.0;
+static double spike = 1.0; /* the next step only takes this × its time (a preemption) */
+static double knee_time(int rows, int tokens)
+{
+    double t;
+    if (rows == 0)
+        t = tokens * 0.0035 > 0.033 ? tokens * 0.0035 : 0.033;
+    else
+        t = 0.034 + 0.001 * rows + 0.0037 * (tokens > 4 ? tokens - 4 : 0);
+    return slow * t;
+}
+
 static double noise(void) { return 1.0 + (rnd(1001) - 500) / 10000.0; }
 static double true_time(int rows, int tokens)
 {
+    if (knee)
+        return knee_time(rows, tokens);
     if (cpu_like)
         return F2 + R2 * rows + (rows > 0 ? P2_MIXED : P2_ALONE) * tokens;
     return F + R * rows + P * tokens;
@@ -64,6 +86,7 @@ typedef struct {
     double now;
     long steps;
     int last_chunk; /* prompt tokens of the last step with decode rows */
+    double last_t;  /* the last step's time */
 } sim;
 
 static void sim_init(sim *s, double target_s)
@@ -94,7 +117,8 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
     CHECK(sum == planned, "planned %d, chunks sum to %d", planned, sum);
     CHECK(rows + planned <= (rows > CAP ? rows : CAP), "%d rows + %d tokens past the cap", rows,
           planned);
-    if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps >= 3 && s->steps > 50) {
+    /* (the measured engine, whose speed changes, checks its steps in test_cold_start) */
+    if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps >= 3 && s->steps > 50 && !knee) {
         double decode = true_time(rows, 0), t = true_time(rows, planned);
         double floor = 0.2 * s->lim.target_s > 0.5 * decode ? 0.2 * s->lim.target_s : 0.5 * decode;
         double allowed =
@@ -106,11 +130,15 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
               "step %ld: %d rows + %d tokens take %.1f ms > 2 x the decode step (%.1f ms)",
               s->steps, rows, planned, t * 1e3, decode * 1e3);
     }
-    if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps < 3 && planned > 0)
-        CHECK(planned <= 16 << s->cost.prefill_steps, "probe %ld: %d tokens", s->cost.prefill_steps,
+    if (rows > 0 && s->lim.target_s > 0 && s->last_chunk == 0 && planned > 0)
+        CHECK(planned == 1 ||
+                  (planned - 1) * srv_step_cost_predict(&s->cost, 1, 0) <= s->lim.target_s,
+              "the first chunk beside decode rows: %d tokens, more than the target buys at a "
+              "decode step per token",
               planned);
-    if (rows > 0 && s->lim.target_s > 0 && s->last_chunk > 16 && planned > 0)
-        CHECK(planned <= 2 * s->last_chunk, "chunk %d after %d", planned, s->last_chunk);
+    int last = s->cost.last_prefill > 2 ? s->cost.last_prefill : 2;
+    if (rows > 0 && s->lim.target_s > 0 && s->last_chunk > 0 && planned > 0)
+        CHECK(planned <= 2 * last, "chunk %d after %d", planned, last);
 }
 
 /* One step: plan, check, run on the simulated engine, learn. Returns the tokens planned. */
@@ -126,8 +154,10 @@ static int step(sim *s, int rows)
         }
     int planned = srv_plan_prefill(&s->lim, &s->cost, rows, in, n, order, chunk);
     check_plan(s, rows, in, n, chunk, planned);
-    double t = true_time(rows, planned) * noise();
+    double t = true_time(rows, planned) * noise() * spike;
+    spike = 1.0;
     s->now += t;
+    s->last_t = t;
     for (int k = 0; k < n; k++) {
         prompt *p = &s->p[idx[k]];
         p->remaining -= chunk[k];
@@ -158,8 +188,8 @@ static void test_learning(void)
     srv_step_cost_observe(&s.cost, 1, 4, 0, 0.01);
     CHECK(s.cost.steps == 1 && s.cost.prefill_steps == 0 && s.cost.device == 1,
           "a new device starts the fit over (steps %ld)", s.cost.steps);
-    CHECK(srv_plan_budget(&s.lim, &s.cost, 4) == 16,
-          "and the first chunk beside decode is a probe");
+    int cold = srv_plan_budget(&s.lim, &s.cost, 4);
+    CHECK(cold >= 1 && cold <= 4, "and the first chunk beside decode is small (%d)", cold);
 }
 
 static void test_budget_edges(void)
@@ -315,6 +345,109 @@ static void test_steady_pressure(void)
     cpu_like = 0;
 }
 
+/* The step beside the stream with the largest time, after `from` steps of s. */
+static double run_prompt(sim *s, int p, int rows, int *steps)
+{
+    double worst = 0;
+    for (*steps = 0; s->p[p].remaining > 0; ++*steps) {
+        step(s, rows);
+        worst = s->last_t > worst ? s->last_t : worst;
+    }
+    return worst;
+}
+
+/* A fresh server (nothing learned) on the engine measured on the 340M shape:
+ * a stream's short prompt prefills alone, it decodes 10 tokens, then a
+ * 1,000-token prompt arrives. The first step beside the stream and every
+ * one after it stay within 1.5 × the target, and the prompt's first token
+ * comes within 1.6 × its prefill alone. Then the machine slows down while a
+ * 2,000-token prompt prefills beside the stream: gradually (5 % a step, to
+ * twice as slow) every step stays within 1.5 × the target; at once (twice as
+ * slow from one step to the next), the step that meets it is over, the ones
+ * after it within again. */
+static void test_cold_start(void)
+{
+    knee = 1;
+    slow = 1.0;
+    sim s;
+    sim_init(&s, 0.1);
+    s.lim.max_tokens = 512;
+    step(&s, 0 * arrive(&s, 5));
+    for (int k = 0; k < 10; k++)
+        step(&s, 1);
+    int p = arrive(&s, 1000), n;
+    double worst = run_prompt(&s, p, 1, &n), alone = knee_time(0, 512) + knee_time(0, 488);
+    double ttft = s.p[p].done - s.p[p].arrive;
+    CHECK(worst <= 1.5 * s.lim.target_s,
+          "cold start: the largest of %d steps beside the stream took %.1f ms, target %.0f ms", n,
+          worst * 1e3, s.lim.target_s * 1e3);
+    CHECK(ttft <= 1.6 * alone, "cold start: the prompt's first token after %.2f s, alone %.2f s",
+          ttft, alone);
+    printf("cold start: largest step %.1f ms (target %.0f ms), TTFT %.2f s = %.2f x alone\n",
+           worst * 1e3, s.lim.target_s * 1e3, ttft, ttft / alone);
+    p = arrive(&s, 2000);
+    double over = 0;
+    for (int k = 0; k < 60; k++) {
+        slow = slow * 1.05 < 2 ? slow * 1.05 : 2;
+        step(&s, 1);
+        over = s.last_t > over ? s.last_t : over;
+    }
+    CHECK(over <= 1.5 * s.lim.target_s,
+          "a machine slowing down 5 %% a step: the largest step %.1f ms, target %.0f ms",
+          over * 1e3, s.lim.target_s * 1e3);
+    slow = 1.0;
+    for (int k = 0; k < 40; k++)
+        step(&s, 1);
+    slow = 2.0;
+    step(&s, 1);
+    worst = run_prompt(&s, p, 1, &n);
+    CHECK(worst <= 1.5 * s.lim.target_s,
+          "twice as slow at once: after the step that met it, the largest of %d took %.1f ms", n,
+          worst * 1e3);
+    printf("slowing down: largest step %.1f ms gradually, %.1f ms after a jump\n", over * 1e3,
+           worst * 1e3);
+    knee = 0;
+    slow = 1.0;
+}
+
+/* Slow moments on the measured engine while a 1,000-token prompt prefills
+ * beside the stream: one step beside it 5 × its time, later a decode-only
+ * step 3 × its time (preemptions). The steps after them stay within 1.5 × the
+ * target, and the prompt's first token comes within 1.6 × its prefill alone
+ * plus the time the slow steps lost: a slow moment's cost is not kept. */
+static void test_slow_moments(void)
+{
+    knee = 1;
+    sim s;
+    sim_init(&s, 0.1);
+    s.lim.max_tokens = 512;
+    step(&s, 0 * arrive(&s, 5));
+    for (int k = 0; k < 10; k++)
+        step(&s, 1);
+    int p = arrive(&s, 1000), spiked_decode = 0;
+    double worst = 0, lost = 0;
+    for (int n = 0; s.p[p].remaining > 0; n++) {
+        int decode_only = srv_plan_budget(&s.lim, &s.cost, 1) == 0;
+        double f = n == 20 ? 5 : n > 30 && decode_only && !spiked_decode++ ? 3 : 1;
+        spike = f;
+        step(&s, 1);
+        if (f > 1)
+            lost += s.last_t - s.last_t / f;
+        else
+            worst = s.last_t > worst ? s.last_t : worst;
+    }
+    double ttft = s.p[p].done - s.p[p].arrive, alone = knee_time(0, 512) + knee_time(0, 488);
+    CHECK(spiked_decode && worst <= 1.5 * s.lim.target_s,
+          "slow moments: the largest other step took %.1f ms, target %.0f ms", worst * 1e3,
+          s.lim.target_s * 1e3);
+    CHECK(ttft <= 1.6 * alone + lost,
+          "slow moments: the prompt's first token after %.2f s, alone %.2f s, lost %.2f s", ttft,
+          alone, lost);
+    printf("slow moments: largest other step %.1f ms, TTFT %.2f s = %.2f x alone (%.2f s lost)\n",
+           worst * 1e3, ttft, ttft / alone, lost);
+    knee = 0;
+}
+
 static void test_token_budget(void)
 {
     sim s;
@@ -342,6 +475,8 @@ int main(void)
     test_no_starvation();
     test_mixed_run();
     test_steady_pressure();
+    test_cold_start();
+    test_slow_moments();
     test_token_budget();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
