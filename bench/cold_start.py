@@ -98,8 +98,10 @@ def steps_in(log, t_from, t_to):
         rec = json.loads(line)
         if not t_from <= rec["ts"] <= t_to + 0.002:
             continue
-        w = rec["message"].replace("(", " ").split()
-        out.append((int(w[1]), int(w[3]), float(w[5]), float(w[8])))
+        w = rec["message"].replace("(", " ").replace(";", " ").split()
+        field = {w[i]: w[i + 1] for i in range(len(w) - 1)}  # "name value" pairs
+        out.append((int(field["decode_rows"]), int(field["prefill_tokens"]),
+                    float(field["took"]), float(field["predicted"])))
     return out
 
 

@@ -58,6 +58,7 @@ struct srv_sched {
     int n_refs, n_slots, n_tokens;
     int step_rows, step_prefill; /* the plan's decode rows and prompt tokens */
     int step_drafts;             /* the plan's drafted tokens (spec.c) */
+    int prompts_waiting;         /* this step feeds prompt tokens: it drafts nothing */
     int32_t *feed;               /* the decode rows' tokens: each last token, then its drafts */
     int n_feed, cap_feed;
     int on_gpu;
@@ -459,8 +460,10 @@ static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
         return -1;
     *feed0 = s->n_feed;
     s->feed[s->n_feed++] = ch->last_tok;
-    /* one step in 32 drafts nothing: the planner's decode costs stay measured */
-    int room = s->n_steps % 32 == 31 ? 0 : draft_room(s, r, ch);
+    /* one step in 32 drafts nothing: the planner's decode costs stay measured; nor does
+     * a step that feeds a prompt: its chunk has the step's time left after the decode
+     * rows, and the planner learns its costs from steps without drafts */
+    int room = s->n_steps % 32 == 31 || s->prompts_waiting ? 0 : draft_room(s, r, ch);
     if (room <= 0)
         return 0;
     /* a batch size's first step is plain: what a draft must beat is measured first */
@@ -557,9 +560,10 @@ static int gather_prompts(srv_sched *s)
 static int plan(srv_sched *s)
 {
     s->n_refs = s->n_slots = s->n_tokens = 0;
-    s->step_rows = plan_decode(s);
-    int n = s->step_rows < 0 ? -1 : gather_prompts(s);
-    if (n < 0)
+    int n = gather_prompts(s);
+    s->prompts_waiting = n > 0 && s->c.itl_target_s > 0;
+    s->step_rows = n < 0 ? -1 : plan_decode(s);
+    if (s->step_rows < 0)
         return -1;
     srv_plan_limits l = {.target_s = s->c.itl_target_s, .max_tokens = s->c.max_batch_tokens};
     s->step_prefill =
