@@ -37,9 +37,9 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int cl_summarize(const double *v, size_t n, cl_summary *out, char *err)
+int cl_sorted_copy(const double *v, size_t n, double **out, char *err)
 {
-    memset(out, 0, sizeof *out);
+    *out = NULL;
     if (n == 0)
         return 0;
     double *s = malloc(n * sizeof *s);
@@ -49,6 +49,16 @@ int cl_summarize(const double *v, size_t n, cl_summary *out, char *err)
     }
     memcpy(s, v, n * sizeof *s);
     qsort(s, n, sizeof *s, cmp_double);
+    *out = s;
+    return 0;
+}
+
+int cl_summarize(const double *v, size_t n, cl_summary *out, char *err)
+{
+    memset(out, 0, sizeof *out);
+    double *s;
+    if (n == 0 || cl_sorted_copy(v, n, &s, err))
+        return n == 0 ? 0 : -1;
     double sum = 0.0;
     for (size_t i = 0; i < n; i++)
         sum += s[i];

@@ -11,27 +11,16 @@
 
 enum { W = 760, H = 790, ML = 80, MR = 690 };
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* c->sorted: a sorted copy of v (malloc'd; NULL when n is 0) with its p50 and p99. */
 static int sorted_curve(cl_cdf_curve *c, const double *v, size_t n, char *err)
 {
     c->n = n;
-    c->sorted = NULL;
+    double *s;
+    if (cl_sorted_copy(v, n, &s, err))
+        return -1;
+    c->sorted = s;
     if (n == 0)
         return 0;
-    double *s = malloc(n * sizeof *s);
-    if (!s) {
-        snprintf(err, CL_ERR_LEN, "out of memory sorting %zu samples", n);
-        return -1;
-    }
-    memcpy(s, v, n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_double);
-    c->sorted = s;
     return cl_percentile(s, n, 50, &c->p50, err) || cl_percentile(s, n, 99, &c->p99, err) ? -1 : 0;
 }
 

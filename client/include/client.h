@@ -32,6 +32,9 @@ typedef struct {
  * definition of numpy.percentile's default method. */
 int cl_percentile(const double *sorted, size_t n, double q, double *out, char *err);
 
+/* *out: an ascending copy of v[0..n-1] (malloc'd; NULL when n is 0). */
+int cl_sorted_copy(const double *v, size_t n, double **out, char *err);
+
 /* Summarises v[0..n-1] (any order; v is not modified). n may be 0. */
 int cl_summarize(const double *v, size_t n, cl_summary *out, char *err);
 
