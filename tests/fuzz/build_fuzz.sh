@@ -22,7 +22,7 @@ info="/* written by tests/fuzz/build_fuzz.sh */
 #define MHLA_BUILD_COMMIT \"$commit\"
 #define MHLA_BUILD_TYPE \"fuzz\""
 [ "$(cat "$out/gen/build_info.h" 2>/dev/null)" = "$info" ] || printf '%s\n' "$info" > "$out/gen/build_info.h"
-pkgs="libcjson libpcre2-8 libutf8proc libmicrohttpd"
+pkgs="libcjson libpcre2-8 libutf8proc libmicrohttpd libxxhash"
 cflags="-std=c11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
   -fno-sanitize-recover=undefined -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
   -Wno-unknown-pragmas -ffp-contract=off $(pkg-config --cflags $pkgs)

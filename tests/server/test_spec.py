@@ -295,7 +295,10 @@ def main():
     ap.add_argument("--cpu-isa", default="")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    spec = Server(args.bin, args.work, "ngram", args.cpu_isa)
+    # --draft-min 2: every path drafts wherever lookup finds a match, so the answers below
+    # compare verified drafts with plain decoding whether or not drafting pays on this
+    # path (on the compute-bound portable path the cost rule alone may draft nothing)
+    spec = Server(args.bin, args.work, "ngram", args.cpu_isa, extra=["--draft-min", "2"])
     off = None
     try:
         off = Server(args.bin, args.work, "off", args.cpu_isa)
