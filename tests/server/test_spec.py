@@ -174,6 +174,22 @@ def exact_cases(spec, off):
     check(st == text, "streamed text equals the non-streamed text (%d events)" % events)
 
 
+def all_at_once(server, bodies, tokens):
+    """The answers to bodies sent at once, each on its own connection (a time limit
+    for up to tokens tokens each)."""
+    got = [None] * len(bodies)
+
+    def one(i):
+        got[i] = answer(server.post(bodies[i], PACE.limit("req", tokens, 300)))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
 def mixed_batch(spec, off):
     bodies = [{"prompt": copy_prompt(0), "max_tokens": 90, "temperature": 0},
               dict(SAMPLED, prompt=copy_prompt(100), max_tokens=80),
@@ -183,16 +199,7 @@ def mixed_batch(spec, off):
               dict(SAMPLED, prompt=copy_prompt(400), max_tokens=100, n=2),
               {"prompt": copy_prompt(500), "max_tokens": 50, "temperature": 0}]
     want = [answer(off.post(b, PACE.limit("req", 100, 120))) for b in bodies]
-    got = [None] * len(bodies)
-
-    def one(i):
-        got[i] = answer(spec.post(bodies[i], PACE.limit("req", 600, 300)))
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    got = all_at_once(spec, bodies, 600)
     for i in range(len(bodies)):
         check(got[i] == want[i], "mixed batch: request %d equals plain decoding alone" % i)
 
@@ -257,16 +264,7 @@ def stress(args):
         for i, b in enumerate(bodies):
             ok, _, o = same(spec, off, b, "stress: request %d alone" % i)
             want.append(answer(o))
-        got = [None] * len(bodies)
-
-        def one(i):
-            got[i] = answer(spec.post(bodies[i], PACE.limit("req", 1800, 300)))
-
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        got = all_at_once(spec, bodies, 1800)
         for i in range(len(bodies)):
             check(got[i] == want[i], "stress: request %d in a batch of 6 equals plain" % i)
         cancel(spec, off, dict(bodies[0], max_tokens=400), bodies[1], 1)
