@@ -90,6 +90,14 @@ void mhla_seq_finish(mhla_seq *s)
 
 int mhla_seq_pos(const mhla_seq *s) { return kv_seq_pos(s->kv); }
 
+int mhla_seq_rewind(mhla_seq *s, int pos, mhla_error *err)
+{
+    kv_error ke;
+    if (kv_seq_rewind(s->kv, pos, &ke))
+        return eng_fail_kv(err, &ke);
+    return 0;
+}
+
 size_t mhla_seq_state_bytes(const mhla_seq *s) { return kv_seq_bytes(s->kv); }
 
 int eng_seq_reserve_pages(mhla_seq *s, int n_blocks, mhla_error *err)

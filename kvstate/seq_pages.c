@@ -185,6 +185,17 @@ void kv_seq_advance(kv_seq *s, const int32_t *tokens, int n)
     kv_seq_publish_blocks(s, old / C, s->pos / C, !s->loaded);
 }
 
+int kv_seq_rewind(kv_seq *s, int pos, kv_error *err)
+{
+    int C = s->pool->opt.geo.block_tokens;
+    if (pos < 0 || pos > s->pos)
+        return kv_fail(err, "rewinding to position %d of a sequence at %d", pos, s->pos);
+    if (pos < s->pos && pos / C != s->pos / C)
+        return kv_fail(err, "rewinding from %d to %d would reopen a closed block", s->pos, pos);
+    s->pos = pos;
+    return 0;
+}
+
 /* Attaches the page of block nb (prefix key key) to s: from the prefix
  * cache, else from the disk tier. 0, or -1 when neither has it (or the pool
  * cannot spare an evictable page). */

@@ -34,27 +34,23 @@ void mhla_server_options_default(mhla_server_options *o)
     o->request_timeout_s = 600;
     o->shutdown_timeout_s = 30;
     o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
-    o->speculate = 1;
+    o->speculate = SRV_SPEC_NGRAM;
+    o->draft_state_memory_mb = SRV_STATE_MEMORY_AUTO;
     o->draft_max = 8;
     o->draft_ngram = 3;
 }
 
-/* --speculate: off or ngram; draft (a draft model) is named so that its
- * refusal says why. */
+/* --speculate: off, ngram or draft (--draft-model names the model). */
 static int parse_speculate(const char *flag, const char *v, void *base, char *err, size_t errlen)
 {
+    static const char *const words[] = {"off", "ngram", "draft"};
     mhla_server_options *o = base;
-    if (strcmp(v, "off") == 0 || strcmp(v, "ngram") == 0) {
-        o->speculate = strcmp(v, "ngram") == 0;
-        return 0;
-    }
-    if (strcmp(v, "draft") == 0)
-        snprintf(err, errlen,
-                 "--%s draft: drafting with a draft model (--draft-model) is not built yet; "
-                 "use ngram or off",
-                 flag);
-    else
-        snprintf(err, errlen, "--%s takes off or ngram, not '%.64s'", flag, v);
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, words[i]) == 0) {
+            o->speculate = i;
+            return 0;
+        }
+    snprintf(err, errlen, "--%s takes off, ngram or draft, not '%.64s'", flag, v);
     return -1;
 }
 
@@ -75,6 +71,17 @@ static int parse_state_memory(const char *flag, const char *v, void *base, char 
     }
     o->state_memory_mb = (int)x;
     return 0;
+}
+
+/* --draft-state-memory: auto, or MiB (0: unbounded). */
+static int parse_draft_state_memory(const char *flag, const char *v, void *base, char *err,
+                                    size_t errlen)
+{
+    mhla_server_options *o = base;
+    int keep = o->state_memory_mb, rc = parse_state_memory(flag, v, base, err, errlen);
+    o->draft_state_memory_mb = o->state_memory_mb;
+    o->state_memory_mb = keep;
+    return rc;
 }
 
 /* The words of the enum flags, in the order of their enum's values. */
@@ -151,11 +158,28 @@ static const mhla_opt rows[] = {
     {.name = "speculate",
      .kind = MHLA_OPT_CUSTOM,
      .parse = parse_speculate,
-     .metavar = "off|ngram",
+     .metavar = "off|ngram|draft",
      .help = "ngram: draft tokens by prompt lookup (the last n tokens\n"
-             "found earlier in the prompt and the output) and verify\n"
-             "them in one step; the output is bit for bit plain\n"
-             "decoding's; drafts only where they pay (default ngram)"},
+             "found earlier in the prompt and the output); draft: a\n"
+             "smaller model with the same tokenizer (--draft-model)\n"
+             "proposes them; either way they are verified in one step,\n"
+             "the output is bit for bit plain decoding's, and drafts\n"
+             "are made only where they pay (default ngram)"},
+    {.name = "draft-model",
+     .kind = MHLA_OPT_STRING,
+     .off = OPT(draft_model),
+     .metavar = "DIR",
+     .help = "the draft model of --speculate draft: an MHLA checkpoint\n"
+             "with the model's tokenizer.json (refused otherwise)"},
+    {.name = "draft-state-memory",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = parse_draft_state_memory,
+     .metavar = "auto|MB|0",
+     .help = "the draft model's own state pool (with its own prefix\n"
+             "cache); a choice it cannot hold drafts nothing. auto\n"
+             "(default): as many positions as the model's pool holds\n"
+             "(its size times the draft's state per position over the\n"
+             "model's); 0: unbounded"},
     {INT_ROW("draft-max", draft_max, 1, 63), .metavar = "N",
      .help = "drafted tokens a sequence verifies per step at most\n"
              "(default 8; never more than a block less one)"},
@@ -311,5 +335,13 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
         o->api_key = NULL;
     if (o->allowed_origins && !o->allowed_origins[0])
         o->allowed_origins = NULL;
+    if ((o->speculate == SRV_SPEC_DRAFT) != (o->draft_model && o->draft_model[0])) {
+        snprintf(err, errlen,
+                 o->draft_model && o->draft_model[0]
+                     ? "--draft-model is the draft model of --speculate draft: give both"
+                     : "--speculate draft needs --draft-model DIR (a smaller model with the "
+                       "same tokenizer)");
+        return -1;
+    }
     return srv_cors_check(o->allowed_origins, err, errlen);
 }

@@ -83,6 +83,7 @@ void srv_choice_free_engine(srv_choice *c)
 {
     mhla_seq_free(c->seq);
     c->seq = NULL;
+    srv_draft_state_free(&c->draft);
     mhla_sampler_free(c->sampler);
     c->sampler = NULL;
     srv_codec_stream_free(c->dec);

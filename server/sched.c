@@ -29,6 +29,8 @@ typedef struct {
     int n_slots; /* sample slots: 1 + drafts for a decode row, n for a prompt's last chunk */
     int slot0;   /* its first in the step's slots */
     int feed0;   /* a decode row's tokens in the step's feed: its last token, then drafts */
+    int want;    /* --speculate draft: drafts the cost rule allows (the draft model proposes) */
+    int end;     /* a decode row's text (prompt + output) before the step */
 } item_ref;
 
 /* A prompt still prefilling, as the step planner sees it. */
@@ -63,6 +65,9 @@ struct srv_sched {
     int n_feed, cap_feed;
     int on_gpu;
     srv_spec_cost spec_cost; /* a drafted token's share of a step */
+    srv_draft_row *drows;    /* --speculate draft: the step's drafting rows */
+    int *drow_ref, cap_drows, cap_drow_ref;
+    double draft_s; /* the draft model's time in this step */
     long n_steps;
     srv_step_cost cost;  /* learned from every step's forward time */
     prompt_ref *prompts; /* the step planner's input and output */
@@ -452,7 +457,8 @@ static int draft_room(const srv_sched *s, const srv_req *r, const srv_choice *ch
 }
 
 /* Choice ci's feed this step: its last token, then the drafts that pay
- * beside rows decode rows. Returns the drafts, -1 when out of memory. */
+ * beside rows decode rows. Returns the drafts, -1 when out of memory; with
+ * a draft model -2 - k: room for k drafts it proposes later (draft_phase). */
 static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
 {
     srv_choice *ch = &r->choices[ci];
@@ -476,6 +482,10 @@ static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
     int k = srv_spec_length(&ch->spec, room, per_row, per_tok);
     int floor = s->c.draft_min < room ? s->c.draft_min : room;
     k = k < floor ? floor : k;
+    if (s->c.speculate == SRV_SPEC_DRAFT) {
+        s->n_feed += ch->draft.off ? 0 : k; /* room for what the draft model proposes */
+        return ch->draft.off ? 0 : -2 - k;
+    }
     const srv_prompt *pr = &r->p.prompts[ch->group];
     srv_spec_text t = {.prompt = pr->ids, .n_prompt = pr->n, .out = ch->ids, .n_out = ch->n_ids};
     k = k > 0 ? srv_spec_lookup(&t, s->c.draft_ngram, k, s->feed + s->n_feed) : 0;
@@ -503,18 +513,74 @@ static int plan_decode(srv_sched *s)
         for (int c = 0; c < r->n_choices; c++) {
             if (r->choices[c].state != SRV_CH_DECODE)
                 continue;
-            int feed0, k = plan_feed(s, r, c, rows, &feed0);
+            int feed0, k = plan_feed(s, r, c, rows, &feed0), want = k < -1 ? -2 - k : 0;
+            k = k < -1 ? 0 : k;
             if (k < 0 || plan_item(s, (item_ref){.r = r,
                                                  .kind = ITEM_DECODE,
                                                  .idx = c,
                                                  .n = 1 + k,
                                                  .n_slots = 1 + k,
-                                                 .feed0 = feed0}))
+                                                 .feed0 = feed0,
+                                                 .want = want,
+                                                 .end = r->p.prompts[r->choices[c].group].n +
+                                                        r->choices[c].n_ids}))
                 return -1;
             s->step_drafts += k;
         }
     }
     return rows;
+}
+
+/* Row j of the draft phase: decode item ref's choice, its text and room. */
+static srv_draft_row draft_row(srv_sched *s, const item_ref *rf)
+{
+    srv_req *r = rf->r;
+    srv_choice *ch = &r->choices[rf->idx];
+    const srv_prompt *pr = &r->p.prompts[ch->group];
+    return (srv_draft_row){
+        .st = &ch->draft,
+        .text = {.prompt = pr->ids, .n_prompt = pr->n, .out = ch->ids, .n_out = ch->n_ids},
+        .reserve = (long)pr->n + r->p.max_tokens + s->c.draft_max,
+        .want = rf->want,
+        .out = s->feed + rf->feed0 + 1};
+}
+
+/* --speculate draft: the draft model proposes what each row's rule allows,
+ * one draft-engine step per draft position for all rows at once; its time
+ * counts as the drafts' cost (learn). The decode items then take their
+ * drafts, and every item's slots move up. -1 when out of memory. */
+static int draft_phase(srv_sched *s)
+{
+    int n = 0;
+    s->draft_s = 0.0;
+    for (int j = 0; j < s->n_refs; j++) {
+        if (s->refs[j].want <= 0)
+            continue;
+        if (mhla_grow(&s->drows, sizeof *s->drows, &s->cap_drows, n + 1) ||
+            mhla_grow(&s->drow_ref, sizeof *s->drow_ref, &s->cap_drow_ref, n + 1))
+            return -1;
+        s->drow_ref[n] = j;
+        s->drows[n++] = draft_row(s, &s->refs[j]);
+    }
+    if (n == 0)
+        return 0;
+    char err[512];
+    double t0 = mhla_now();
+    if (srv_drafter_propose(s->c.drafter, s->drows, n, err, sizeof err))
+        srv_logf(MHLA_LOG_WARN, "draft", "no drafts this step: %s", err);
+    s->draft_s = mhla_now() - t0;
+    s->n_slots = s->n_tokens = 0;
+    for (int i = 0; i < n; i++) {
+        item_ref *rf = &s->refs[s->drow_ref[i]];
+        rf->n = rf->n_slots = 1 + s->drows[i].got;
+        s->step_drafts += s->drows[i].got;
+    }
+    for (int j = 0; j < s->n_refs; j++) {
+        s->refs[j].slot0 = s->n_slots;
+        s->n_slots += s->refs[j].n_slots;
+        s->n_tokens += s->refs[j].n;
+    }
+    return 0;
 }
 
 static int grow_prompts(srv_sched *s, int n)
@@ -563,7 +629,7 @@ static int plan(srv_sched *s)
     int n = gather_prompts(s);
     s->prompts_waiting = n > 0 && s->c.itl_target_s > 0;
     s->step_rows = n < 0 ? -1 : plan_decode(s);
-    if (s->step_rows < 0)
+    if (s->step_rows < 0 || draft_phase(s))
         return -1;
     srv_plan_limits l = {.target_s = s->c.itl_target_s, .max_tokens = s->c.max_batch_tokens};
     s->step_prefill =
@@ -645,7 +711,7 @@ static void learn(srv_sched *s, double seconds)
     /* a step's drafts are timed apart (spec.c), against plain steps of its size;
      * the planner learns from the steps without drafts */
     if (s->step_prefill == 0 && s->step_drafts > 0)
-        srv_spec_cost_observe(&s->spec_cost, s->step_rows, s->step_drafts, seconds);
+        srv_spec_cost_observe(&s->spec_cost, s->step_rows, s->step_drafts, seconds + s->draft_s);
     else if (s->step_prefill == 0)
         srv_spec_cost_plain(&s->spec_cost, s->step_rows, seconds);
     if (s->step_drafts == 0)
@@ -748,9 +814,11 @@ static int apply_decode(srv_sched *s, const item_ref *rf, char *err, size_t errl
             break;
     }
     if (drafted > 0) {
-        srv_metrics_spec(drafted, accepted);
+        srv_metrics_spec(s->c.speculate, drafted, accepted);
         srv_spec_row_update(&ch->spec, drafted, accepted, s->c.draft_max);
     }
+    if (rf->want > 0) /* the draft model's state goes back to the accepted text */
+        srv_draft_settle(&ch->draft, rf->end, accepted);
     return 0;
 }
 
@@ -886,6 +954,8 @@ void srv_sched_free(srv_sched *s)
     free(s->refs);
     free(s->slots);
     free(s->feed);
+    free(s->drows);
+    free(s->drow_ref);
     free(s->prompts);
     free(s->pp);
     free(s->pp_order);

@@ -55,6 +55,7 @@ typedef struct {
     int port;
     size_t state_bytes; /* the state pool's budget; 0: unbounded */
     srv_memory_plan mem;
+    srv_drafter *drafter; /* --speculate draft */
 } server;
 
 /* SIGTERM/SIGINT are taken with sigwait by this thread; every thread
@@ -72,21 +73,26 @@ static int block_signals(sigset_t *set, char *err, size_t errlen)
     return 0;
 }
 
+static mhla_engine_options engine_options(const server *sv, const mhla_server_options *o)
+{
+    return (mhla_engine_options){.n_threads = o->threads,
+                                 .cpu_isa = o->cpu_isa,
+                                 .thread_adapt = o->thread_adapt,
+                                 .state_bytes = sv->state_bytes,
+                                 .resume_slots = sv->state_bytes ? 64 : 0,
+                                 .device = (mhla_device)o->device,
+                                 .gpu_index = o->gpu_index,
+                                 .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
+                                 .gpu_no_graphs = o->gpu_no_graphs,
+                                 .state_dir = o->state_dir,
+                                 .state_disk_max =
+                                     srv_state_disk_limit(o->state_dir, o->state_disk_max)};
+}
+
 static int create_engine(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
     mhla_error e = {0};
-    mhla_engine_options eo = {.n_threads = o->threads,
-                              .cpu_isa = o->cpu_isa,
-                              .thread_adapt = o->thread_adapt,
-                              .state_bytes = sv->state_bytes,
-                              .resume_slots = sv->state_bytes ? 64 : 0,
-                              .device = (mhla_device)o->device,
-                              .gpu_index = o->gpu_index,
-                              .gpu_weights = (mhla_gpu_weights)o->gpu_weights,
-                              .gpu_no_graphs = o->gpu_no_graphs,
-                              .state_dir = o->state_dir,
-                              .state_disk_max =
-                                  srv_state_disk_limit(o->state_dir, o->state_disk_max)};
+    mhla_engine_options eo = engine_options(sv, o);
     if (mhla_engine_create(sv->model, &eo, &sv->engine, &e)) {
         snprintf(err, errlen, "cannot create the engine: %s", e.msg);
         return -1;
@@ -187,6 +193,26 @@ static int load_model(server *sv, const mhla_server_options *o, mhla_error *e)
     return rc;
 }
 
+/* --speculate draft: the draft model, its engine like the model's (weights,
+ * threads, device), with a state pool of its own. */
+static int load_drafter(server *sv, const mhla_server_options *o, char *err, size_t errlen)
+{
+    if (o->speculate != SRV_SPEC_DRAFT)
+        return 0;
+    mhla_model_options mo = {.weights = (mhla_weight_dtype)o->weights};
+    mhla_engine_options eo = engine_options(sv, o);
+    eo.state_disk_max = 0;
+    srv_drafter_options d = {.dir = o->draft_model,
+                             .target_dir = o->model_dir,
+                             .model_options = &mo,
+                             .engine_options = &eo,
+                             .target_cfg = sv->cfg,
+                             .target_state_bytes = sv->state_bytes,
+                             .state_mb = o->draft_state_memory_mb,
+                             .catchup = o->max_batch_tokens};
+    return srv_drafter_create(&d, &sv->drafter, err, errlen);
+}
+
 /* The model, the engine, the text codec and generation_config.json. */
 static int load(server *sv, const mhla_server_options *o, char *err, size_t errlen)
 {
@@ -198,7 +224,7 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
         return -1;
     }
     sv->cfg = mhla_model_config(sv->model);
-    if (start_engine(sv, o, err, errlen))
+    if (start_engine(sv, o, err, errlen) || load_drafter(sv, o, err, errlen))
         return -1;
     if (mhla_engine_cpu_note(sv->engine)[0])
         srv_logf(MHLA_LOG_INFO, "cpu", "%s", mhla_engine_cpu_note(sv->engine));
@@ -242,6 +268,7 @@ static int start(server *sv, const mhla_server_options *o, char *err, size_t err
                             .max_queue = o->max_queue,
                             .request_timeout_s = o->request_timeout_s,
                             .speculate = o->speculate,
+                            .drafter = sv->drafter,
                             .draft_max = o->draft_max,
                             .draft_ngram = o->draft_ngram,
                             .draft_min = o->draft_min};
@@ -348,6 +375,7 @@ int mhla_server_run(const mhla_server_options *o, char *err, size_t errlen)
     srv_chat_render_free(&sv.render);
     srv_grammars_free(sv.grammars);
     srv_chat_template_free(&sv.chat);
+    srv_drafter_free(sv.drafter);
     mhla_engine_free(sv.engine);
     mhla_model_free(sv.model);
     if (rc == 0)

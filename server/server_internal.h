@@ -162,6 +162,8 @@ void srv_log_unknown_field(const char *name);
 /* ---- memory.c: --state-memory auto ----------------------------------------- */
 
 #define SRV_STATE_MEMORY_AUTO (-1)
+/* --speculate: what proposes the drafts the model verifies. */
+enum { SRV_SPEC_OFF = 0, SRV_SPEC_NGRAM = 1, SRV_SPEC_DRAFT = 2 };
 
 typedef struct {
     size_t limit;           /* bytes this process may use */
@@ -228,8 +230,9 @@ void srv_metrics_grammar_lookup(int hit);
 void srv_metrics_grammar_row(void);
 void srv_metrics_grammar_mask(double seconds);
 int srv_metrics_grammar_render(mhla_buf *b);
-/* metrics_spec.c: a row that verified drafted tokens, and how many the model took. */
-void srv_metrics_spec(int drafted, int accepted);
+/* metrics_spec.c: a row that verified drafted tokens (mode SRV_SPEC_*), and how many the model
+ * took. */
+void srv_metrics_spec(int mode, int drafted, int accepted);
 int srv_metrics_spec_render(mhla_buf *b);
 void srv_metrics_spec_engine(mhla_engine *engine); /* the engine's verify counters */
 
@@ -511,6 +514,50 @@ typedef struct {
     int n_prompt, n_out;
 } srv_spec_text;
 
+/* ---- draft.c: drafts from a draft model ------------------------------------- */
+
+typedef struct srv_drafter srv_drafter;
+typedef struct {
+    const char *dir;                           /* --draft-model */
+    const char *target_dir;                    /* the model's: the tokenizers must match */
+    const mhla_model_options *model_options;   /* as the model's (NULL: defaults) */
+    const mhla_engine_options *engine_options; /* as the model's engine */
+    const mhla_config *target_cfg;
+    size_t target_state_bytes; /* the model's state pool (0: no limit) */
+    int state_mb;              /* the draft's pool, MiB; 0: no limit; -1: auto (from the model's) */
+    int catchup;               /* prompt tokens all rows together feed per step while catching up */
+} srv_drafter_options;
+/* Loads the draft model and makes its engine; refuses a model whose
+ * tokenizer or vocabulary is not the target's. */
+int srv_drafter_create(const srv_drafter_options *o, srv_drafter **out, char *err, size_t errlen);
+void srv_drafter_free(srv_drafter *d);
+const mhla_config *srv_drafter_config(const srv_drafter *d);
+mhla_engine *srv_drafter_engine(const srv_drafter *d);
+
+/* A choice's draft state: a sequence of the draft model holding its text. */
+typedef struct {
+    mhla_seq *seq; /* NULL until its first proposal */
+    int off;       /* 1: the draft pool could not hold it; it drafts nothing */
+} srv_draft_state;
+void srv_draft_state_free(srv_draft_state *st);
+
+/* One drafting row of a step. */
+typedef struct {
+    srv_draft_state *st;
+    srv_spec_text text; /* the choice's prompt and output, its last token included */
+    long reserve;       /* positions its draft sequence reserves: prompt + max_tokens + drafts */
+    int want;           /* in: drafts the cost rule allows; out: lowered by the draft's room */
+    int32_t *out;       /* room for want drafts */
+    int got;            /* out: drafts proposed */
+} srv_draft_row;
+/* Proposes each row's drafts: one draft-engine step per draft position over
+ * every row still drafting. -1 with err when a step failed (rows keep the
+ * drafts proposed before it; srv_draft_settle takes every draft back). */
+int srv_drafter_propose(srv_drafter *d, srv_draft_row *rows, int n_rows, char *err, size_t errlen);
+/* After the target's step: its text had end tokens and the target accepted
+ * the first accepted drafts; the draft state goes back to hold no more. */
+void srv_draft_settle(srv_draft_state *st, int end, int accepted);
+
 /* How one choice drafts: its draft length now and its acceptance record. */
 typedef struct {
     int k;              /* drafts to propose at most now */
@@ -566,7 +613,8 @@ typedef struct {
     srv_row_grammar *grammar; /* p.grammar: this choice's matcher, and its mask */
     mhla_token_mask mask;
     int32_t last_tok;
-    srv_spec_row spec; /* prompt-lookup drafting (spec.c) */
+    srv_spec_row spec;     /* prompt-lookup drafting (spec.c) */
+    srv_draft_state draft; /* --speculate draft: the draft model's state (draft.c) */
     double t_last;
     long dec_chars; /* characters the decoder has produced (text_offset) */
     /* under req->mu */
@@ -702,7 +750,8 @@ typedef struct {
     int max_batch_tokens, max_running, max_queue;
     double itl_target_s; /* the step time budget; 0: the token budget alone */
     double request_timeout_s;
-    int speculate;              /* 1: prompt-lookup drafts (spec.c) */
+    int speculate;              /* SRV_SPEC_*: off, prompt-lookup drafts (spec.c), draft model */
+    srv_drafter *drafter;       /* SRV_SPEC_DRAFT: the draft model (draft.c) */
     int draft_max, draft_ngram; /* drafted tokens per step at most; longest n-gram matched */
     int draft_min;              /* drafts proposed even where they do not pay */
 } srv_sched_options;

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grow  # noqa: E402
 import mhla_torch as mt  # noqa: E402
 
 
@@ -109,6 +110,8 @@ def main():
     ap.add_argument("--export-dtype", choices=["f32", "f16", "bf16"], default="f16")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--init-from", default="",
+                    help="start from this smaller checkpoint, grown to the new shape (train/grow.py)")
     ap.add_argument("--stop-at", type=int, default=0,
                     help="save the state and stop after this step (the run can be resumed later)")
     a = ap.parse_args()
@@ -125,6 +128,8 @@ def main():
         sys.exit("--seq-len %d exceeds the context %d" % (a.seq_len, ctx))
     model = mt.MHLAForCausalLM(cfg)
     model.init_weights(seed=a.seed)
+    if a.init_from:
+        grow.grow(mt.load_checkpoint(a.init_from), model)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "mixing_matrix" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "mixing_matrix" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},

@@ -123,6 +123,12 @@ int mhla_seq_clone(const mhla_seq *seq, mhla_seq **out, mhla_error *err);
 void mhla_seq_free(mhla_seq *seq);
 /* Number of tokens the sequence has consumed (the next token's position). */
 int mhla_seq_pos(const mhla_seq *seq);
+/* Takes back the tokens fed after position pos, which must all lie in the
+ * open block (no block closed since pos): the sequence is then exactly
+ * what feeding its first pos tokens gives. A draft model's sequence uses it
+ * to drop the drafts its target did not accept. Refused, changing nothing,
+ * otherwise. */
+int mhla_seq_rewind(mhla_seq *seq, int pos, mhla_error *err);
 /* Bytes of state the sequence holds now. */
 size_t mhla_seq_state_bytes(const mhla_seq *seq);
 

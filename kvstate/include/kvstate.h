@@ -176,6 +176,12 @@ int kv_seq_ensure_pages(kv_seq *seq, int n_blocks, kv_error *err);
  * history, advances the position and publishes every block they closed to
  * the prefix cache (or swaps in an identical cached page). Never fails. */
 void kv_seq_advance(kv_seq *seq, const int32_t *tokens, int n);
+/* Takes back the tokens after pos, all of them in the open block: the
+ * state is then what feeding tokens[0..pos) gives (rows past pos are never
+ * read, and the next tokens overwrite them). Refused, changing nothing,
+ * when a block closed after pos (its page may be published) or pos is not
+ * behind the position. */
+int kv_seq_rewind(kv_seq *seq, int pos, kv_error *err);
 
 /* Rolling back a verify step (docs/architecture.md, "Rolling back drafted
  * tokens"): the floats kv_seq_rows_save needs for the current block's first

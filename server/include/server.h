@@ -59,7 +59,9 @@ typedef struct {
     int gpu_weights;    /* mhla_gpu_weights */
     int gpu_index;
     int gpu_no_graphs;
-    int speculate;   /* srv_speculate: 0 off, 1 ngram (prompt lookup drafts) */
+    int speculate;             /* 0 off, 1 ngram (prompt lookup drafts), 2 draft (a draft model) */
+    const char *draft_model;   /* --draft-model: the draft model of --speculate draft */
+    int draft_state_memory_mb; /* its state pool, MiB; 0: unbounded; -1 (default): auto */
     int draft_max;   /* --draft-max: drafted tokens a sequence verifies per step at most */
     int draft_ngram; /* --draft-ngram: the longest n-gram prompt lookup matches */
     int draft_min;   /* --draft-min: drafts proposed even where they do not pay */

@@ -18,13 +18,14 @@ and verifies many tokens, and spans cross block (= page) boundaries (blocks of 6
   7. cancellation: a streamed request is dropped (in the stress part below: while it
      drafts); the server then has nothing running and answers the next request exactly;
   8. a structured output (response_format json_object) drafts nothing and is exact;
-  9. /metrics: drafted and accepted tokens counted (accepted > 0: the test exercised
+  9. /metrics: drafted and accepted tokens counted under mode="ngram" (accepted > 0: the test exercised
      verification), the acceptance rate;
  11. stress: a random checkpoint with blocks of 8 tokens, --draft-min 7 (drafts wherever
      lookup finds any, mostly wrong): greedy and seeded sampled answers with logprobs,
      alone and 6 at once, equal plain decoding's, and /metrics counts drafts taken back
      to before a block start they had crossed (the test fails if there were none);
- 10. --speculate draft is refused with a message that says it is not built yet.
+ 10. --speculate draft without --draft-model is refused with a message that says so
+     (the draft-model mode has its own test, test_spec_draft.py).
 Exit 77 when this CPU cannot run the --cpu-isa path.
 
 usage: test_spec.py --bin BUILD/bin --work DIR [--cpu-isa P]
@@ -219,7 +220,7 @@ def cache_and_cancel(spec, off):
 def cancel(spec, off, body, after, must_draft):
     """A stream dropped after a few events: nothing runs any more, and (must_draft) it had
     drafted before; the next request is exact."""
-    before = spec.metrics().get("mhla_spec_draft_tokens_total", 0)
+    before = spec.metrics().get('mhla_spec_draft_tokens_total{mode="ngram"}', 0)
     spec.stream(body, PACE.limit("req", 400, 120), stop_after=3)
     deadline = time.time() + PACE.limit("req", 400, 60)
     m = spec.metrics()
@@ -228,16 +229,16 @@ def cancel(spec, off, body, after, must_draft):
         m = spec.metrics()
     check(m.get("mhla_requests_running", 1) == 0, "the dropped stream no longer runs")
     if must_draft:
-        check(m.get("mhla_spec_draft_tokens_total", 0) > before, "the dropped stream had drafted")
+        check(m.get('mhla_spec_draft_tokens_total{mode="ngram"}', 0) > before, "the dropped stream had drafted")
     same(spec, off, after, "after the cancellation: exact")
 
 
 def structured(spec, off):
-    before = spec.metrics().get("mhla_spec_draft_tokens_total", 0)
+    before = spec.metrics().get('mhla_spec_draft_tokens_total{mode="ngram"}', 0)
     same(spec, off, {"prompt": copy_prompt(50) + [10], "max_tokens": 40, "temperature": 0,
                      "response_format": {"type": "json_object"}},
          "response_format json_object: exact")
-    check(spec.metrics().get("mhla_spec_draft_tokens_total", 0) == before,
+    check(spec.metrics().get('mhla_spec_draft_tokens_total{mode="ngram"}', 0) == before,
           "a row under a grammar drafts nothing")
 
 
@@ -282,8 +283,8 @@ def refuse_draft(bin_dir):
     r = subprocess.run([os.path.join(bin_dir, "mhla-server"), "--model", MODEL,
                         "--speculate", "draft", "--port", "0"], capture_output=True, text=True,
                        timeout=PACE.limit("load", 1, 60))
-    check(r.returncode != 0 and "not built yet" in r.stderr,
-          "--speculate draft is refused as not built yet (%r)" % r.stderr.strip()[-120:])
+    check(r.returncode != 0 and "needs --draft-model" in r.stderr,
+          "--speculate draft without a draft model is refused (%r)" % r.stderr.strip()[-120:])
 
 
 def main():
@@ -305,12 +306,12 @@ def main():
         cache_and_cancel(spec, off)
         structured(spec, off)
         m = spec.metrics()
-        drafted = m.get("mhla_spec_draft_tokens_total", 0)
-        accepted = m.get("mhla_spec_accepted_tokens_total", 0)
+        drafted = m.get('mhla_spec_draft_tokens_total{mode="ngram"}', 0)
+        accepted = m.get('mhla_spec_accepted_tokens_total{mode="ngram"}', 0)
         check(drafted > 0 and accepted > 0,
               "drafts verified and accepted (%d of %d, rate %.3f)" % (
-                  accepted, drafted, m.get("mhla_spec_acceptance_rate", 0)))
-        check(off.metrics().get("mhla_spec_draft_tokens_total", -1) == 0,
+                  accepted, drafted, m.get('mhla_spec_acceptance_rate{mode="ngram"}', 0)))
+        check(off.metrics().get('mhla_spec_draft_tokens_total{mode="ngram"}', -1) == 0,
               "--speculate off drafts nothing")
     finally:
         spec.stop()
