@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""Prompt-lookup speculation against plain decoding, one sitting, alternating.
+"""Speculative decoding against plain decoding, one sitting, interleaved.
 
-Starts two build/bin/mhla-server on MODEL, one with --speculate off and one with
---speculate ngram (same flags otherwise), and for each task and batch size B sends B
-concurrent greedy completions, rounds times, alternating the two servers, and reports the
-decode tokens/s of each and their ratio (ngram / off), with the machine's load average.
+Starts one build/bin/mhla-server on MODEL per mode of --modes (default off,ngram; draft
+needs --draft-model DIR: --speculate draft with that draft model), same flags otherwise,
+and for each task and batch size B sends B concurrent completions, rounds times, to each
+server in turn (the order rotates every round), and reports the decode tokens/s of each,
+their ratios to the first mode (wall clock and CPU time), each mode's acceptance rate over
+the task (from /metrics), and the machine's load average.
 
 Tasks:
   copy    the prompt holds a ~1,000-token text (train/val_excerpt.ids, rotated per request
@@ -13,6 +15,9 @@ Tasks:
   random  1,000 random token ids, sampled at temperature 1 (seeded): nothing to copy,
           neither in the prompt nor in the output (greedy output of a small model loops,
           which prompt lookup would copy).
+  text    a 64-token stretch of the validation text (the model's own kind of text), greedy:
+          what a draft model trained on the same data predicts (and greedy loops, which
+          prompt lookup copies).
 
 Besides wall-clock tokens/s, the server processes' CPU time (user + system, from
 /proc/PID/stat) per generated token is compared: on a shared machine whose other jobs take
@@ -24,8 +29,9 @@ of outputs is compared: the two servers must give the same tokens (greedy; the b
 tests cover sampling).
 
 usage: bench/spec_ngram.py [--bin build/bin] [--model models/brown-mhla] [--batches 1,4,16]
-                           [--tokens 256] [--rounds 3] [--server-args "--weights bf16"]
-                           [--json FILE]
+                           [--tasks copy,random,text] [--modes off,ngram,draft]
+                           [--draft-model DIR] [--tokens 256] [--rounds 3]
+                           [--server-args "--weights bf16"] [--json FILE]
 """
 import argparse
 import json
@@ -84,6 +90,9 @@ def prompts_of(task, b, vocab, excerpt, seed):
             k = (i * 97) % len(excerpt)
             text = (excerpt[k:] + excerpt[:k])[:1000]
             ps.append(text + text[:32])
+        elif task == "text":
+            k = rng.randrange(len(excerpt) - 64)
+            ps.append(excerpt[k:k + 64])
         else:
             ps.append([rng.randrange(vocab) for _ in range(1000)])
     return ps
@@ -93,8 +102,60 @@ def start(args, mode, work):
     log = os.path.join(work, f"server_{mode}.log")
     argv = [os.path.join(args.bin, "mhla-server"), "--model", args.model, "--port", "0",
             "--speculate", mode, "--max-running", "64", *shlex.split(args.server_args)]
+    if mode == "draft":
+        argv += ["--draft-model", args.draft_model]
     proc = server_proc.start_logged(argv, log)
     return proc, server_proc.listening_port(proc, log, 300)[0]
+
+
+def spec_counts(port, mode):
+    """(drafted, accepted) so far under mode's label."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+        m = {}
+        for line in r.read().decode().splitlines():
+            if line.startswith("mhla_spec_") and ('mode="%s"' % mode) in line:
+                k, v = line.rsplit(" ", 1)
+                m[k.split("{")[0]] = float(v)
+    return m.get("mhla_spec_draft_tokens_total", 0), m.get("mhla_spec_accepted_tokens_total", 0)
+
+
+def measure(args, servers, task, b, vocab, excerpt):
+    """One row: every mode's tokens/s over the rounds, its ratios to the first mode's
+    (wall clock, CPU time) and its acceptance rate."""
+    modes = list(servers)
+    temp = 1.0 if task == "random" else 0.0
+    res = {m: [0, 0.0, 0.0] for m in modes}  # tokens, seconds, CPU seconds
+    ratios = {m: [] for m in modes}
+    spec0 = {m: spec_counts(servers[m][1], m) for m in modes}
+    for rnd in range(args.rounds):
+        ps = prompts_of(task, b, vocab, excerpt, 1000 * rnd + b)
+        texts, rate = {}, {}
+        for mode in modes[rnd % len(modes):] + modes[:rnd % len(modes)]:
+            proc, port = servers[mode]
+            batch(port, ps, 1, temp)  # the prompts into the prefix cache
+            c0 = cpu_seconds(proc.pid)
+            n, dt, texts[mode] = batch(port, ps, args.tokens, temp)
+            res[mode][0] += n
+            res[mode][1] += dt
+            res[mode][2] += cpu_seconds(proc.pid) - c0
+            rate[mode] = n / dt
+        for mode in modes:
+            if texts[mode] != texts[modes[0]]:
+                sys.exit(f"{task} batch {b}: the outputs differ between {modes[0]} and {mode}")
+            ratios[mode].append(rate[mode] / rate[modes[0]])
+    row = {"task": task, "batch": b, "loadavg": os.getloadavg()[0]}
+    base_cpu = res[modes[0]][2] / res[modes[0]][0]
+    for m in modes:
+        r = sorted(ratios[m])
+        row[m + "_tok_s"] = round(res[m][0] / res[m][1], 1)
+        if m == modes[0]:
+            continue
+        d, a = (x - y for x, y in zip(spec_counts(servers[m][1], m), spec0[m]))
+        row[m + "_ratio_median"] = round(r[len(r) // 2], 3)
+        row[m + "_ratio_min"], row[m + "_ratio_max"] = round(r[0], 3), round(r[-1], 3)
+        row[m + "_cpu_ratio"] = round(base_cpu / (res[m][2] / res[m][0]), 3)
+        row[m + "_drafted"], row[m + "_accept"] = int(d), (round(a / d, 3) if d else None)
+    return row
 
 
 def main():
@@ -105,6 +166,8 @@ def main():
     ap.add_argument("--tasks", default="copy,random")
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--modes", default="off,ngram", help="the first is the baseline")
+    ap.add_argument("--draft-model", default="")
     ap.add_argument("--server-args", default="")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -112,40 +175,15 @@ def main():
     excerpt = [int(x) % vocab for x in
                open(os.path.join(HERE, "..", "train", "val_excerpt.ids")).read().split()]
     work = tempfile.mkdtemp(prefix="spec_ngram_")
-    servers = {m: start(args, m, work) for m in ("off", "ngram")}
+    modes = args.modes.split(",")
+    if "draft" in modes and not args.draft_model:
+        sys.exit("--modes draft needs --draft-model DIR")
+    servers = {m: start(args, m, work) for m in modes}
     rows = []
     try:
         for task in args.tasks.split(","):
             for b in [int(x) for x in args.batches.split(",")]:
-                temp = 0.0 if task == "copy" else 1.0
-                res = {"off": [0, 0.0], "ngram": [0, 0.0]}
-                cpu = {"off": [0, 0.0], "ngram": [0, 0.0]}
-                ratios = []
-                for rnd in range(args.rounds):
-                    ps = prompts_of(task, b, vocab, excerpt, 1000 * rnd + b)
-                    texts, rate = {}, {}
-                    for mode in (("off", "ngram") if rnd % 2 == 0 else ("ngram", "off")):
-                        port = servers[mode][1]
-                        batch(port, ps, 1, temp)  # the prompts into the prefix cache
-                        c0 = cpu_seconds(servers[mode][0].pid)
-                        n, dt, texts[mode] = batch(port, ps, args.tokens, temp)
-                        cpu[mode][0] += n
-                        cpu[mode][1] += cpu_seconds(servers[mode][0].pid) - c0
-                        res[mode][0] += n
-                        res[mode][1] += dt
-                        rate[mode] = n / dt
-                    if texts["off"] != texts["ngram"]:
-                        sys.exit(f"{task} batch {b}: the outputs differ between off and ngram")
-                    ratios.append(rate["ngram"] / rate["off"])
-                tps = {m: res[m][0] / res[m][1] for m in res}
-                ratios.sort()
-                row = {"task": task, "batch": b, "off_tok_s": round(tps["off"], 1),
-                       "ngram_tok_s": round(tps["ngram"], 1),
-                       "ratio_median": round(ratios[len(ratios) // 2], 3),
-                       "ratio_min": round(ratios[0], 3), "ratio_max": round(ratios[-1], 3),
-                       "cpu_ratio": round((cpu["off"][1] / cpu["off"][0]) /
-                                          (cpu["ngram"][1] / cpu["ngram"][0]), 3),
-                       "loadavg": os.getloadavg()[0]}
+                row = measure(args, servers, task, b, vocab, excerpt)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
         for mode, (proc, port) in servers.items():
