@@ -125,7 +125,11 @@ void srv_spec_cost_observe(srv_spec_cost *c, int rows, int drafts, double second
     c->xx[b] = 0.95 * c->xx[b] + (double)drafts * drafts;
     c->xy[b] = 0.95 * c->xy[b] + (double)drafts * extra_s;
     double per = c->xy[b] / c->xx[b];
-    c->per_token[b] = per > 0.0 ? per : 1e-9;
+    /* a fit at or below 0 is the step times' noise, not free drafts: 0 says "not
+     * known", and the caller's stand-in (a prompt token's cost) is used until the fit
+     * says more (a near-zero cost would let every row draft in every step, whatever
+     * its acceptance, until enough such steps were timed) */
+    c->per_token[b] = per > 0.0 ? per : 0.0;
 }
 
 double srv_spec_cost_per_token(const srv_spec_cost *c, int rows)
