@@ -25,8 +25,8 @@ import mhla_torch as mt
 def _check(small, big):
     s, b = small.cfg, big.cfg
     if (s.dk, s.dv) != (b.dk, b.dv):
-        raise ValueError("grow: head sizes differ (dk %d/%d, dv %d/%d): change the head count with the width"
-                         % (s.dk, b.dk, s.dv, b.dv))
+        raise ValueError("grow: head sizes differ (dk %d/%d, dv %d/%d): change the head count "
+                         "with the width" % (s.dk, b.dk, s.dv, b.dv))
     for f in ("vocab_size", "feature_map", "use_output_gate", "mhla_chunk_size", "mhla_normalize",
               "tie_word_embeddings", "num_kv_heads"):
         if getattr(s, f) != getattr(b, f):

@@ -3,9 +3,10 @@
 decoding, and a draft model with another tokenizer is refused.
 
 The model is the demo model; its draft is a copy of it with noise on every weight matrix
-(so that it agrees with the model on roughly half the tokens: drafts are accepted, and
-taken back after partial accepts, all the time). Two servers, one drafting with it (--draft-min 2: drafts on every path,
-whether or not the cost rule would) and one with --speculate off, get the requests of
+(so that it agrees with the model on part of the tokens: drafts are accepted, and taken
+back after partial accepts, all the time). Two servers, one drafting with it (--draft-min
+2: drafts on every path, whether or not the cost rule would) and one with --speculate off,
+get the requests of
 test_spec.py (server.spec), whose every answer must be the same: text, finish_reason,
 usage, each token's logprob and top list:
   1. greedy with logprobs; seeded temperature 0.7 / 0.9 with top_p, the three penalties and
@@ -18,9 +19,9 @@ usage, each token's logprob and top list:
      drafted: verification took some and refused some), none under mode="ngram";
   6. stress: a random checkpoint with blocks of 8 tokens and its draft (the same weights
      with noise, in blocks of 16), --draft-min 7: the draft's proposals stop at its block
-     ends and its state goes back after every partial accept; greedy and sampled answers alone and 6 at
-     once equal plain decoding's, a dropped stream leaves nothing running, and the model's
-     verify steps took drafts back across block starts;
+     ends and its state goes back after every partial accept; greedy and sampled answers
+     alone and 6 at once equal plain decoding's, a dropped stream leaves nothing running,
+     and the model's verify steps took drafts back across block starts;
   7. refused at start, with a message naming the cause: a draft model whose vocabulary
      differs, one whose tokenizer.json differs, --speculate draft without --draft-model,
      --draft-model without --speculate draft.
