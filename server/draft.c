@@ -101,6 +101,20 @@ static int make_sampler(srv_drafter *d, char *err, size_t errlen)
     return 0;
 }
 
+/* One step before serving: the engine's first step sets up its threads and
+ * buffers, which would otherwise count as the first drafts' cost. */
+static int warm_up(srv_drafter *d, mhla_error *e)
+{
+    mhla_seq *seq;
+    int32_t tok = 0;
+    if (mhla_engine_seq_create(d->engine, &seq, e))
+        return -1;
+    mhla_batch_item it = {.seq = seq, .tokens = &tok, .n_tokens = 1, .logits_from = 1};
+    int rc = mhla_engine_step(d->engine, &it, 1, e);
+    mhla_seq_free(seq);
+    return rc;
+}
+
 int srv_drafter_create(const srv_drafter_options *o, srv_drafter **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -128,7 +142,7 @@ int srv_drafter_create(const srv_drafter_options *o, srv_drafter **out, char *er
         srv_drafter_free(d);
         return -1;
     }
-    if (mhla_engine_create(d->model, &eo, &d->engine, &e)) {
+    if (mhla_engine_create(d->model, &eo, &d->engine, &e) || warm_up(d, &e)) {
         snprintf(err, errlen, "--draft-model %s: cannot create its engine: %s", o->dir, e.msg);
         srv_drafter_free(d);
         return -1;
@@ -224,7 +238,8 @@ static void slot_at(srv_drafter *d, int n, int at)
 
 /* The first step's item of row i: the text its draft has not fed, within what is
  * left of the catch-up allowance, with a slot at the text's end when it gets there. */
-static int first_item(srv_drafter *d, srv_draft_row *rows, int i, int n, int *left, int *at)
+static int first_item(srv_drafter *d, srv_draft_row *rows, int i, int n, int *left, int *at,
+                      int *caught)
 {
     srv_draft_row *r = &rows[i];
     int end = r->text.n_prompt + r->text.n_out;
@@ -234,6 +249,7 @@ static int first_item(srv_drafter *d, srv_draft_row *rows, int i, int n, int *le
     int behind = m - 1 > *left; /* still catching up: no drafts this step */
     m = behind ? *left + 1 : m;
     *left -= m - 1;
+    *caught += m > 2 ? m - 2 : 0; /* beyond the last token and one accepted after the drafts */
     r->want = behind ? 0 : row_room(d, r, end);
     for (int j = 0; j < m; j++)
         d->feed[*at + j] = text_at(&r->text, pos + j);
@@ -294,9 +310,11 @@ static int next_items(srv_drafter *d, srv_draft_row *rows, int n_rows, int j)
     return n;
 }
 
-int srv_drafter_propose(srv_drafter *d, srv_draft_row *rows, int n_rows, char *err, size_t errlen)
+int srv_drafter_propose(srv_drafter *d, srv_draft_row *rows, int n_rows, int *caught, char *err,
+                        size_t errlen)
 {
     int n = 0, at = 0, left = d->catchup;
+    *caught = 0;
     for (int i = 0; i < n_rows; i++)
         rows[i].got = 0;
     if (grow(d, n_rows, n_rows + d->catchup)) {
@@ -304,7 +322,7 @@ int srv_drafter_propose(srv_drafter *d, srv_draft_row *rows, int n_rows, char *e
         return -1;
     }
     for (int i = 0; i < n_rows; i++)
-        n += first_item(d, rows, i, n, &left, &at);
+        n += first_item(d, rows, i, n, &left, &at, caught);
     for (int j = 1; n > 0; j++) {
         if (run_step(d, rows, n, err, errlen))
             return -1;

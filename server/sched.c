@@ -67,7 +67,8 @@ struct srv_sched {
     srv_spec_cost spec_cost; /* a drafted token's share of a step */
     srv_draft_row *drows;    /* --speculate draft: the step's drafting rows */
     int *drow_ref, cap_drows, cap_drow_ref;
-    double draft_s; /* the draft model's time in this step */
+    double draft_s;    /* the draft model's time in this step */
+    int draft_catchup; /* tokens its rows fed to catch up (not a draft's cost) */
     long n_steps;
     srv_step_cost cost;  /* learned from every step's forward time */
     prompt_ref *prompts; /* the step planner's input and output */
@@ -553,6 +554,7 @@ static int draft_phase(srv_sched *s)
 {
     int n = 0;
     s->draft_s = 0.0;
+    s->draft_catchup = 0;
     for (int j = 0; j < s->n_refs; j++) {
         if (s->refs[j].want <= 0)
             continue;
@@ -566,7 +568,7 @@ static int draft_phase(srv_sched *s)
         return 0;
     char err[512];
     double t0 = mhla_now();
-    if (srv_drafter_propose(s->c.drafter, s->drows, n, err, sizeof err))
+    if (srv_drafter_propose(s->c.drafter, s->drows, n, &s->draft_catchup, err, sizeof err))
         srv_logf(MHLA_LOG_WARN, "draft", "no drafts this step: %s", err);
     s->draft_s = mhla_now() - t0;
     s->n_slots = s->n_tokens = 0;
@@ -710,10 +712,14 @@ static void learn(srv_sched *s, double seconds)
     s->n_steps++;
     /* a step's drafts are timed apart (spec.c), against plain steps of its size;
      * the planner learns from the steps without drafts */
-    if (s->step_prefill == 0 && s->step_drafts > 0)
-        srv_spec_cost_observe(&s->spec_cost, s->step_rows, s->step_drafts, seconds + s->draft_s);
-    else if (s->step_prefill == 0)
+    /* a draft model's catch-up on a prompt is its prefill, not what drafts cost */
+    if (s->step_prefill == 0 && s->step_drafts > 0) {
+        if (s->draft_catchup == 0)
+            srv_spec_cost_observe(&s->spec_cost, s->step_rows, s->step_drafts,
+                                  seconds + s->draft_s);
+    } else if (s->step_prefill == 0) {
         srv_spec_cost_plain(&s->spec_cost, s->step_rows, seconds);
+    }
     if (s->step_drafts == 0)
         srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
                               s->step_prefill, seconds);

@@ -551,9 +551,12 @@ typedef struct {
     int got;            /* out: drafts proposed */
 } srv_draft_row;
 /* Proposes each row's drafts: one draft-engine step per draft position over
- * every row still drafting. -1 with err when a step failed (rows keep the
- * drafts proposed before it; srv_draft_settle takes every draft back). */
-int srv_drafter_propose(srv_drafter *d, srv_draft_row *rows, int n_rows, char *err, size_t errlen);
+ * every row still drafting; *caught: the text tokens rows fed to catch up
+ * (a prompt, or what they did not draft for), beyond the last token and one
+ * more. -1 with err when a step failed (rows keep the drafts proposed before
+ * it; srv_draft_settle takes every draft back). */
+int srv_drafter_propose(srv_drafter *d, srv_draft_row *rows, int n_rows, int *caught, char *err,
+                        size_t errlen);
 /* After the target's step: its text had end tokens and the target accepted
  * the first accepted drafts; the draft state goes back to hold no more. */
 void srv_draft_settle(srv_draft_state *st, int end, int accepted);
