@@ -172,6 +172,12 @@ const mhla_config *srv_drafter_config(const srv_drafter *d) { return d->cfg; }
 
 mhla_engine *srv_drafter_engine(const srv_drafter *d) { return d->engine; }
 
+double srv_drafter_cost_ratio(const srv_drafter *d, const mhla_model *target)
+{
+    size_t t = mhla_model_weight_bytes(target);
+    return t ? (double)mhla_model_weight_bytes(d->model) / (double)t : 1.0;
+}
+
 void srv_draft_state_free(srv_draft_state *st)
 {
     mhla_seq_free(st->seq);
@@ -249,7 +255,8 @@ static int first_item(srv_drafter *d, srv_draft_row *rows, int i, int n, int *le
     int behind = m - 1 > *left; /* still catching up: no drafts this step */
     m = behind ? *left + 1 : m;
     *left -= m - 1;
-    *caught += m > 2 ? m - 2 : 0; /* beyond the last token and one accepted after the drafts */
+    /* a prompt's catch-up, not the tokens a row that drafted nothing for a while lags */
+    *caught += m - 2 > d->cfg->chunk_size ? m - 2 : 0;
     r->want = behind ? 0 : row_room(d, r, end);
     for (int j = 0; j < m; j++)
         d->feed[*at + j] = text_at(&r->text, pos + j);

@@ -457,6 +457,17 @@ static int draft_room(const srv_sched *s, const srv_req *r, const srv_choice *ch
     return k < 0 ? 0 : k;
 }
 
+/* A drafted token's cost until steps with drafts have been timed: a prompt
+ * token's, and with a draft model its step's share of a row (its weights
+ * over the model's times a decode row's time). */
+static double stand_in(const srv_sched *s, double per_row)
+{
+    double c = s->cost.theta[SRV_COST_PER_TOKEN];
+    if (s->c.speculate == SRV_SPEC_DRAFT)
+        c += per_row * srv_drafter_cost_ratio(s->c.drafter, s->c.model);
+    return c;
+}
+
 /* Choice ci's feed this step: its last token, then the drafts that pay
  * beside rows decode rows. Returns the drafts, -1 when out of memory; with
  * a draft model -2 - k: room for k drafts it proposes later (draft_phase). */
@@ -479,7 +490,7 @@ static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
         return 0;
     /* until steps with drafts have been timed, a prompt token's cost stands in */
     double per_tok = srv_spec_cost_per_token(&s->spec_cost, rows);
-    per_tok = per_tok > 0.0 ? per_tok : s->cost.theta[SRV_COST_PER_TOKEN];
+    per_tok = per_tok > 0.0 ? per_tok : stand_in(s, per_row);
     int k = srv_spec_length(&ch->spec, room, per_row, per_tok);
     int floor = s->c.draft_min < room ? s->c.draft_min : room;
     k = k < floor ? floor : k;

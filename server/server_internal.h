@@ -533,6 +533,8 @@ int srv_drafter_create(const srv_drafter_options *o, srv_drafter **out, char *er
 void srv_drafter_free(srv_drafter *d);
 const mhla_config *srv_drafter_config(const srv_drafter *d);
 mhla_engine *srv_drafter_engine(const srv_drafter *d);
+/* The draft's weights over the model's: what a draft step costs beside a decode row. */
+double srv_drafter_cost_ratio(const srv_drafter *d, const mhla_model *target);
 
 /* A choice's draft state: a sequence of the draft model holding its text. */
 typedef struct {
@@ -551,9 +553,9 @@ typedef struct {
     int got;            /* out: drafts proposed */
 } srv_draft_row;
 /* Proposes each row's drafts: one draft-engine step per draft position over
- * every row still drafting; *caught: the text tokens rows fed to catch up
- * (a prompt, or what they did not draft for), beyond the last token and one
- * more. -1 with err when a step failed (rows keep the drafts proposed before
+ * every row still drafting; *caught: the text tokens rows fed to catch up on
+ * a prompt (more than a block of the draft model beyond the last token and
+ * one more). -1 with err when a step failed (rows keep the drafts proposed before
  * it; srv_draft_settle takes every draft back). */
 int srv_drafter_propose(srv_drafter *d, srv_draft_row *rows, int n_rows, int *caught, char *err,
                         size_t errlen);
