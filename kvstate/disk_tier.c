@@ -104,6 +104,7 @@ int kv_disk_open(const kv_disk_options *opt, const kv_geometry *geo, kv_dtype dt
     d->dtype = dtype;
     d->page_bytes = kv_page_floats(geo) * (dtype == KV_DTYPE_BF16 ? 2 : 4);
     d->n_slots = queue_slots(opt, d->page_bytes);
+    d->sync_each = opt->sync_each;
     if (getrandom(&d->tmp_id, sizeof d->tmp_id, 0) != sizeof d->tmp_id)
         d->tmp_id = kvd_now_ns() ^ (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)d;
     if (open_dir(d, opt->dir, err) || kvd_writer_start(d, err)) {

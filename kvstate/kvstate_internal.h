@@ -8,6 +8,7 @@
 #include "kvstate.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 int kv_fail(kv_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same with a code other than KV_ERR_INVALID. */
@@ -33,6 +34,7 @@ typedef struct {
     uint64_t key;       /* masked prefix key */
     uint64_t full_key;  /* the unmasked one: the disk tier's file name */
     int on_disk;        /* written or queued to the disk tier, or loaded from it */
+    atomic_int pinned;  /* the disk tier's writer still reads data (pool_disk.c) */
     int32_t hnext;      /* hash chain */
     int32_t prev, next; /* LRU list (CACHED) or free list (FREE, next only) */
 } kv_page_desc;
@@ -128,8 +130,13 @@ kv_resume_entry *kv_resume_find(kv_pool *p, const int32_t *tokens, int limit, in
 void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index);
 
 /* ---- pool_disk.c ---- */
-/* Queues indexed page id for the disk tier unless it is there already. */
-void kv_disk_offer(kv_pool *p, int32_t id);
+/* Queues indexed page id for the disk tier unless it is there already:
+ * pinned (written from the page itself), or, when evicting or in a device's
+ * memory, copied. */
+void kv_disk_offer(kv_pool *p, int32_t id, int evicting);
+/* Before page id is reused or its storage freed: the writer no longer
+ * reads it (a queued page is copied, one being written waited for). */
+void kv_disk_unpin(kv_pool *p, int32_t id);
 /* For a match that missed memory at the block of tokens[0, n_tokens): a
  * page loaded from the tier, indexed and held by s (from its reservation
  * first), or -1. */

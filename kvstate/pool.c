@@ -118,12 +118,14 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
 
 static void pool_destroy(kv_pool *p)
 {
+    /* Before the pages: the writer writes what is queued from the pinned
+     * pages themselves. Nothing is offered any more. */
+    kv_disk_close(p->disk);
     for (int i = 0; i < p->n_pg; i++) {
         kv_mem_release_page(p, p->pg[i].data);
         free(p->pg[i].tokens);
     }
     kv_resume_free_all(p);
-    kv_disk_close(p->disk); /* after the pages: nothing is offered any more */
     free(p->disk_stage);
     free(p->resume);
     free(p->pg);
@@ -233,8 +235,9 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
         if (id < 0)
             return -1;
     } else if (p->lru_head >= 0) {
-        id = p->lru_head;     /* evict the least recently used cached page */
-        kv_disk_offer(p, id); /* unless the tier has it: the page's last chance */
+        id = p->lru_head;        /* evict the least recently used cached page */
+        kv_disk_offer(p, id, 1); /* unless the tier has it: the page's last chance */
+        kv_disk_unpin(p, id);    /* it is about to be overwritten */
         lru_unlink(p, id);
         kv_index_remove(p, id);
         p->n_cached--;
@@ -292,6 +295,8 @@ void kv_page_unref(kv_pool *p, int32_t id)
 
 void kv_pool_set_hash_bits(kv_pool *p, int bits)
 {
+    if (p->disk)
+        kv_disk_flush(p->disk); /* pages go back to the free list: none pinned */
     /* Drop every index entry first: keys stored under the old mask would
      * not be found under the new one. */
     for (int i = 0; i < p->n_pg; i++)

@@ -1,9 +1,9 @@
 /*
  * pool_disk.c — the pool and its disk tier: a page that enters the prefix
- * cache (or leaves it by eviction before it was written) is copied for the
- * writer; a prefix match that misses memory takes a page and fills it from
- * the tier. A page is written once, so a page from a valid file holds the
- * same bits the pool would compute for those tokens.
+ * cache is queued for the writer, pinned (written from the pool's storage);
+ * one that leaves it by eviction before it was queued is copied; a prefix match that misses memory
+ * takes a page and fills it from the tier. A page is written once, so a page from a valid file
+ * holds the same bits the pool would compute for those tokens.
  */
 #include "disk.h"
 
@@ -33,7 +33,7 @@ static int pages_in_host(const kv_pool *p)
     return p->mem.copy == host.copy;
 }
 
-void kv_disk_offer(kv_pool *p, int32_t id)
+void kv_disk_offer(kv_pool *p, int32_t id, int evicting)
 {
     kv_page_desc *d = &p->pg[id];
     if (!p->disk || d->on_disk || !d->indexed)
@@ -45,12 +45,24 @@ void kv_disk_offer(kv_pool *p, int32_t id)
     kvd_slot *s = kvd_slot_take(p->disk, d->full_key, d->tokens, d->n_tokens);
     if (!s)
         return; /* dropped: perhaps written when evicted */
-    if (kv_mem_copy(p, s->page, d->data, p->page_bytes, KV_COPY_TO_HOST)) {
+    if (pages_in_host(p) && !evicting) {
+        /* Indexed, so immutable until evicted, and eviction unpins first. */
+        kvd_slot_pin(s, d->data, &d->pinned);
+    } else if (kvd_slot_copy_room(p->disk, s) ||
+               kv_mem_copy(p, s->copy, d->data, p->page_bytes, KV_COPY_TO_HOST)) {
         kvd_slot_cancel(p->disk, s);
         return;
+    } else {
+        kvd_count(p->disk, &p->disk->st.copied, 1);
     }
     kvd_slot_submit(p->disk, s);
     d->on_disk = 1;
+}
+
+void kv_disk_unpin(kv_pool *p, int32_t id)
+{
+    if (p->disk && atomic_load(&p->pg[id].pinned))
+        kvd_unpin(p->disk, &p->pg[id].pinned);
 }
 
 /* A page for s: its reservation first, else what is left beyond everyone's. */

@@ -171,7 +171,7 @@ void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index)
         } else {
             /* Out of memory for the key's tokens leaves the page private. */
             if (kv_index_insert(p, s->table[b], s->keys[b], s->tokens, n_tok) == 0)
-                kv_disk_offer(p, s->table[b]);
+                kv_disk_offer(p, s->table[b], 0);
         }
     }
 }

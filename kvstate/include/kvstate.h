@@ -231,8 +231,9 @@ uint64_t kv_fnv1a(uint64_t h, const void *data, size_t n);
 /*
  * Finished blocks' pages in files under a directory, below the prefix cache
  * (kvstate/README.md, Disk tier). A page is written when it enters the prefix
- * cache (by a background thread, from a copy made at that moment) and read
- * back when a prefix match misses memory. A file names the model fingerprint,
+ * cache (by a background thread, straight from the page, which the pool
+ * keeps from reuse until it is written; a device's pages from a copy) and
+ * read back when a prefix match misses memory. A file names the model fingerprint,
  * the unmasked prefix key and the token count; it holds a header (format
  * version, fingerprint, geometry, dtype, the token ids it covers), the page
  * and an XXH3-64 checksum of everything before it. Files are written to a
@@ -249,6 +250,8 @@ typedef struct {
     uint64_t max_bytes;   /* files kept, least recently used dropped past it; 0: no limit */
     uint64_t fingerprint; /* model, weight format, device: whose bits the pages are */
     int queue_slots;      /* pages waiting to be written; 0: from the page size */
+    int sync_each;        /* 1: sync and place each file on its own; 0: a batch of the
+                           * files waiting at once, one directory sync for them all */
 } kv_disk_options;
 
 typedef struct {
@@ -261,6 +264,8 @@ typedef struct {
     uint64_t corrupt;       /* files refused and removed: truncated, checksum, foreign, stale */
     uint64_t write_errors;  /* writes that failed (disk full, unwritable directory) */
     uint64_t dropped;       /* pages not written: the queue was full */
+    uint64_t copied;        /* pages copied for the writer rather than written from the
+                             * pool's pinned page (device memory, or evicted early) */
     uint64_t evictions;     /* files removed for the size limit */
     uint64_t bytes;         /* the directory's page files, as last counted */
     char last_error[256];   /* the latest write error, "" when none */

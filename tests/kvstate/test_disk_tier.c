@@ -5,7 +5,9 @@
  * limit drops the least recently used files; two writers of one key do no
  * harm; pages written behind by one pool are loaded, bit for bit, by the
  * next pool on the same directory (a restart); a full queue drops writes
- * without blocking, and an evicted page that was dropped is written then.
+ * without blocking, and an evicted page that was dropped is written then;
+ * pages are written from the pool's storage, pinned, and one evicted while
+ * still queued is copied before it is reused.
  *
  * usage: test_disk_tier WORKDIR
  */
@@ -521,6 +523,51 @@ static void queue_full_case(void)
     (void)b;
 }
 
+/* Pages are written from the pool's own storage (no copy) and stay pinned
+ * until written: a queued page the pool must evict is copied first, so the
+ * file holds its bits, not those of the block that reuses the page. */
+static void pinned_case(void)
+{
+    char dir[1024];
+    fresh_dir(dir, sizeof dir, "pinned");
+    int32_t a[13], b[13];
+    tokens_of(a, 13, 6);
+    tokens_of(b, 13, 7);
+    kv_pool *p = pool_on(dir, 3, 4);
+    kv_disk *d = kv_pool_disk(p);
+    kv_seq_free(compute(p, a, 12));
+    kv_disk_flush(d);
+    CHECK(stats(d).writes == 3 && stats(d).copied == 0,
+          "written uncopied: %llu writes, %llu copies", (unsigned long long)stats(d).writes,
+          (unsigned long long)stats(d).copied);
+    kv_pool_release(p);
+    fresh_dir(dir, sizeof dir, "pinned");
+    p = pool_on(dir, 3, 4);
+    d = kv_pool_disk(p);
+    kv_disk_set_fault(d, KV_DISK_FAULT_HOLD);
+    kv_seq_free(compute(p, a, 12)); /* three pages pinned, waiting */
+    kv_error e;
+    CHECK(kv_pool_check(p, &e) == 0, "pinned: %s", e.msg);
+    kv_seq_free(compute(p, b, 12)); /* evicts (and overwrites) all three */
+    CHECK(stats(d).copied == 3, "the evicted queued pages were copied (%llu)",
+          (unsigned long long)stats(d).copied);
+    kv_disk_set_fault(d, KV_DISK_FAULT_NONE);
+    kv_disk_flush(d);
+    kv_pool_release(p);
+    p = pool_on(dir, 3, 4);
+    CHECK(match_checked(p, a, 13, "pages evicted while queued") == 12, "a's blocks from disk");
+    kv_pool_release(p);
+    p = pool_on(dir, 3, 4); /* closing writes what is queued, from the pinned pages */
+    kv_disk_set_fault(kv_pool_disk(p), KV_DISK_FAULT_HOLD);
+    int32_t c[13];
+    tokens_of(c, 13, 8);
+    kv_seq_free(compute(p, c, 12));
+    kv_pool_release(p);
+    p = pool_on(dir, 3, 4);
+    CHECK(match_checked(p, c, 13, "pages queued at close") == 12, "c's blocks from disk");
+    kv_pool_release(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -542,6 +589,7 @@ int main(int argc, char **argv)
     two_writers_case();
     restart_case();
     queue_full_case();
+    pinned_case();
     if (failures)
         fprintf(stderr, "%d failures\n", failures);
     else
