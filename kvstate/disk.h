@@ -46,6 +46,24 @@ typedef struct {
     atomic_int *pin;  /* the pinned page's flag, cleared once written; NULL: a copy */
 } kvd_slot;
 
+enum { LOAD_QUEUED = 0, LOAD_RUNNING, LOAD_DONE };
+
+/* One sequence's blocks read from the tier by the loader thread, straight
+ * into pages the sequence holds (taken, not yet indexed: nobody else reads
+ * or reuses them until the engine thread attaches them). */
+typedef struct kvd_load {
+    int state;           /* under the tier's lock */
+    atomic_int cancel;   /* the sequence is going away: stop between blocks */
+    int first, n_blocks; /* the blocks [first, first + n_blocks) of the prompt */
+    int n_read;          /* the loader's: blocks read and verified, from first on */
+    int limit;           /* the match's last position; tokens[0, limit) kept */
+    int block_tokens;
+    int32_t *tokens;
+    uint64_t *keys; /* [n_blocks] unmasked prefix keys */
+    void **pages;   /* [n_blocks] host storage of the sequence's pages */
+    struct kvd_load *next;
+} kvd_load;
+
 struct kv_disk {
     char *dir;
     int dir_fd;
@@ -61,6 +79,11 @@ struct kv_disk {
     int n_slots, pending, busy, stop, started;
     uint64_t next_order;
     pthread_t thread;
+    /* the loader thread: its queue and stop flag (under mu) */
+    pthread_cond_t load_work, load_done;
+    kvd_load *load_head, *load_tail;
+    int load_stop, load_started;
+    pthread_t load_thread;
     atomic_int fault;
     atomic_ulong tmp_counter;
     uint64_t tmp_id; /* random: temporaries of writers in other processes differ */
@@ -126,6 +149,15 @@ void kvd_slot_cancel(kv_disk *d, kvd_slot *s);
  * (the writer then writes the copy), one being written is waited for. For
  * the pool, before it reuses a pinned page. */
 void kvd_unpin(kv_disk *d, atomic_int *pin);
+
+/* ---- disk_loader.c ---- */
+int kvd_loader_start(kv_disk *d, kv_error *err);
+void kvd_loader_stop(kv_disk *d);
+void kvd_load_submit(kv_disk *d, kvd_load *l);
+/* 1 when the load is done (wait: after waiting for it), else 0. */
+int kvd_load_done(kv_disk *d, kvd_load *l, int wait);
+/* Returns once the loader no longer touches l (a queued load never starts). */
+void kvd_load_cancel(kv_disk *d, kvd_load *l);
 
 /* ---- disk_tier.c ---- */
 /* Counts under the lock. */

@@ -74,11 +74,12 @@ struct kv_seq {
     kv_pool *pool;
     int pos;
     int n_pages;
-    long reserved;   /* pages promised to this sequence, not yet taken */
-    int loaded;      /* state came from a snapshot: never shared (see snapshot.c) */
-    int32_t *tokens; /* [max_blocks * C] */
-    int32_t *table;  /* [max_blocks] page ids */
-    uint64_t *keys;  /* [max_blocks] unmasked prefix key of each closed block */
+    long reserved;         /* pages promised to this sequence, not yet taken */
+    int loaded;            /* state came from a snapshot: never shared (see snapshot.c) */
+    int32_t *tokens;       /* [max_blocks * C] */
+    int32_t *table;        /* [max_blocks] page ids */
+    uint64_t *keys;        /* [max_blocks] unmasked prefix key of each closed block */
+    struct kvd_load *load; /* blocks the disk tier's loader is reading (pool_disk.c) */
     kv_seq_bufs b;
 };
 
@@ -142,5 +143,19 @@ void kv_disk_unpin(kv_pool *p, int32_t id);
  * first), or -1. */
 int32_t kv_disk_load_block(kv_pool *p, kv_seq *s, uint64_t key, const int32_t *tokens,
                            int n_tokens);
+/* 1 when the pool's pages can be read into by the tier's loader thread
+ * (host memory); a device's pool loads with kv_disk_load_block. */
+int kv_disk_async(const kv_pool *p);
+/* After nb matched blocks of tokens[0, limit): takes a page for each
+ * further block the tier has a file for and queues their read (s->load).
+ * The blocks queued; 0: none (nothing started). */
+int kv_disk_load_start(kv_seq *s, const int32_t *tokens, int limit, int nb);
+int kv_disk_load_ready(kv_seq *s, int wait);
+/* A finished load: the blocks read and verified are indexed and attached,
+ * the pages of the rest given back to s's reservation; s->load is freed.
+ * Returns the load's tokens (the caller frees them) and its limit. */
+int32_t *kv_disk_load_finish(kv_seq *s, int *limit);
+/* s goes away: the load is stopped (waited for when running) and freed. */
+void kv_disk_load_drop(kv_seq *s);
 
 #endif

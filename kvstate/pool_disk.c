@@ -8,6 +8,7 @@
 #include "disk.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int kv_pool_set_disk(kv_pool *p, kv_disk *d, kv_error *err)
 {
@@ -116,4 +117,109 @@ int32_t kv_disk_load_block(kv_pool *p, kv_seq *s, uint64_t key, const int32_t *t
     if (kv_index_insert(p, id, key, tokens, n_tokens) == 0)
         p->pg[id].on_disk = 1;
     return id;
+}
+
+int kv_disk_async(const kv_pool *p) { return p->disk && pages_in_host(p); }
+
+static void load_free(kvd_load *l)
+{
+    if (!l)
+        return;
+    free(l->tokens);
+    free(l->keys);
+    free(l->pages);
+    free(l);
+}
+
+static kvd_load *load_new(const int32_t *tokens, int limit, int max_blocks)
+{
+    kvd_load *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->tokens = malloc((size_t)(limit > 0 ? limit : 1) * sizeof *l->tokens);
+    l->keys = malloc((size_t)max_blocks * sizeof *l->keys);
+    l->pages = malloc((size_t)max_blocks * sizeof *l->pages);
+    if (!l->tokens || !l->keys || !l->pages) {
+        load_free(l);
+        return NULL;
+    }
+    memcpy(l->tokens, tokens, (size_t)limit * sizeof *tokens);
+    l->limit = limit;
+    return l;
+}
+
+int kv_disk_load_start(kv_seq *s, const int32_t *tokens, int limit, int nb)
+{
+    kv_pool *p = s->pool;
+    int C = p->opt.geo.block_tokens, max = limit / C - nb;
+    kvd_load *l = max > 0 ? load_new(tokens, limit, max) : NULL;
+    if (!l)
+        return 0;
+    uint64_t key = nb ? s->keys[nb - 1] : 0;
+    int k = 0;
+    for (int32_t id; k < max; k++) {
+        key = kv_block_key(key, tokens + (size_t)(nb + k) * C, C);
+        if (!kvd_exists(p->disk, key, (nb + k + 1) * C)) {
+            kvd_count(p->disk, &p->disk->st.misses, 1);
+            break;
+        }
+        if (take_for(p, s, &id))
+            break;
+        s->table[nb + k] = id;
+        s->keys[nb + k] = key;
+        s->n_pages = nb + k + 1;
+        l->keys[k] = key;
+        l->pages[k] = p->pg[id].data;
+    }
+    if (k == 0) {
+        load_free(l);
+        return 0;
+    }
+    l->first = nb;
+    l->n_blocks = k;
+    l->block_tokens = C;
+    s->load = l;
+    kvd_load_submit(p->disk, l);
+    return k;
+}
+
+int kv_disk_load_ready(kv_seq *s, int wait) { return kvd_load_done(s->pool->disk, s->load, wait); }
+
+int32_t *kv_disk_load_finish(kv_seq *s, int *limit)
+{
+    kv_pool *p = s->pool;
+    kvd_load *l = s->load;
+    int C = p->opt.geo.block_tokens;
+    for (int i = 0; i < l->n_blocks; i++) {
+        int b = l->first + i, n_tok = (b + 1) * C;
+        int32_t id = s->table[b];
+        if (i >= l->n_read) {
+            give_back(p, s, id, 1); /* recomputed: the page stays promised to s */
+            continue;
+        }
+        int32_t q = kv_index_find(p, l->keys[i], l->tokens, n_tok);
+        if (q >= 0) { /* computed meanwhile by another sequence: the same bits */
+            kv_page_ref(p, q);
+            kv_page_unref(p, id);
+            s->table[b] = q;
+        } else if (kv_index_insert(p, id, l->keys[i], l->tokens, n_tok) == 0) {
+            p->pg[id].on_disk = 1;
+        }
+    }
+    s->n_pages = l->first + l->n_read;
+    *limit = l->limit;
+    int32_t *tokens = l->tokens;
+    l->tokens = NULL;
+    load_free(l);
+    s->load = NULL;
+    return tokens;
+}
+
+void kv_disk_load_drop(kv_seq *s)
+{
+    if (!s->load)
+        return;
+    kvd_load_cancel(s->pool->disk, s->load);
+    load_free(s->load);
+    s->load = NULL; /* its pages, unindexed, go back with the sequence's */
 }

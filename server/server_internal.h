@@ -588,6 +588,7 @@ typedef struct {
     /* engine thread only */
     mhla_seq *seq; /* the prefill sequence (cloned into the choices) */
     int pos;       /* prompt tokens fed so far */
+    int loading;   /* the prefix is still being read from the disk tier: not fed yet */
     long promised; /* state pool: pages kept free for the clones of n > 1 */
     /* p.prompt_logprobs: one per prompt token (the first has none), made
      * with the request (request_echo.c sets the offsets); the engine's

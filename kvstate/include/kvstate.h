@@ -202,6 +202,21 @@ int kv_seq_prefix_restore(kv_seq *seq, const kv_prefix_copy *c, kv_error *err);
  * position (0: nothing matched). When it ends mid-block, the caller must
  * recompute the mixed prefix P_i from the pages. */
 int kv_seq_match(kv_seq *seq, const int32_t *tokens, int n, kv_error *err);
+/* kv_seq_match in two halves, so that disk reads do not hold the caller:
+ * attaches the blocks memory holds now; when the disk tier has files for
+ * the next ones it takes pages for them (from the sequence's reservation,
+ * else what the pool can spare) and has the tier's loader thread read them.
+ * Returns the position matched so far; while kv_seq_loading the sequence
+ * must not be fed or cloned (kv_seq_reserve counts its loading pages as
+ * held; kv_seq_free stops the load). */
+int kv_seq_match_start(kv_seq *seq, const int32_t *tokens, int n, kv_error *err);
+int kv_seq_loading(const kv_seq *seq);
+/* The load's end: KV_STILL_LOADING while it runs (without wait); else the
+ * blocks read and verified are attached (the pages of those from the first
+ * missing or bad file on stay promised to the sequence, which recomputes
+ * them), then a resume entry's rows, and the position is returned. */
+#define KV_STILL_LOADING (-2)
+int kv_seq_match_poll(kv_seq *seq, int wait);
 
 /* ---- snapshots --------------------------------------------------------------- */
 
@@ -278,8 +293,9 @@ typedef enum {
     KV_DISK_FAULT_TORN = 2,     /* half the temp is written and left, as a kill -9 would */
     KV_DISK_FAULT_READONLY = 3, /* creating the temp fails with EROFS (a root process
                                  * writes through chmod, not through a read-only mount) */
-    KV_DISK_FAULT_HOLD = 4,     /* the writer waits before each write until the fault
-                                 * changes: a full queue, deterministically */
+    KV_DISK_FAULT_HOLD = 4,     /* the writer waits before each batch of writes, the
+                                 * loader before each block it reads, until the fault
+                                 * changes: a full queue, a slow load, deterministically */
 } kv_disk_fault;
 
 /* Opens (creating) the directory and starts the writer thread. An
