@@ -58,6 +58,7 @@ typedef struct kvd_load {
     int n_read;          /* the loader's: blocks read and verified, from first on */
     int limit;           /* the match's last position; tokens[0, limit) kept */
     int block_tokens;
+    const kv_pool *pool; /* its memory hooks: the loader populates the pages */
     int32_t *tokens;
     uint64_t *keys; /* [n_blocks] unmasked prefix keys */
     void **pages;   /* [n_blocks] host storage of the sequence's pages */

@@ -19,6 +19,7 @@ static void read_blocks(kv_disk *d, kvd_load *l)
         while (atomic_load(&d->fault) == KV_DISK_FAULT_HOLD && !atomic_load(&l->cancel))
             usleep(1000);
         int n_tok = (l->first + i + 1) * C;
+        kv_mem_populate_page(l->pool, l->pages[i]); /* new pages fault in here, not in a step */
         if (kv_disk_get(d, l->keys[i], l->tokens, n_tok, l->pages[i], NULL) != 1)
             return;
         l->n_read = i + 1;

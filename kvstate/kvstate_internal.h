@@ -89,6 +89,12 @@ void *kv_mem_alloc(const kv_pool *p, size_t bytes);
 /* One page's storage (page_bytes, not zero-filled), and its release (NULL is fine). */
 void *kv_mem_alloc_page(const kv_pool *p);
 void kv_mem_release_page(const kv_pool *p, void *ptr);
+/* The same storage left to fault in where it is first written (host pages from 2 MiB
+ * on; otherwise kv_mem_alloc_page), and its faulting in, done on another thread: the
+ * disk tier's loader populates the pages it reads into, not the engine thread. Both
+ * only read the pool's memory hooks and page size, which never change. */
+void *kv_mem_alloc_page_unpopulated(const kv_pool *p);
+void kv_mem_populate_page(const kv_pool *p, void *ptr);
 /* the same, for buffers swept every step: the memory's alloc_swept where it has one */
 void *kv_mem_alloc_swept(const kv_pool *p, size_t bytes);
 void kv_mem_release(const kv_pool *p, void *ptr);
@@ -100,6 +106,8 @@ long kv_pool_available(const kv_pool *p);
  * from_reservation, else only when the pool can spare one beyond all
  * reservations. */
 int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err);
+/* The same, a page new to the pool left unpopulated (kv_mem_alloc_page_unpopulated). */
+int kv_page_take_unpopulated(kv_pool *p, int from_reservation, int32_t *out, kv_error *err);
 /* Adds a reference to an indexed page (a cached one becomes used). */
 void kv_page_ref(kv_pool *p, int32_t id);
 void kv_page_unref(kv_pool *p, int32_t id);

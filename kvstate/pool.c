@@ -188,7 +188,7 @@ static void lru_push_tail(kv_pool *p, int32_t id)
 }
 
 /* A new descriptor with storage, or -1. */
-static int32_t grow(kv_pool *p, kv_error *err)
+static int32_t grow(kv_pool *p, int populated, kv_error *err)
 {
     if (!p->bounded && p->n_pg == p->cap_pg) {
         int cap = p->cap_pg ? 2 * p->cap_pg : 16;
@@ -201,14 +201,14 @@ static int32_t grow(kv_pool *p, kv_error *err)
     kv_page_desc *d = &p->pg[p->n_pg];
     memset(d, 0, sizeof *d);
     d->hnext = d->prev = d->next = -1;
-    d->data = kv_mem_alloc_page(p);
+    d->data = populated ? kv_mem_alloc_page(p) : kv_mem_alloc_page_unpopulated(p);
     if (!d->data)
         return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
                           p->page_bytes);
     return p->n_pg++;
 }
 
-int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
+static int take(kv_pool *p, int from_reservation, int populated, int32_t *out, kv_error *err)
 {
     if (!from_reservation && kv_pool_available(p) < 1)
         return kv_fail_as(err, KV_ERR_FULL,
@@ -231,7 +231,7 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
         p->pg[id].next = -1;
         p->n_bare--;
     } else if (p->n_pg < p->max_pages) {
-        id = grow(p, err);
+        id = grow(p, populated, err);
         if (id < 0)
             return -1;
     } else if (p->lru_head >= 0) {
@@ -253,6 +253,16 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
     p->n_used++;
     *out = id;
     return 0;
+}
+
+int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
+{
+    return take(p, from_reservation, 1, out, err);
+}
+
+int kv_page_take_unpopulated(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
+{
+    return take(p, from_reservation, 0, out, err);
 }
 
 void kv_page_ref(kv_pool *p, int32_t id)

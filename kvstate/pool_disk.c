@@ -66,11 +66,13 @@ void kv_disk_unpin(kv_pool *p, int32_t id)
         kvd_unpin(p->disk, &p->pg[id].pinned);
 }
 
-/* A page for s: its reservation first, else what is left beyond everyone's. */
-static int take_for(kv_pool *p, kv_seq *s, int32_t *id)
+/* A page for s: its reservation first, else what is left beyond everyone's.
+ * Unpopulated: for the loader, which faults it in. */
+static int take_for(kv_pool *p, kv_seq *s, int populated, int32_t *id)
 {
     int from_res = s->reserved > 0;
-    if (kv_page_take(p, from_res, id, NULL))
+    if (populated ? kv_page_take(p, from_res, id, NULL)
+                  : kv_page_take_unpopulated(p, from_res, id, NULL))
         return -1;
     if (from_res)
         s->reserved--;
@@ -107,7 +109,7 @@ int32_t kv_disk_load_block(kv_pool *p, kv_seq *s, uint64_t key, const int32_t *t
     }
     int from_res = s->reserved > 0;
     int32_t id;
-    if (take_for(p, s, &id))
+    if (take_for(p, s, 1, &id))
         return -1;
     if (fill_page(p, id, key, tokens, n_tokens) != 1) {
         give_back(p, s, id, from_res);
@@ -163,7 +165,7 @@ int kv_disk_load_start(kv_seq *s, const int32_t *tokens, int limit, int nb)
             kvd_count(p->disk, &p->disk->st.misses, 1);
             break;
         }
-        if (take_for(p, s, &id))
+        if (take_for(p, s, 0, &id))
             break;
         s->table[nb + k] = id;
         s->keys[nb + k] = key;
@@ -175,6 +177,7 @@ int kv_disk_load_start(kv_seq *s, const int32_t *tokens, int limit, int nb)
         load_free(l);
         return 0;
     }
+    l->pool = p;
     l->first = nb;
     l->n_blocks = k;
     l->block_tokens = C;

@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from checks import check, finish  # noqa: E402
 from pace import Pace  # noqa: E402
+import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__)
@@ -87,14 +88,7 @@ class Server:
                 ch["logprobs"]["top_logprobs"]), cached
 
     def metrics(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        c.request("GET", "/metrics")
-        out = {}
-        for line in c.getresponse().read().decode().splitlines():
-            if line and not line.startswith("#") and " " in line:
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return server_metrics.fetch(self.port, 60)
 
     def wait_writes(self, n):
         """Until the tier has written n files (the writer runs behind the answers)."""
