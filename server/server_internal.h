@@ -245,6 +245,8 @@ int srv_metrics_disk_render(mhla_buf *b);
 void srv_state_disk_watch(const mhla_state_stats *st);
 /* The tier's fields of the start log line. */
 void srv_state_disk_log_fields(struct cJSON *f, mhla_engine *engine, const char *dir);
+/* A loading line: the time the checkpoint's fingerprint took (the tier's start-up cost). */
+void srv_state_disk_log_start(mhla_engine *engine);
 
 /* ---- gen_config.c: generation_config.json ---------------------------------- */
 

@@ -379,6 +379,9 @@ typedef struct {
     uint64_t disk_evictions;    /* files removed for state_disk_max */
     uint64_t disk_bytes;        /* page files in the directory, as last counted */
     char disk_error[256];       /* the latest write error ("" when none) */
+    double disk_fingerprint_s;  /* time hashing the checkpoint took for the file names
+                                 * (once per model, whatever number of engines) */
+    uint64_t disk_fingerprint_bytes; /* checkpoint bytes hashed */
 } mhla_state_stats;
 
 void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);

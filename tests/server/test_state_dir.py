@@ -131,6 +131,11 @@ def restart_case(want):
     check(got == want[0] and cached == 0, "with the tier, cold: identical, cached_tokens 0")
     check(s.wait_writes(12), "12 blocks written behind")
     s.stop()
+    fp = [json.loads(x)["message"] for x in open(s.log) if "state dir's fingerprint" in x]
+    size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(MODEL, "*.safetensors")))
+    mb = float(fp[0].split(": ")[1].split(" MB")[0]) if len(fp) == 1 else -1.0
+    check(0.9 * size / 1e6 <= mb <= size / 1e6 + 0.05 and fp[0].endswith(" s"),
+          "one loading line times the hash of the checkpoint's %.2f MB: %s" % (size / 1e6, fp))
     s = Server("restart_2", d)
     got, cached = s.answer(PROMPTS[0])
     m = s.metrics()
