@@ -248,6 +248,7 @@ print("warmed processes: cold %.2f (mean of 2), memory %.3f, disk after restart 
 print("cold / disk: %.1fx (page cache), %.1fx (evicted); cold / memory %.1fx" %
       (res["ratio_cold_over_disk_warm"], res["ratio_cold_over_disk_cold"],
        res["ratio_cold_over_memory"]))
-print("tier on / off: prefill %.3f, decode %.3f (medians of %d rounds' ratios)" %
-      (res["prefill_on_over_off"], res["decode_on_over_off"], a.rounds))
+if a.only != "ttft":
+    print("tier on / off: prefill %.3f, decode %.3f (medians of %d rounds' ratios)" %
+          (res["prefill_on_over_off"], res["decode_on_over_off"], a.rounds))
 print(json.dumps(res))
