@@ -34,6 +34,22 @@ from pace import Pace  # noqa: E402
 import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 
+
+def sse_events(resp):
+    """The data events of a streamed response as they arrive: read1 returns what the
+    connection has, where iterating the response waits to fill its buffer."""
+    buf = b""
+    while True:
+        data = resp.read1(65536)
+        if not data:
+            return
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            line = line.strip()
+            if line.startswith(b"data: {"):
+                yield json.loads(line[6:])
+
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--bin", required=True)
 ap.add_argument("--work", required=True)
@@ -94,12 +110,10 @@ class Server:
         c.request("POST", "/v1/completions", json.dumps(
             {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
              "stream": True, "return_token_ids": True}), {"Content-Type": "application/json"})
-        for line in c.getresponse():
-            line = line.strip()
-            if line.startswith(b"data: {"):
-                ch = json.loads(line[6:]).get("choices") or [{}]
-                now = time.time()
-                times.extend([now] * len(ch[0].get("token_ids") or []))
+        for ev in sse_events(c.getresponse()):
+            ch = ev.get("choices") or [{}]
+            now = time.time()
+            times.extend([now] * len(ch[0].get("token_ids") or []))
 
     def metrics(self):
         return server_metrics.fetch(self.port, 60)
