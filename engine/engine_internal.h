@@ -98,6 +98,13 @@ struct mhla_model {
     void **owned;     /* tensors copied or converted out of the mapping */
     int n_owned, owned_cap;
     size_t weight_bytes;
+    /* The disk tier's hash of the config and every checkpoint byte (state_disk.c): made
+     * once per model, however many engines it serves (a GPU server with --state-memory
+     * auto makes two), and what that took. */
+    uint64_t checkpoint_fp;
+    int checkpoint_fp_done;
+    double checkpoint_fp_s;
+    uint64_t checkpoint_fp_bytes;
 };
 
 /* The bytes matrix w of n weights is held in (its q8 scales and padding

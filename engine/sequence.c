@@ -122,9 +122,11 @@ int mhla_seq_reserve(mhla_seq *s, long n_positions, mhla_error *err)
     return 0;
 }
 
-int mhla_seq_match_prefix(mhla_seq *s, const int32_t *tokens, int n, mhla_error *err)
+int mhla_seq_match_prefix_start(mhla_seq *s, const int32_t *tokens, int n, int *loading,
+                                mhla_error *err)
 {
     const mhla_config *c = &s->model->cfg;
+    *loading = 0;
     if (n < 0 || (n > 0 && !tokens))
         return eng_fail(err, "prefix match: no tokens");
     for (int t = 0; t < n; t++)
@@ -132,12 +134,38 @@ int mhla_seq_match_prefix(mhla_seq *s, const int32_t *tokens, int n, mhla_error 
             return eng_fail(err, "prefix match: token id %d outside the vocabulary [0, %d)",
                             tokens[t], c->vocab_size);
     kv_error ke;
-    int pos = kv_seq_match(s->kv, tokens, n, &ke);
+    int pos = kv_seq_match_start(s->kv, tokens, n, &ke);
     if (pos < 0)
         return eng_fail_kv(err, &ke);
+    *loading = kv_seq_loading(s->kv);
+    if (*loading)
+        return pos;
     if (pos % c->chunk_size != 0 && eng_seq_restore_prefix(s, err))
         return -1;
     return pos;
+}
+
+int mhla_seq_match_poll(mhla_seq *s, int wait, int *done, mhla_error *err)
+{
+    if (!kv_seq_loading(s->kv)) {
+        *done = 1;
+        return kv_seq_pos(s->kv);
+    }
+    int pos = kv_seq_match_poll(s->kv, wait);
+    *done = pos != KV_STILL_LOADING;
+    if (!*done)
+        return 0;
+    /* a resume entry's partial block: P_i from the pages */
+    if (pos % s->model->cfg.chunk_size != 0 && eng_seq_restore_prefix(s, err))
+        return -1;
+    return pos;
+}
+
+int mhla_seq_match_prefix(mhla_seq *s, const int32_t *tokens, int n, mhla_error *err)
+{
+    int loading, done;
+    int pos = mhla_seq_match_prefix_start(s, tokens, n, &loading, err);
+    return pos < 0 || !loading ? pos : mhla_seq_match_poll(s, 1, &done, err);
 }
 
 /* Identifies the model a snapshot belongs to: every config field and every

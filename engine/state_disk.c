@@ -29,14 +29,16 @@ static uint64_t storage_hash(const mhla_model *m, uint64_t h)
 }
 
 /* The checkpoint: every tensor's name, dtype, shape and bytes. */
-static uint64_t tensors_hash(const mhla_model *m, uint64_t h)
+static uint64_t tensors_hash(const mhla_model *m, uint64_t h, uint64_t *bytes)
 {
+    *bytes = 0;
     for (int i = 0; i < m->st.n_tensors; i++) {
         const st_tensor *t = &m->st.tensors[i];
         h = kv_hash64(h, t->name, strlen(t->name));
         h = kv_hash64(h, t->dtype_name, strnlen(t->dtype_name, sizeof t->dtype_name));
         h = kv_hash64(h, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
         h = kv_hash64(h, t->data, t->nbytes);
+        *bytes += t->nbytes;
     }
     return h;
 }
@@ -54,9 +56,14 @@ static uint64_t device_hash(const mhla_engine *e, uint64_t h)
     return kv_hash64(h, name, strlen(name));
 }
 
-static uint64_t fingerprint(const mhla_engine *e)
+/* The config and the checkpoint, hashed on the model's first engine only:
+ * reading every weight byte is the tier's start-up cost. */
+static uint64_t checkpoint_hash(mhla_engine *e)
 {
-    const mhla_model *m = e->model;
+    mhla_model *m = (mhla_model *)e->model; /* the cache is the one field that changes */
+    if (m->checkpoint_fp_done)
+        return m->checkpoint_fp;
+    double t0 = mhla_now();
     const mhla_config *c = &m->cfg;
     int64_t f[] = {c->vocab_size,      c->hidden_size, c->num_layers,         c->num_heads,
                    c->num_kv_heads,    c->head_k_dim,  c->head_v_dim,         c->intermediate_size,
@@ -64,8 +71,16 @@ static uint64_t fingerprint(const mhla_engine *e)
                    c->use_output_gate, c->normalize,   c->tie_word_embeddings};
     uint64_t h = kv_hash64(0x6d686c612d6b7670ull, f, sizeof f);
     h = kv_hash64(h, &c->norm_eps, sizeof c->norm_eps);
-    h = tensors_hash(m, h);
-    h = storage_hash(m, h);
+    m->checkpoint_fp = tensors_hash(m, h, &m->checkpoint_fp_bytes);
+    m->checkpoint_fp_s = mhla_now() - t0;
+    m->checkpoint_fp_done = 1;
+    return m->checkpoint_fp;
+}
+
+static uint64_t fingerprint(mhla_engine *e)
+{
+    uint64_t h = checkpoint_hash(e);
+    h = storage_hash(e->model, h);
     return device_hash(e, h);
 }
 
@@ -110,6 +125,8 @@ void eng_state_disk_stats(const mhla_engine *e, mhla_state_stats *out)
     out->disk_evictions = k.evictions;
     out->disk_bytes = k.bytes;
     memcpy(out->disk_error, k.last_error, sizeof out->disk_error);
+    out->disk_fingerprint_s = e->model->checkpoint_fp_s;
+    out->disk_fingerprint_bytes = e->model->checkpoint_fp_bytes;
 }
 
 void mhla_engine_disk_stats(const mhla_engine *e, mhla_state_stats *out)

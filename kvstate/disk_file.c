@@ -92,40 +92,62 @@ static int place(kv_disk *d, const char *tmp, const char *name)
     return renameat(d->dir_fd, tmp, d->dir_fd, name) == 0 ? 1 : -1;
 }
 
-int kvd_write(kv_disk *d, uint64_t key, const int32_t *tokens, int n_tokens, const void *page,
-              kv_error *err)
+int kvd_temp_write(kv_disk *d, uint64_t key, const int32_t *tokens, int n_tokens, const void *page,
+                   kvd_temp *t, kv_error *err)
 {
-    char name[96], tmp[160];
-    kvd_name(d, key, n_tokens, name, sizeof name);
+    kvd_name(d, key, n_tokens, t->name, sizeof t->name);
     /* pids repeat across containers sharing a volume: the tier's random id does not */
-    snprintf(tmp, sizeof tmp, KVD_TMP_PREFIX "%s-%016llx-%lu", name, (unsigned long long)d->tmp_id,
-             (unsigned long)atomic_fetch_add(&d->tmp_counter, 1));
+    snprintf(t->tmp, sizeof t->tmp, KVD_TMP_PREFIX "%s-%016llx-%lu", t->name,
+             (unsigned long long)d->tmp_id, (unsigned long)atomic_fetch_add(&d->tmp_counter, 1));
     kvd_header h;
     kvd_header_fill(d, key, n_tokens, &h);
-    int fd = atomic_load(&d->fault) == KV_DISK_FAULT_READONLY
-                 ? (errno = EROFS, -1)
-                 : openat(d->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return kv_fail_as(err, KV_ERR_IO, "cannot create '%s/%s': %s", d->dir, tmp,
+    t->fd = atomic_load(&d->fault) == KV_DISK_FAULT_READONLY
+                ? (errno = EROFS, -1)
+                : openat(d->dir_fd, t->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (t->fd < 0)
+        return kv_fail_as(err, KV_ERR_IO, "cannot create '%s/%s': %s", d->dir, t->tmp,
                           strerror(errno));
-    int bad = write_body(d, fd, &h, tokens, page) || fsync(fd);
+    if (write_body(d, t->fd, &h, tokens, page) == 0)
+        return 0;
     int e = errno;
-    if (close(fd) && !bad) {
+    close(t->fd);
+    t->fd = -1;
+    if (atomic_load(&d->fault) != KV_DISK_FAULT_TORN)
+        (void)unlinkat(d->dir_fd, t->tmp, 0);
+    return kv_fail_as(err, KV_ERR_IO, "writing '%s/%s' failed: %s", d->dir, t->tmp, strerror(e));
+}
+
+int kvd_temp_place(kv_disk *d, kvd_temp *t, kv_error *err)
+{
+    int bad = fsync(t->fd);
+    int e = errno;
+    if (close(t->fd) && !bad) {
         bad = 1;
         e = errno;
     }
-    if (bad) {
-        if (atomic_load(&d->fault) != KV_DISK_FAULT_TORN)
-            (void)unlinkat(d->dir_fd, tmp, 0);
-        return kv_fail_as(err, KV_ERR_IO, "writing '%s/%s' failed: %s", d->dir, tmp, strerror(e));
-    }
-    int rc = place(d, tmp, name);
+    t->fd = -1;
+    int rc = bad ? -1 : place(d, t->tmp, t->name);
     if (rc < 0) {
-        e = errno;
-        (void)unlinkat(d->dir_fd, tmp, 0);
-        return kv_fail_as(err, KV_ERR_IO, "renaming '%s/%s' failed: %s", d->dir, tmp, strerror(e));
+        e = bad ? e : errno;
+        (void)unlinkat(d->dir_fd, t->tmp, 0);
+        return kv_fail_as(err, KV_ERR_IO, "%s '%s/%s' failed: %s", bad ? "syncing" : "renaming",
+                          d->dir, t->tmp, strerror(e));
     }
-    (void)fsync(d->dir_fd); /* the rename itself survives a crash */
+    return rc;
+}
+
+/* The renames themselves survive a crash. */
+void kvd_sync_dir(kv_disk *d) { (void)fsync(d->dir_fd); }
+
+int kvd_write(kv_disk *d, uint64_t key, const int32_t *tokens, int n_tokens, const void *page,
+              kv_error *err)
+{
+    kvd_temp t;
+    if (kvd_temp_write(d, key, tokens, n_tokens, page, &t, err))
+        return -1;
+    int rc = kvd_temp_place(d, &t, err);
+    if (rc == 1)
+        kvd_sync_dir(d);
     return rc;
 }
 

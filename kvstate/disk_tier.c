@@ -98,15 +98,18 @@ int kv_disk_open(const kv_disk_options *opt, const kv_geometry *geo, kv_dtype dt
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->work, NULL);
     pthread_cond_init(&d->idle, NULL);
+    pthread_cond_init(&d->load_work, NULL);
+    pthread_cond_init(&d->load_done, NULL);
     d->max_bytes = opt->max_bytes;
     d->fingerprint = opt->fingerprint;
     d->geo = *geo;
     d->dtype = dtype;
     d->page_bytes = kv_page_floats(geo) * (dtype == KV_DTYPE_BF16 ? 2 : 4);
     d->n_slots = queue_slots(opt, d->page_bytes);
+    d->sync_each = opt->sync_each;
     if (getrandom(&d->tmp_id, sizeof d->tmp_id, 0) != sizeof d->tmp_id)
         d->tmp_id = kvd_now_ns() ^ (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)d;
-    if (open_dir(d, opt->dir, err) || kvd_writer_start(d, err)) {
+    if (open_dir(d, opt->dir, err) || kvd_writer_start(d, err) || kvd_loader_start(d, err)) {
         kv_disk_close(d);
         return -1;
     }
@@ -119,12 +122,15 @@ void kv_disk_close(kv_disk *d)
 {
     if (!d)
         return;
+    kvd_loader_stop(d);
     kvd_writer_stop(d);
     if (d->dir_fd >= 0)
         close(d->dir_fd);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->work);
     pthread_cond_destroy(&d->idle);
+    pthread_cond_destroy(&d->load_work);
+    pthread_cond_destroy(&d->load_done);
     free(d->dir);
     free(d);
 }

@@ -8,6 +8,7 @@
 #include "kvstate.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 int kv_fail(kv_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same with a code other than KV_ERR_INVALID. */
@@ -33,6 +34,7 @@ typedef struct {
     uint64_t key;       /* masked prefix key */
     uint64_t full_key;  /* the unmasked one: the disk tier's file name */
     int on_disk;        /* written or queued to the disk tier, or loaded from it */
+    atomic_int pinned;  /* the disk tier's writer still reads data (pool_disk.c) */
     int32_t hnext;      /* hash chain */
     int32_t prev, next; /* LRU list (CACHED) or free list (FREE, next only) */
 } kv_page_desc;
@@ -72,11 +74,12 @@ struct kv_seq {
     kv_pool *pool;
     int pos;
     int n_pages;
-    long reserved;   /* pages promised to this sequence, not yet taken */
-    int loaded;      /* state came from a snapshot: never shared (see snapshot.c) */
-    int32_t *tokens; /* [max_blocks * C] */
-    int32_t *table;  /* [max_blocks] page ids */
-    uint64_t *keys;  /* [max_blocks] unmasked prefix key of each closed block */
+    long reserved;         /* pages promised to this sequence, not yet taken */
+    int loaded;            /* state came from a snapshot: never shared (see snapshot.c) */
+    int32_t *tokens;       /* [max_blocks * C] */
+    int32_t *table;        /* [max_blocks] page ids */
+    uint64_t *keys;        /* [max_blocks] unmasked prefix key of each closed block */
+    struct kvd_load *load; /* blocks the disk tier's loader is reading (pool_disk.c) */
     kv_seq_bufs b;
 };
 
@@ -86,6 +89,12 @@ void *kv_mem_alloc(const kv_pool *p, size_t bytes);
 /* One page's storage (page_bytes, not zero-filled), and its release (NULL is fine). */
 void *kv_mem_alloc_page(const kv_pool *p);
 void kv_mem_release_page(const kv_pool *p, void *ptr);
+/* The same storage left to fault in where it is first written (host pages from 2 MiB
+ * on; otherwise kv_mem_alloc_page), and its faulting in, done on another thread: the
+ * disk tier's loader populates the pages it reads into, not the engine thread. Both
+ * only read the pool's memory hooks and page size, which never change. */
+void *kv_mem_alloc_page_unpopulated(const kv_pool *p);
+void kv_mem_populate_page(const kv_pool *p, void *ptr);
 /* the same, for buffers swept every step: the memory's alloc_swept where it has one */
 void *kv_mem_alloc_swept(const kv_pool *p, size_t bytes);
 void kv_mem_release(const kv_pool *p, void *ptr);
@@ -97,6 +106,8 @@ long kv_pool_available(const kv_pool *p);
  * from_reservation, else only when the pool can spare one beyond all
  * reservations. */
 int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err);
+/* The same, a page new to the pool left unpopulated (kv_mem_alloc_page_unpopulated). */
+int kv_page_take_unpopulated(kv_pool *p, int from_reservation, int32_t *out, kv_error *err);
 /* Adds a reference to an indexed page (a cached one becomes used). */
 void kv_page_ref(kv_pool *p, int32_t id);
 void kv_page_unref(kv_pool *p, int32_t id);
@@ -128,12 +139,31 @@ kv_resume_entry *kv_resume_find(kv_pool *p, const int32_t *tokens, int limit, in
 void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index);
 
 /* ---- pool_disk.c ---- */
-/* Queues indexed page id for the disk tier unless it is there already. */
-void kv_disk_offer(kv_pool *p, int32_t id);
+/* Queues indexed page id for the disk tier unless it is there already:
+ * pinned (written from the page itself), or, when evicting or in a device's
+ * memory, copied. */
+void kv_disk_offer(kv_pool *p, int32_t id, int evicting);
+/* Before page id is reused or its storage freed: the writer no longer
+ * reads it (a queued page is copied, one being written waited for). */
+void kv_disk_unpin(kv_pool *p, int32_t id);
 /* For a match that missed memory at the block of tokens[0, n_tokens): a
  * page loaded from the tier, indexed and held by s (from its reservation
  * first), or -1. */
 int32_t kv_disk_load_block(kv_pool *p, kv_seq *s, uint64_t key, const int32_t *tokens,
                            int n_tokens);
+/* 1 when the pool's pages can be read into by the tier's loader thread
+ * (host memory); a device's pool loads with kv_disk_load_block. */
+int kv_disk_async(const kv_pool *p);
+/* After nb matched blocks of tokens[0, limit): takes a page for each
+ * further block the tier has a file for and queues their read (s->load).
+ * The blocks queued; 0: none (nothing started). */
+int kv_disk_load_start(kv_seq *s, const int32_t *tokens, int limit, int nb);
+int kv_disk_load_ready(kv_seq *s, int wait);
+/* A finished load: the blocks read and verified are indexed and attached,
+ * the pages of the rest given back to s's reservation; s->load is freed.
+ * Returns the load's tokens (the caller frees them) and its limit. */
+int32_t *kv_disk_load_finish(kv_seq *s, int *limit);
+/* s goes away: the load is stopped (waited for when running) and freed. */
+void kv_disk_load_drop(kv_seq *s);
 
 #endif

@@ -89,14 +89,14 @@ static size_t huge_span(size_t bytes)
  * released between others, a split of the mappings the kernel had merged, counting toward
  * its limit on mappings (vm.max_map_count).
  */
-static void *host_alloc_page(void *ctx, size_t bytes)
+/* The mapping of a page from 2 MiB on, populated or not (the caller's thread, or the first
+ * writer's, faults it in then: kv_mem_populate_page). */
+static void *host_map_page(size_t bytes, int populate)
 {
-    if (bytes < HUGE_BYTES)
-        return host_alloc(ctx, bytes);
     size_t span = huge_span(bytes);
     if (!span) {
         void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                       MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
         return p == MAP_FAILED ? NULL : p;
     }
     /* a huge page more than the span, so that an aligned span lies inside; the rest goes back */
@@ -111,8 +111,16 @@ static void *host_alloc_page(void *ctx, size_t bytes)
     if (p + span < m + span + HUGE_BYTES)
         (void)munmap(p + span, (size_t)(m + span + HUGE_BYTES - (p + span)));
     (void)madvise(p, span, MADV_HUGEPAGE);
-    (void)madvise(p, span, MADV_POPULATE_WRITE);
+    if (populate)
+        (void)madvise(p, span, MADV_POPULATE_WRITE);
     return p;
+}
+
+static void *host_alloc_page(void *ctx, size_t bytes)
+{
+    if (bytes < HUGE_BYTES)
+        return host_alloc(ctx, bytes);
+    return host_map_page(bytes, 1);
 }
 
 static void host_release_page(void *ctx, void *p, size_t bytes)
@@ -158,6 +166,24 @@ void *kv_mem_alloc_page(const kv_pool *p)
     if (!p->mem.alloc_page)
         return kv_mem_alloc(p, p->page_bytes);
     return p->mem.alloc_page(p->mem.ctx, p->page_bytes);
+}
+
+/* Host memory only: what kv_memory_host installs. */
+static int host_pool(const kv_pool *p) { return p->mem.alloc_page == host_alloc_page; }
+
+void *kv_mem_alloc_page_unpopulated(const kv_pool *p)
+{
+    if (!host_pool(p) || p->page_bytes < HUGE_BYTES)
+        return kv_mem_alloc_page(p);
+    return host_map_page(p->page_bytes, 0);
+}
+
+void kv_mem_populate_page(const kv_pool *p, void *ptr)
+{
+    if (!host_pool(p) || p->page_bytes < HUGE_BYTES)
+        return;
+    size_t span = huge_span(p->page_bytes);
+    (void)madvise(ptr, span ? span : p->page_bytes, MADV_POPULATE_WRITE);
 }
 
 void kv_mem_release_page(const kv_pool *p, void *ptr)

@@ -118,12 +118,14 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
 
 static void pool_destroy(kv_pool *p)
 {
+    /* Before the pages: the writer writes what is queued from the pinned
+     * pages themselves. Nothing is offered any more. */
+    kv_disk_close(p->disk);
     for (int i = 0; i < p->n_pg; i++) {
         kv_mem_release_page(p, p->pg[i].data);
         free(p->pg[i].tokens);
     }
     kv_resume_free_all(p);
-    kv_disk_close(p->disk); /* after the pages: nothing is offered any more */
     free(p->disk_stage);
     free(p->resume);
     free(p->pg);
@@ -186,7 +188,7 @@ static void lru_push_tail(kv_pool *p, int32_t id)
 }
 
 /* A new descriptor with storage, or -1. */
-static int32_t grow(kv_pool *p, kv_error *err)
+static int32_t grow(kv_pool *p, int populated, kv_error *err)
 {
     if (!p->bounded && p->n_pg == p->cap_pg) {
         int cap = p->cap_pg ? 2 * p->cap_pg : 16;
@@ -199,14 +201,14 @@ static int32_t grow(kv_pool *p, kv_error *err)
     kv_page_desc *d = &p->pg[p->n_pg];
     memset(d, 0, sizeof *d);
     d->hnext = d->prev = d->next = -1;
-    d->data = kv_mem_alloc_page(p);
+    d->data = populated ? kv_mem_alloc_page(p) : kv_mem_alloc_page_unpopulated(p);
     if (!d->data)
         return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
                           p->page_bytes);
     return p->n_pg++;
 }
 
-int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
+static int take(kv_pool *p, int from_reservation, int populated, int32_t *out, kv_error *err)
 {
     if (!from_reservation && kv_pool_available(p) < 1)
         return kv_fail_as(err, KV_ERR_FULL,
@@ -229,12 +231,13 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
         p->pg[id].next = -1;
         p->n_bare--;
     } else if (p->n_pg < p->max_pages) {
-        id = grow(p, err);
+        id = grow(p, populated, err);
         if (id < 0)
             return -1;
     } else if (p->lru_head >= 0) {
-        id = p->lru_head;     /* evict the least recently used cached page */
-        kv_disk_offer(p, id); /* unless the tier has it: the page's last chance */
+        id = p->lru_head;        /* evict the least recently used cached page */
+        kv_disk_offer(p, id, 1); /* unless the tier has it: the page's last chance */
+        kv_disk_unpin(p, id);    /* it is about to be overwritten */
         lru_unlink(p, id);
         kv_index_remove(p, id);
         p->n_cached--;
@@ -250,6 +253,16 @@ int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
     p->n_used++;
     *out = id;
     return 0;
+}
+
+int kv_page_take(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
+{
+    return take(p, from_reservation, 1, out, err);
+}
+
+int kv_page_take_unpopulated(kv_pool *p, int from_reservation, int32_t *out, kv_error *err)
+{
+    return take(p, from_reservation, 0, out, err);
 }
 
 void kv_page_ref(kv_pool *p, int32_t id)
@@ -292,6 +305,8 @@ void kv_page_unref(kv_pool *p, int32_t id)
 
 void kv_pool_set_hash_bits(kv_pool *p, int bits)
 {
+    if (p->disk)
+        kv_disk_flush(p->disk); /* pages go back to the free list: none pinned */
     /* Drop every index entry first: keys stored under the old mask would
      * not be found under the new one. */
     for (int i = 0; i < p->n_pg; i++)

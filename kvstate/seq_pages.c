@@ -42,6 +42,8 @@ int kv_seq_clone(const kv_seq *src, kv_seq **out, kv_error *err)
     kv_pool *p = src->pool;
     const kv_geometry *g = &p->opt.geo;
     kv_seq *s;
+    if (src->load)
+        return kv_fail(err, "cloning a sequence whose prefix is still loading from disk");
     if (kv_seq_create(p, &s, err))
         return -1;
     s->pos = src->pos;
@@ -78,6 +80,7 @@ void kv_seq_free(kv_seq *s)
     if (!s)
         return;
     kv_pool *p = s->pool;
+    kv_disk_load_drop(s); /* the loader writes into pages s holds */
     for (int b = 0; b < s->n_pages; b++)
         kv_page_unref(p, s->table[b]);
     p->n_reserved -= s->reserved;
@@ -171,7 +174,7 @@ void kv_seq_publish_blocks(kv_seq *s, int first, int last, int index)
         } else {
             /* Out of memory for the key's tokens leaves the page private. */
             if (kv_index_insert(p, s->table[b], s->keys[b], s->tokens, n_tok) == 0)
-                kv_disk_offer(p, s->table[b]);
+                kv_disk_offer(p, s->table[b], 0);
         }
     }
 }
@@ -194,74 +197,4 @@ int kv_seq_rewind(kv_seq *s, int pos, kv_error *err)
         return kv_fail(err, "rewinding from %d to %d would reopen a closed block", s->pos, pos);
     s->pos = pos;
     return 0;
-}
-
-/* Attaches the page of block nb (prefix key key) to s: from the prefix
- * cache, else from the disk tier. 0, or -1 when neither has it (or the pool
- * cannot spare an evictable page). */
-static int attach_block(kv_seq *s, const int32_t *tokens, int nb, uint64_t key)
-{
-    kv_pool *p = s->pool;
-    int n_tok = (nb + 1) * p->opt.geo.block_tokens;
-    int32_t q = kv_index_find(p, key, tokens, n_tok);
-    if (q < 0 && p->disk && (q = kv_disk_load_block(p, s, key, tokens, n_tok)) >= 0) {
-        s->table[nb] = q; /* held by s already */
-        s->keys[nb] = key;
-        s->n_pages = nb + 1;
-        return 0;
-    }
-    if (q < 0) {
-        p->ctr.misses++;
-        return -1;
-    }
-    if (p->pg[q].state == PG_CACHED) {
-        /* Taking an evictable page costs availability: use the
-         * sequence's reservation, or what is left beyond everyone's. */
-        if (s->reserved > 0) {
-            s->reserved--;
-            p->n_reserved--;
-        } else if (kv_pool_available(p) < 1) {
-            return -1;
-        }
-    }
-    kv_page_ref(p, q); /* off the LRU list; back at its tail when released */
-    s->table[nb] = q;
-    s->keys[nb] = key;
-    s->n_pages = nb + 1;
-    p->ctr.hits++;
-    return 0;
-}
-
-int kv_seq_match(kv_seq *s, const int32_t *tokens, int n, kv_error *err)
-{
-    kv_pool *p = s->pool;
-    const kv_geometry *g = &p->opt.geo;
-    int C = g->block_tokens;
-    if (s->pos != 0 || s->n_pages != 0)
-        return kv_fail(err, "prefix match on a sequence that already holds %d tokens", s->pos);
-    if (n < 0 || (n > 0 && !tokens))
-        return kv_fail(err, "prefix match: no tokens");
-    if (!p->bounded || n < 2)
-        return 0;
-    int limit = n - 1, ctx = g->max_blocks * C;
-    if (limit > ctx)
-        limit = ctx;
-    int nb = 0;
-    uint64_t key = 0;
-    for (; (nb + 1) * C <= limit; nb++) {
-        key = kv_block_key(key, tokens + (size_t)nb * C, C);
-        if (attach_block(s, tokens, nb, key))
-            break;
-    }
-    int pos = nb * C;
-    kv_resume_entry *e = kv_resume_find(p, tokens, limit, nb);
-    if (e && kv_rows_unpack(p, e->rows, e->pos % C, &s->b) == 0) {
-        e->last_used = ++p->clock;
-        pos = e->pos;
-        p->ctr.resumes++;
-    }
-    memcpy(s->tokens, tokens, (size_t)pos * sizeof *tokens);
-    s->pos = pos;
-    p->ctr.resumed_tokens += (uint64_t)pos;
-    return pos;
 }

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { ITEM_DECODE, ITEM_PREFILL };
 
@@ -207,8 +208,11 @@ static int admit_group(srv_sched *s, srv_req *r, int g, long *matched, mhla_erro
         return -1;
     if (!s->c.state_pool)
         return 0;
-    /* the prompt's own logprobs need every prompt position's logits: no cache */
-    int pos = r->p.prompt_logprobs ? 0 : mhla_seq_match_prefix(gr->seq, pr->ids, pr->n, e);
+    /* the prompt's own logprobs need every prompt position's logits: no cache. A
+     * prefix read from the disk tier is read in the background (poll_loads). */
+    int pos = r->p.prompt_logprobs
+                  ? 0
+                  : mhla_seq_match_prefix_start(gr->seq, pr->ids, pr->n, &gr->loading, e);
     if (pos < 0 || mhla_seq_reserve(gr->seq, (long)pr->n + r->p.max_tokens, e))
         return -1;
     gr->pos = pos;
@@ -619,7 +623,7 @@ static int gather_prompts(srv_sched *s)
         srv_req *r = s->run[i];
         for (int g = 0; g < r->p.n_prompts; g++) {
             int rem = r->p.prompts[g].n - r->groups[g].pos;
-            if (rem <= 0)
+            if (rem <= 0 || r->groups[g].loading)
                 continue;
             if (grow_prompts(s, n + 1))
                 return -1;
@@ -867,11 +871,45 @@ static void apply(srv_sched *s)
     }
 }
 
-/* One engine step over the running requests; returns the items it ran. */
+/* Prompts whose prefix finished loading from the disk tier join the next
+ * plan, from where the load got them (the tokens after a missing or bad
+ * file are computed). Returns the groups still loading. */
+static int poll_loads(srv_sched *s)
+{
+    int still = 0;
+    for (int i = 0; i < s->n_run; i++) {
+        srv_req *r = s->run[i];
+        for (int g = 0; g < r->p.n_prompts; g++) {
+            srv_group *gr = &r->groups[g];
+            if (!gr->loading || srv_req_done(r))
+                continue;
+            mhla_error e = {0};
+            int done, pos = mhla_seq_match_poll(gr->seq, 0, &done, &e);
+            still += !done;
+            if (!done)
+                continue;
+            gr->loading = 0;
+            if (pos < 0) {
+                fail_req(r, srv_error_from_engine(e.code), e.msg);
+                continue;
+            }
+            srv_metrics_tokens(pos - gr->pos, 0);
+            srv_req_lock(r);
+            r->cached_tokens += pos - gr->pos;
+            srv_req_unlock(r);
+            gr->pos = pos;
+        }
+    }
+    return still;
+}
+
+/* One engine step over the running requests; returns the items it ran, or
+ * -1 when it ran none while prefixes are loading from disk. */
 static int step(srv_sched *s)
 {
     expire(s);
     compact(s);
+    int loading = poll_loads(s);
     int n = plan(s);
     if (n < 0) {
         for (int i = 0; i < s->n_run; i++)
@@ -881,7 +919,24 @@ static int step(srv_sched *s)
         apply(s);
     }
     compact(s);
-    return n;
+    return n == 0 && loading ? -1 : n;
+}
+
+/* Nothing to step but prefixes loading from disk: a short nap, cut short
+ * by a new request (the loader's end is polled, it signals nothing). */
+static void wait_loads(srv_sched *s)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += 1000000;
+    if (t.tv_nsec >= 1000000000) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (!s->stop)
+        pthread_cond_timedwait(&s->cv, &s->mu, &t);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void *engine_main(void *arg)
@@ -898,8 +953,10 @@ static void *engine_main(void *arg)
         admit(s);
         pthread_mutex_unlock(&s->mu);
         update_gauges(s);
-        step(s);
+        int ran = step(s);
         update_gauges(s);
+        if (ran < 0)
+            wait_loads(s);
     }
     return NULL;
 }

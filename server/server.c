@@ -226,6 +226,8 @@ static int load(server *sv, const mhla_server_options *o, char *err, size_t errl
     sv->cfg = mhla_model_config(sv->model);
     if (start_engine(sv, o, err, errlen) || load_drafter(sv, o, err, errlen))
         return -1;
+    if (o->state_dir && o->state_dir[0])
+        srv_state_disk_log_start(sv->engine);
     if (mhla_engine_cpu_note(sv->engine)[0])
         srv_logf(MHLA_LOG_INFO, "cpu", "%s", mhla_engine_cpu_note(sv->engine));
     srv_metrics_cpu_isa(mhla_engine_cpu_isa(sv->engine));

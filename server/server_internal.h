@@ -248,6 +248,8 @@ int srv_metrics_disk_render(mhla_buf *b);
 void srv_state_disk_watch(const mhla_state_stats *st);
 /* The tier's fields of the start log line. */
 void srv_state_disk_log_fields(struct cJSON *f, mhla_engine *engine, const char *dir);
+/* A loading line: the time the checkpoint's fingerprint took (the tier's start-up cost). */
+void srv_state_disk_log_start(mhla_engine *engine);
 
 /* ---- gen_config.c: generation_config.json ---------------------------------- */
 
@@ -641,6 +643,7 @@ typedef struct {
     /* engine thread only */
     mhla_seq *seq; /* the prefill sequence (cloned into the choices) */
     int pos;       /* prompt tokens fed so far */
+    int loading;   /* the prefix is still being read from the disk tier: not fed yet */
     long promised; /* state pool: pages kept free for the clones of n > 1 */
     /* p.prompt_logprobs: one per prompt token (the first has none), made
      * with the request (request_echo.c sets the offsets); the engine's

@@ -146,3 +146,13 @@ void srv_state_disk_log_fields(cJSON *f, mhla_engine *engine, const char *dir)
     if (st.disk_error[0])
         cJSON_AddStringToObject(f, "state_dir_warning", st.disk_error);
 }
+
+void srv_state_disk_log_start(mhla_engine *engine)
+{
+    mhla_state_stats st;
+    mhla_engine_state_stats(engine, &st);
+    if (st.disk)
+        srv_logf(MHLA_LOG_INFO, "loading",
+                 "the state dir's fingerprint: %.1f MB of the checkpoint hashed in %.2f s",
+                 (double)st.disk_fingerprint_bytes / 1e6, st.disk_fingerprint_s);
+}

@@ -24,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tests", "tools"))
+import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__)
@@ -125,14 +126,7 @@ class Server:
         return (r["completion_tokens"] - 1) / ((r["duration_ms"] - r["ttft_ms"]) / 1000.0)
 
     def metrics(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        c.request("GET", "/metrics")
-        out = {}
-        for line in c.getresponse().read().decode().splitlines():
-            if line and not line.startswith("#") and " " in line:
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return server_metrics.fetch(self.port, 60)
 
     def wait_writes(self, n):
         while self.metrics().get("mhla_state_disk_writes_total", 0) < n:
@@ -254,6 +248,7 @@ print("warmed processes: cold %.2f (mean of 2), memory %.3f, disk after restart 
 print("cold / disk: %.1fx (page cache), %.1fx (evicted); cold / memory %.1fx" %
       (res["ratio_cold_over_disk_warm"], res["ratio_cold_over_disk_cold"],
        res["ratio_cold_over_memory"]))
-print("tier on / off: prefill %.3f, decode %.3f (medians of %d rounds' ratios)" %
-      (res["prefill_on_over_off"], res["decode_on_over_off"], a.rounds))
+if a.only != "ttft":
+    print("tier on / off: prefill %.3f, decode %.3f (medians of %d rounds' ratios)" %
+          (res["prefill_on_over_off"], res["decode_on_over_off"], a.rounds))
 print(json.dumps(res))

@@ -330,6 +330,19 @@ int mhla_engine_seq_create(mhla_engine *engine, mhla_seq **out, mhla_error *err)
  * logits are bitwise identical to computing every token.
  */
 int mhla_seq_match_prefix(mhla_seq *seq, const int32_t *tokens, int n, mhla_error *err);
+/*
+ * The same without waiting for the disk tier: returns the position matched
+ * from memory and sets *loading when the tier's loader thread is reading
+ * further blocks into the sequence's pages. A loading sequence may be
+ * reserved for and freed, not fed or cloned, until mhla_seq_match_poll
+ * reports it done; its position then is the whole match (the blocks read
+ * and verified; from a missing or bad file on, the tokens are computed).
+ */
+int mhla_seq_match_prefix_start(mhla_seq *seq, const int32_t *tokens, int n, int *loading,
+                                mhla_error *err);
+/* While loading: 0 with *done 0 (wait 0 returns at once, 1 waits for the
+ * load). Done: *done 1 and the position reached, or -1 with err. */
+int mhla_seq_match_poll(mhla_seq *seq, int wait, int *done, mhla_error *err);
 
 /* Pages a sequence needs, at worst, to reach n_positions. */
 int mhla_state_pages_needed(const mhla_model *model, long n_positions);
@@ -372,6 +385,9 @@ typedef struct {
     uint64_t disk_evictions;    /* files removed for state_disk_max */
     uint64_t disk_bytes;        /* page files in the directory, as last counted */
     char disk_error[256];       /* the latest write error ("" when none) */
+    double disk_fingerprint_s;  /* time hashing the checkpoint took for the file names
+                                 * (once per model, whatever number of engines) */
+    uint64_t disk_fingerprint_bytes; /* checkpoint bytes hashed */
 } mhla_state_stats;
 
 void mhla_engine_state_stats(const mhla_engine *engine, mhla_state_stats *out);

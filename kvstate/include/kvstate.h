@@ -208,6 +208,21 @@ int kv_seq_prefix_restore(kv_seq *seq, const kv_prefix_copy *c, kv_error *err);
  * position (0: nothing matched). When it ends mid-block, the caller must
  * recompute the mixed prefix P_i from the pages. */
 int kv_seq_match(kv_seq *seq, const int32_t *tokens, int n, kv_error *err);
+/* kv_seq_match in two halves, so that disk reads do not hold the caller:
+ * attaches the blocks memory holds now; when the disk tier has files for
+ * the next ones it takes pages for them (from the sequence's reservation,
+ * else what the pool can spare) and has the tier's loader thread read them.
+ * Returns the position matched so far; while kv_seq_loading the sequence
+ * must not be fed or cloned (kv_seq_reserve counts its loading pages as
+ * held; kv_seq_free stops the load). */
+int kv_seq_match_start(kv_seq *seq, const int32_t *tokens, int n, kv_error *err);
+int kv_seq_loading(const kv_seq *seq);
+/* The load's end: KV_STILL_LOADING while it runs (without wait); else the
+ * blocks read and verified are attached (the pages of those from the first
+ * missing or bad file on stay promised to the sequence, which recomputes
+ * them), then a resume entry's rows, and the position is returned. */
+#define KV_STILL_LOADING (-2)
+int kv_seq_match_poll(kv_seq *seq, int wait);
 
 /* ---- snapshots --------------------------------------------------------------- */
 
@@ -237,8 +252,9 @@ uint64_t kv_fnv1a(uint64_t h, const void *data, size_t n);
 /*
  * Finished blocks' pages in files under a directory, below the prefix cache
  * (kvstate/README.md, Disk tier). A page is written when it enters the prefix
- * cache (by a background thread, from a copy made at that moment) and read
- * back when a prefix match misses memory. A file names the model fingerprint,
+ * cache (by a background thread, straight from the page, which the pool
+ * keeps from reuse until it is written; a device's pages from a copy) and
+ * read back when a prefix match misses memory. A file names the model fingerprint,
  * the unmasked prefix key and the token count; it holds a header (format
  * version, fingerprint, geometry, dtype, the token ids it covers), the page
  * and an XXH3-64 checksum of everything before it. Files are written to a
@@ -255,6 +271,8 @@ typedef struct {
     uint64_t max_bytes;   /* files kept, least recently used dropped past it; 0: no limit */
     uint64_t fingerprint; /* model, weight format, device: whose bits the pages are */
     int queue_slots;      /* pages waiting to be written; 0: from the page size */
+    int sync_each;        /* 1: sync and place each file on its own; 0: a batch of the
+                           * files waiting at once, one directory sync for them all */
 } kv_disk_options;
 
 typedef struct {
@@ -267,6 +285,8 @@ typedef struct {
     uint64_t corrupt;       /* files refused and removed: truncated, checksum, foreign, stale */
     uint64_t write_errors;  /* writes that failed (disk full, unwritable directory) */
     uint64_t dropped;       /* pages not written: the queue was full */
+    uint64_t copied;        /* pages copied for the writer rather than written from the
+                             * pool's pinned page (device memory, or evicted early) */
     uint64_t evictions;     /* files removed for the size limit */
     uint64_t bytes;         /* the directory's page files, as last counted */
     char last_error[256];   /* the latest write error, "" when none */
@@ -279,8 +299,9 @@ typedef enum {
     KV_DISK_FAULT_TORN = 2,     /* half the temp is written and left, as a kill -9 would */
     KV_DISK_FAULT_READONLY = 3, /* creating the temp fails with EROFS (a root process
                                  * writes through chmod, not through a read-only mount) */
-    KV_DISK_FAULT_HOLD = 4,     /* the writer waits before each write until the fault
-                                 * changes: a full queue, deterministically */
+    KV_DISK_FAULT_HOLD = 4,     /* the writer waits before each batch of writes, the
+                                 * loader before each block it reads, until the fault
+                                 * changes: a full queue, a slow load, deterministically */
 } kv_disk_fault;
 
 /* Opens (creating) the directory and starts the writer thread. An

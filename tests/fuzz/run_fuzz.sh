@@ -28,6 +28,10 @@ if [ "$target" = checkpoint ]; then
   { printf '\x00'; cat "$MHLA_FUZZ_SEED_DIR/model.safetensors"; } > "$work/corpus/weights"
   { printf '\x01'; cat "$MHLA_FUZZ_SEED_DIR/config.json"; } > "$work/corpus/config"
 fi
+if [ "$target" = disk_page ]; then
+  # a valid page file, as this build writes it (the committed seed may predate a format change)
+  MHLA_FUZZ_DISK_SEED="$work/corpus/valid_now" "$bin/fuzz_$target"
+fi
 cd "$work"
 set +e
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$bin/fuzz_$target" corpus \

@@ -5,7 +5,9 @@
  * limit drops the least recently used files; two writers of one key do no
  * harm; pages written behind by one pool are loaded, bit for bit, by the
  * next pool on the same directory (a restart); a full queue drops writes
- * without blocking, and an evicted page that was dropped is written then.
+ * without blocking, and an evicted page that was dropped is written then;
+ * pages are written from the pool's storage, pinned, and one evicted while
+ * still queued is copied before it is reused.
  *
  * usage: test_disk_tier WORKDIR
  */
@@ -521,6 +523,128 @@ static void queue_full_case(void)
     (void)b;
 }
 
+/* Pages are written from the pool's own storage (no copy) and stay pinned
+ * until written: a queued page the pool must evict is copied first, so the
+ * file holds its bits, not those of the block that reuses the page. */
+static void pinned_case(void)
+{
+    char dir[1024];
+    fresh_dir(dir, sizeof dir, "pinned");
+    int32_t a[13], b[13];
+    tokens_of(a, 13, 6);
+    tokens_of(b, 13, 7);
+    kv_pool *p = pool_on(dir, 3, 4);
+    kv_disk *d = kv_pool_disk(p);
+    kv_seq_free(compute(p, a, 12));
+    kv_disk_flush(d);
+    CHECK(stats(d).writes == 3 && stats(d).copied == 0,
+          "written uncopied: %llu writes, %llu copies", (unsigned long long)stats(d).writes,
+          (unsigned long long)stats(d).copied);
+    kv_pool_release(p);
+    fresh_dir(dir, sizeof dir, "pinned");
+    p = pool_on(dir, 3, 4);
+    d = kv_pool_disk(p);
+    kv_disk_set_fault(d, KV_DISK_FAULT_HOLD);
+    kv_seq_free(compute(p, a, 12)); /* three pages pinned, waiting */
+    kv_error e;
+    CHECK(kv_pool_check(p, &e) == 0, "pinned: %s", e.msg);
+    kv_seq_free(compute(p, b, 12)); /* evicts (and overwrites) all three */
+    CHECK(stats(d).copied == 3, "the evicted queued pages were copied (%llu)",
+          (unsigned long long)stats(d).copied);
+    kv_disk_set_fault(d, KV_DISK_FAULT_NONE);
+    kv_disk_flush(d);
+    kv_pool_release(p);
+    p = pool_on(dir, 3, 4);
+    CHECK(match_checked(p, a, 13, "pages evicted while queued") == 12, "a's blocks from disk");
+    kv_pool_release(p);
+    p = pool_on(dir, 3, 4); /* closing writes what is queued, from the pinned pages */
+    kv_disk_set_fault(kv_pool_disk(p), KV_DISK_FAULT_HOLD);
+    int32_t c[13];
+    tokens_of(c, 13, 8);
+    kv_seq_free(compute(p, c, 12));
+    kv_pool_release(p);
+    p = pool_on(dir, 3, 4);
+    CHECK(match_checked(p, c, 13, "pages queued at close") == 12, "c's blocks from disk");
+    kv_pool_release(p);
+}
+
+/* A sequence fresh on p, its match started: the position from memory. */
+static kv_seq *match_start(kv_pool *p, const int32_t *tok, int n, int *pos)
+{
+    kv_seq *s;
+    kv_error e;
+    if (kv_seq_create(p, &s, &e))
+        die_err("sequence", &e);
+    *pos = kv_seq_match_start(s, tok, n, &e);
+    if (*pos < 0)
+        die_err("match", &e);
+    return s;
+}
+
+/* Disk reads run on the tier's loader thread: the match returns at once,
+ * the pool goes on serving other sequences while the load is held, and the
+ * blocks are attached when it is done; a load that meets a bad file stops
+ * there (its pages stay promised to the sequence, which recomputes); a
+ * sequence freed while its load waits stops it. */
+static void async_load_case(void)
+{
+    char dir[1024];
+    fresh_dir(dir, sizeof dir, "async");
+    int32_t tok[22], other[9];
+    tokens_of(tok, 22, 9);
+    tokens_of(other, 9, 10);
+    kv_pool *p = pool_on(dir, 12, 0);
+    kv_seq_free(compute(p, tok, 22));
+    kv_pool_release(p);
+    p = pool_on(dir, 12, 0);
+    kv_disk *d = kv_pool_disk(p);
+    kv_disk_set_fault(d, KV_DISK_FAULT_HOLD);
+    int pos;
+    kv_seq *s = match_start(p, tok, 22, &pos);
+    CHECK(pos == 0 && kv_seq_loading(s) && kv_seq_match_poll(s, 0) == KV_STILL_LOADING,
+          "the match returns while the loader is held (pos %d)", pos);
+    kv_seq_free(compute(p, other, 9)); /* the pool serves others meanwhile */
+    kv_error e;
+    CHECK(kv_pool_check(p, &e) == 0, "while loading: %s", e.msg);
+    kv_disk_set_fault(d, KV_DISK_FAULT_NONE);
+    CHECK(kv_seq_match_poll(s, 1) == 20 && !kv_seq_loading(s), "5 blocks loaded");
+    for (int b = 0, bad = 0; b < 5; b++, bad = 0) {
+        for (int j = 0; j < PAGE_FLOATS; j++)
+            bad += ((float *)kv_seq_page(s, b))[j] != expect(tok, (b + 1) * 4, j);
+        CHECK(bad == 0, "block %d: %d wrong values", b, bad);
+    }
+    kv_seq_free(s);
+    CHECK(match_checked(p, tok, 22, "now from memory") == 20 && stats(d).hits == 5,
+          "the loaded blocks were indexed (%llu disk hits)", (unsigned long long)stats(d).hits);
+    kv_pool_release(p);
+    p = pool_on(dir, 12, 0);
+    d = kv_pool_disk(p);
+    char path[1100];
+    uint64_t k = 0;
+    for (int b = 0; b < 3; b++)
+        k = kv_block_key(k, tok + 4 * b, 4);
+    kv_disk_path(d, k, 12, path, sizeof path);
+    flip_at(path, (long)sizeof(kvd_header) + 12 * 4 + 3);
+    s = match_start(p, tok, 22, &pos);
+    CHECK(kv_seq_match_poll(s, 1) == 8, "a bad third block: the load stops before it");
+    CHECK(stats(d).corrupt == 1 && s->n_pages == 2 && s->reserved == 3,
+          "counted; its pages and the rest's promised for the recompute (%d pages, %ld "
+          "reserved)",
+          s->n_pages, s->reserved);
+    CHECK(kv_pool_check(p, &e) == 0, "after a failed load: %s", e.msg);
+    kv_seq_free(s);
+    kv_pool_release(p);
+    p = pool_on(dir, 12, 0); /* blocks 1-2 on disk only */
+    d = kv_pool_disk(p);
+    kv_disk_set_fault(d, KV_DISK_FAULT_HOLD);
+    s = match_start(p, tok, 22, &pos);
+    CHECK(kv_seq_loading(s), "a load waits");
+    kv_seq_free(s); /* stops it: no wait for the held loader */
+    kv_disk_set_fault(d, KV_DISK_FAULT_NONE);
+    CHECK(kv_pool_check(p, &e) == 0, "after a dropped load: %s", e.msg);
+    kv_pool_release(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2)
@@ -542,6 +666,8 @@ int main(int argc, char **argv)
     two_writers_case();
     restart_case();
     queue_full_case();
+    pinned_case();
+    async_load_case();
     if (failures)
         fprintf(stderr, "%d failures\n", failures);
     else

@@ -29,6 +29,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from checks import check, finish  # noqa: E402
 from pace import Pace  # noqa: E402
+import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__)
@@ -87,14 +88,7 @@ class Server:
                 ch["logprobs"]["top_logprobs"]), cached
 
     def metrics(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        c.request("GET", "/metrics")
-        out = {}
-        for line in c.getresponse().read().decode().splitlines():
-            if line and not line.startswith("#") and " " in line:
-                k, v = line.rsplit(" ", 1)
-                out[k] = float(v)
-        return out
+        return server_metrics.fetch(self.port, 60)
 
     def wait_writes(self, n):
         """Until the tier has written n files (the writer runs behind the answers)."""
@@ -137,6 +131,11 @@ def restart_case(want):
     check(got == want[0] and cached == 0, "with the tier, cold: identical, cached_tokens 0")
     check(s.wait_writes(12), "12 blocks written behind")
     s.stop()
+    fp = [json.loads(x)["message"] for x in open(s.log) if "state dir's fingerprint" in x]
+    size = sum(os.path.getsize(f) for f in glob.glob(os.path.join(MODEL, "*.safetensors")))
+    mb = float(fp[0].split(": ")[1].split(" MB")[0]) if len(fp) == 1 else -1.0
+    check(0.9 * size / 1e6 <= mb <= size / 1e6 + 0.05 and fp[0].endswith(" s"),
+          "one loading line times the hash of the checkpoint's %.2f MB: %s" % (size / 1e6, fp))
     s = Server("restart_2", d)
     got, cached = s.answer(PROMPTS[0])
     m = s.metrics()
