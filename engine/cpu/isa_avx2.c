@@ -390,7 +390,9 @@ static inline __attribute__((always_inline)) void tile_panel(const float *xt, co
 static inline __attribute__((always_inline)) void panel_tiles(const float *xp, int T, int K,
                                                               const float *wf, const uint16_t *wh,
                                                               int bf16, float *y, int ldy,
-                                                              size_t pf)
+                                                              size_t pf);
+static inline void panel_tiles(const float *xp, int T, int K, const float *wf, const uint16_t *wh,
+                               int bf16, float *y, int ldy, size_t pf)
 {
     size_t Kp = round16(K), es = bf16 ? 2 : 4;
     int tiles = T / HALF_T, m = T % HALF_T;
