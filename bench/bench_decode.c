@@ -75,6 +75,17 @@ static void check(int rc, const mhla_error *err)
 }
 
 /* Feeds n random tokens to seq in one call, returns seconds. */
+/* The process's CPU time of the last feed() (every thread's): on a shared machine the wall
+ * clock counts the time others held the CPUs, this does not. */
+static double feed_cpu;
+
+static double process_cpu(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
 {
     mhla_error err;
@@ -83,9 +94,10 @@ static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
     for (int i = 0; i < n; i++)
         tok[i] = (int32_t)(rand_r(seed) % V);
     mhla_batch_item it = {s, tok, n, n - 1, logits, NULL, 0, NULL};
-    double t0 = mhla_now();
+    double t0 = mhla_now(), c0 = process_cpu();
     check(mhla_engine_step(e, &it, 1, &err), &err);
     double dt = mhla_now() - t0;
+    feed_cpu = process_cpu() - c0;
     free(tok);
     free(logits);
     return dt;
@@ -503,7 +515,7 @@ int main(int argc, char **argv)
     check(mhla_engine_seq_create(e, &at_lo, &err), &err);
     check(mhla_engine_seq_create(e, &at_hi, &err), &err);
     feed(e, at_lo, lo, V, &seed);
-    double t_hi = feed(e, at_hi, hi, V, &seed);
+    double t_hi = feed(e, at_hi, hi, V, &seed), cpu_hi = feed_cpu;
     for (int pi = 0; pi < n_prefills; pi++) {
         int plen = prefills[pi];
         if (plen < 1 || plen > c->max_positions) {
@@ -511,15 +523,17 @@ int main(int argc, char **argv)
                     c->max_positions);
             return 1;
         }
-        double t_pre, cb_before = COMPUTE_BOUND_NOW();
+        double t_pre, cpu_pre, cb_before = COMPUTE_BOUND_NOW();
         int calls = 1;
         if (plen > hi) { /* reuses the state at position hi: two calls */
             check(mhla_seq_clone(at_hi, &tmp, &err), &err);
             t_pre = t_hi + feed(e, tmp, plen - hi, V, &seed);
+            cpu_pre = cpu_hi + feed_cpu;
             calls = 2;
         } else {
             check(mhla_engine_seq_create(e, &tmp, &err), &err);
             t_pre = feed(e, tmp, plen, V, &seed);
+            cpu_pre = feed_cpu;
         }
         mhla_seq_free(tmp);
         double cb_after = COMPUTE_BOUND_NOW();
@@ -530,6 +544,8 @@ int main(int argc, char **argv)
                plen, t_pre, plen / t_pre, bw > 0 ? plen / (calls * wbytes / bw) : 0.0, cb);
         print_fraction(plen / t_pre, cb);
         printf(")\n");
+        printf("       in CPU time: %.3f s of the process's, %.1f tokens/s over %d threads\n",
+               cpu_pre, plen / (cpu_pre / nt), nt);
         if (cb > 0)
             printf("       compute bound before / after this prefill, tokens/s: %.1f / %.1f; the "
                    "bound is the better\n",

@@ -109,6 +109,11 @@ static inline float v_reduce(vec16 v)
  * often as blocks of 128 did: prefill and batch 16/32 measured 2-29 % faster
  * (bench/RESULTS.md, 2026-12-03). */
 #define HALF_KB 512
+/* elements of K per block of the rows of w widened and packed (panel_tiles): a multiple of
+ * HALF_KB */
+#ifndef HALF_PANEL_KB
+#define HALF_PANEL_KB 1024
+#endif
 
 /* Lanes [8h, 8h + 8) of the last, partial block of 16 at i (r = K - i
  * elements left): zero past K, as V_LOAD_TAIL and V_LOAD_BF16_TAIL give. */
@@ -143,9 +148,12 @@ static const float *x_pack(const float *x, int T, int K)
 {
     size_t Kp = round16(K);
     int tiles = (T + HALF_T - 1) / HALF_T;
-    float *buf = k_x_pack_buffer((size_t)tiles * HALF_T * Kp);
+    /* the tiles' sums and a block of the rows of w in use (panel_tiles) go first */
+    size_t before = (size_t)HALF_J * HALF_PANEL_KB + (size_t)tiles * 2 * HALF_T * HALF_J * 8;
+    float *buf = k_x_pack_buffer(before + (size_t)tiles * HALF_T * Kp);
     if (!buf)
         return NULL;
+    buf += before;
     for (int u = 0; u < tiles; u++) {
         int m = T - u * HALF_T < HALF_T ? T - u * HALF_T : HALF_T;
         float *tile = buf + (size_t)u * HALF_T * Kp;
@@ -278,6 +286,156 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, co
             y[(size_t)t * ldy + j] = v_reduce(v);
         }
 }
+/* The HALF_J rows of w that a column of tiles of x shares, widened to f32 once and packed
+ * as x is (x_pack), one block of HALF_KB at a time: lanes 0-7 of each step of 16 for the
+ * rows in turn, then lanes 8-15, zero past K. Widened in each tile, bf16 spent a shift per
+ * 8 weights on the ports of the multiply-adds (3 per 12 FMAs: bf16 ran at 0.73-0.83 of
+ * OpenBLAS's AVX2 sgemm where f32 ran at 0.78-0.93); here once per column of 8 to 32 tiles,
+ * and the tiles read w as one stream in order. Every tile of the column takes a block of K
+ * before any takes the next, its sums kept in memory between blocks: the same chain of
+ * multiply-adds per lane, in the same order, and the block of w (6 KiB) stays in L1 while
+ * the rows of x stream from L2. Tile by tile over the whole of K, the panel of the down
+ * projection (33 KiB at K = 2,816) left L1 for each tile's 45 KiB of x: 0.82 of sgemm.
+ * The block of w, and before it the tiles' sums, lie in the thread's pack buffer just
+ * before the packed rows of x (x_pack). */
+#define HALF_W_STEP (HALF_J * 8)
+#define HALF_PANEL_FLOATS ((size_t)HALF_J * HALF_PANEL_KB)
+static inline int k1_of(int k0, int K) { return K - k0 > HALF_KB ? k0 + HALF_KB : K; }
+#define HALF_PART_FLOATS ((size_t)2 * HALF_T * HALF_J * 8) /* a tile's sums (x_pack) */
+
+/* Elements [k0, k1) of the HALF_J rows of w from wf (f32) or wh (bf16), K apart, packed. */
+static inline __attribute__((always_inline)) void
+w_pack(const float *wf, const uint16_t *wh, int bf16, int K, int k0, int k1, float *blk)
+{
+    int S = (k1 - k0 + 15) / 16, full = (k1 - k0) / 16;
+    for (int h = 0; h < 2; h++) {
+        float *dst = blk + (size_t)h * S * HALF_W_STEP;
+        for (int s = 0; s < full; s++, dst += HALF_W_STEP) {
+            size_t i = (size_t)k0 + 16 * s + 8 * h;
+            for (int j = 0; j < HALF_J; j++)
+                _mm256_store_ps(dst + 8 * j, bf16 ? bf16x8(wh + (size_t)j * K + i)
+                                                  : _mm256_loadu_ps(wf + (size_t)j * K + i));
+        }
+        if (full < S) {
+            size_t i = (size_t)k0 + 16 * full;
+            for (int j = 0; j < HALF_J; j++)
+                _mm256_store_ps(dst + 8 * j, half_w_tail(bf16 ? NULL : wf + (size_t)j * K,
+                                                         bf16 ? wh + (size_t)j * K : NULL, i,
+                                                         (int)((size_t)k1 - i), h, bf16));
+        }
+    }
+}
+
+/* Elements [p0, p1) of M rows of packed x (xb, the tile's start) against the packed rows of
+ * w (wb, holding [p0, p1)), in blocks of HALF_KB as tile_halves: each half's sums from part
+ * (+0 from the first element on), back into part, and at K's end reduced into y. A partial
+ * last step of 16 is packed with zeros, as tile_halves's tail loads give. The prefetch of
+ * the next rows of w goes on from *pp, bps bytes a step (none where bps is 0). */
+static inline __attribute__((always_inline)) void tile_panel(const float *xt, const float *wb,
+                                                             int p0, int p1, int K, int M,
+                                                             __m256 *part, float *y, int ldy,
+                                                             const char **pp, size_t bps)
+{
+    for (int k0 = p0; k0 < p1; k0 += HALF_KB) {
+        int S = ((p1 - k0 > HALF_KB ? HALF_KB : p1 - k0) + 15) / 16;
+        for (int h = 0; h < 2; h++) {
+            const float *xb = xt + (size_t)HALF_T * k0 + (size_t)h * S * HALF_STEP_FLOATS;
+            const float *wv_at = wb + (size_t)HALF_J * (k0 - p0) + (size_t)h * S * HALF_W_STEP;
+            __m256 acc[HALF_T][HALF_J];
+            __m256 *ph = part + h * HALF_T * HALF_J;
+            for (int t = 0; t < M; t++)
+                for (int j = 0; j < HALF_J; j++)
+                    acc[t][j] = k0 == 0 ? _mm256_setzero_ps() : ph[t * HALF_J + j];
+            const char *p = *pp;
+            _Pragma("GCC unroll 8") for (int s = 0; s < S; s++)
+            {
+                if (bps) {
+                    _mm_prefetch(p, _MM_HINT_T0);
+                    p += bps;
+                }
+                __m256 wv[HALF_J];
+                for (int j = 0; j < HALF_J; j++)
+                    wv[j] = _mm256_load_ps(wv_at + 8 * j);
+                for (int t = 0; t < M; t++) {
+                    __m256 xv = _mm256_load_ps(xb + 8 * t);
+                    for (int j = 0; j < HALF_J; j++)
+                        acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
+                }
+                xb += HALF_STEP_FLOATS;
+                wv_at += HALF_W_STEP;
+            }
+            *pp = p;
+            for (int t = 0; t < M; t++)
+                for (int j = 0; j < HALF_J; j++)
+                    ph[t * HALF_J + j] = acc[t][j];
+        }
+    }
+    if (p1 == K)
+        for (int t = 0; t < M; t++)
+            for (int j = 0; j < HALF_J; j++) {
+                vec16 v = {part[t * HALF_J + j], part[HALF_T * HALF_J + t * HALF_J + j]};
+                y[(size_t)t * ldy + j] = v_reduce(v);
+            }
+}
+
+/* The tile from row t of the block (m rows, a constant at each call) over [p0, p1). */
+#define PANEL_TILE(m, b)                                                                           \
+    tile_panel(xp + (size_t)(t / HALF_T) * HALF_T * Kp, blk, p0, p1, K, (m),                       \
+               (__m256 *)(part + (size_t)(t / HALF_T) * HALF_PART_FLOATS), y + (size_t)t * ldy,    \
+               ldy, &pp, (b))
+
+/* Rows [0, T) of a packed block of x (xp) against HALF_J rows of w, HALF_PANEL_KB elements
+ * of K at a time; the whole tiles' steps prefetch the rows pf elements on, one even stream
+ * in address order over all of them (as tile_halves's tiles do over their share). */
+static inline __attribute__((always_inline)) void panel_tiles(const float *xp, int T, int K,
+                                                              const float *wf, const uint16_t *wh,
+                                                              int bf16, float *y, int ldy,
+                                                              size_t pf);
+static inline void panel_tiles(const float *xp, int T, int K, const float *wf, const uint16_t *wh,
+                               int bf16, float *y, int ldy, size_t pf)
+{
+    size_t Kp = round16(K), es = bf16 ? 2 : 4;
+    int tiles = T / HALF_T, m = T % HALF_T;
+    float *blk = (float *)xp - HALF_PANEL_FLOATS;
+    float *part = blk - (size_t)(tiles + (m > 0)) * HALF_PART_FLOATS;
+    const char *pp = bf16 ? (const char *)(wh + pf) : (const char *)(wf + pf);
+    /* steps of whole tiles: tiles * 2 * Kp / 16; bytes: HALF_J * K * es */
+    size_t steps = (size_t)tiles * Kp / 8;
+    size_t bps = steps ? ((size_t)HALF_J * K * es + steps - 1) / steps : 0;
+    for (int p0 = 0; p0 < K; p0 += HALF_PANEL_KB) {
+        int p1 = K - p0 > HALF_PANEL_KB ? p0 + HALF_PANEL_KB : K, t = 0;
+        for (int k0 = p0; k0 < p1; k0 += HALF_KB)
+            w_pack(wf, wh, bf16, K, k0, k1_of(k0, p1), blk + (size_t)HALF_J * (k0 - p0));
+        for (int u = 0; u < tiles; u++, t += HALF_T)
+            PANEL_TILE(HALF_T, bps);
+        if (m == 1)
+            PANEL_TILE(1, 0);
+        else if (m == 2)
+            PANEL_TILE(2, 0);
+        else if (m == 3)
+            PANEL_TILE(3, 0);
+    }
+}
+#undef PANEL_TILE
+static __attribute__((noinline)) void panel_tiles_f32(const float *xp, int T, int K,
+                                                      const float *wf, float *y, int ldy, size_t pf)
+{
+    panel_tiles(xp, T, K, wf, NULL, 0, y, ldy, pf);
+}
+static __attribute__((noinline)) void
+panel_tiles_bf16(const float *xp, int T, int K, const uint16_t *wh, float *y, int ldy, size_t pf)
+{
+    panel_tiles(xp, T, K, NULL, wh, 1, y, ldy, pf);
+}
+#ifndef HALF_PANEL_F32
+#define HALF_PANEL_F32 1
+#endif
+/* kernels_body.h: a column of tiles of a packed block of x against rows of w */
+#define KB_PANEL_TILES(xp, T, K, w, y, ldy, bf16, pf)                                              \
+    ((bf16)           ? (panel_tiles_bf16((xp), (T), (K), (w).h, (y), (ldy), (pf)), 1)             \
+     : HALF_PANEL_F32 ? (panel_tiles_f32((xp), (T), (K), (w).f, (y), (ldy), (pf)), 1)              \
+                      : 0)
+
 /* the tiles with more products than two-half vectors hold in registers (2 x 2) */
 #define KB_TILE_HALVES(x, xp, K, w, y, ldy, bf16, M, MJ, pf)                                       \
     ((M) * (MJ) > 4 ? ((xp) ? tile_halves((x), (xp), 1, (K), (w).f, (w).h, (y), (ldy), (bf16),     \

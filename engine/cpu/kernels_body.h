@@ -22,7 +22,10 @@
  *   (rows of bf16 w per tile for 2 to KB_NARROW_T - 1 rows of x; default KB_TILE_J1),
  *   KB_TILE_PF_SHARE(M, MJ) (how many tiles of x share the prefetch of the
  *   next rows of w, for KB_TILE_HALVES's tiles; 0: the first tile alone),
- *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm's register tiles), KB_SILU_MUL.
+ *   KB_GEMM_M x KB_GEMM_NV, KB_GEMM_NV1 (kb_gemm's register tiles), KB_SILU_MUL,
+ *   KB_PANEL_TILES(xp, T, K, w, y, ldy, bf16, pf) (its own loop over all T rows of a
+ *   packed block of x against KB_TILE_J rows of w, nonzero when it took them; same
+ *   products, same order).
  * Lanes not loaded by a tail are zero on every path, and fma(0, 0, acc) is
  * applied to them everywhere, so the paths agree to the bit.
  */
@@ -403,6 +406,24 @@ static inline __attribute__((always_inline)) void kb_tile_short(const float *x, 
 #define KB_X_PACKED(xp, t, K) ((void)(t), (void)(K), (xp))
 #endif
 
+/* Rows [j, j1) of w left over from whole tiles (a task's share need not divide the tile),
+ * against rows [t0, t1) of x (xpk: packed from t0 on, or NULL): tiles of that many rows,
+ * each tile of x reading them once. */
+static inline __attribute__((always_inline)) void
+kb_tiled_rest(const float *x, const float *xpk, int t0, int t1, int K, const float *wf,
+              const uint16_t *wh, int j, int j1, float *y, int ldy, int bf16, int TT, int TJ)
+{
+    int t = t0;
+    for (; t + TT <= t1; t += TT)
+        kb_tile_rest(x + (size_t)t * K, xpk ? KB_X_PACKED(xpk, t - t0, K) : NULL, K,
+                     kb_row(wf, wh, (size_t)j, K), y + (size_t)t * ldy + j, ldy, bf16, TT, TJ,
+                     j1 - j);
+    for (; j < j1; j++)
+        for (int u = t; u < t1; u++)
+            kb_tile(x + (size_t)u * K, NULL, K, kb_row(wf, wh, (size_t)j, K),
+                    y + (size_t)u * ldy + j, ldy, bf16, 1, 1, 0);
+}
+
 /* Rows of x in tiles of TT x TJ (constants at each call), over blocks of x
  * that stay in L2. */
 static inline __attribute__((always_inline)) void
@@ -419,6 +440,12 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
         int j = j0;
         for (; j + TJ <= j1; j += TJ) {
             kb_wrow wj = kb_row(wf, wh, (size_t)j, K);
+#ifdef KB_PANEL_TILES
+            /* the path's own loop over the block's tiles against these rows of w */
+            if (xpk && KB_PANEL_TILES(xpk, t1 - t0, K, wj, y + (size_t)t0 * ldy + j, ldy, bf16,
+                                      kb_pf(K, bf16)))
+                continue;
+#endif
             int t = t0;
             if (KB_TILE_PF_SHARE(TT, TJ) > 0) {
                 /* the first KB_TILE_PF_SHARE(TT, TJ) tiles of x each prefetch their
@@ -442,18 +469,8 @@ kb_linear_tiled(const float *x, int T, int K, const float *wf, const uint16_t *w
                 kb_tile_short(x + (size_t)t * K, KB_XP(t), K, wj, y + (size_t)t * ldy + j, ldy,
                               bf16, TT, TJ, t1 - t);
         }
-        /* rows of w left over from whole tiles (a task's share need not divide
-         * the tile): tiles of that many rows, each tile of x reading them once */
-        if (j < j1) {
-            int t = t0;
-            for (; t + TT <= t1; t += TT)
-                kb_tile_rest(x + (size_t)t * K, KB_XP(t), K, kb_row(wf, wh, (size_t)j, K),
-                             y + (size_t)t * ldy + j, ldy, bf16, TT, TJ, j1 - j);
-            for (; j < j1; j++)
-                for (int u = t; u < t1; u++)
-                    kb_tile(x + (size_t)u * K, NULL, K, kb_row(wf, wh, (size_t)j, K),
-                            y + (size_t)u * ldy + j, ldy, bf16, 1, 1, 0);
-        }
+        if (j < j1)
+            kb_tiled_rest(x, xpk, t0, t1, K, wf, wh, j, j1, y, ldy, bf16, TT, TJ);
 #undef KB_XP
     }
 }
