@@ -6,6 +6,7 @@
  */
 #include "cpu_backend.h"
 #include "kernels.h"
+#include "kernels_q4.h"
 #include "kernels_q8.h"
 
 #include <stdint.h>
@@ -41,11 +42,19 @@ static int cpu_setup(eng_cpu *e, const mhla_engine_options *opt, mhla_error *err
     e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : dflt;
     if (opt && opt->n_threads > 0)
         snprintf(why, sizeof why, "%d threads: requested", e->n_threads);
-    int q8 = e->model->lm_head.q8 || (e->model->cfg.num_layers > 0 && e->model->layers[0].wq.q8);
+    const k_q8_matrix *qm = e->model->lm_head.q8           ? e->model->lm_head.q8
+                            : e->model->cfg.num_layers > 0 ? e->model->layers[0].wq.q8
+                                                           : NULL;
+    int q8 = qm != NULL, q4 = qm && qm->bits == 4;
     int bd = e->model->lm_head.bf16_dot ||
              (e->model->cfg.num_layers > 0 && e->model->layers[0].wq.bf16_dot);
     snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s%s%s%s%s", k_isa_reason(), why,
-             q8 ? "; q8 products with " : "", q8 ? k_q8_kernel_name() : "",
+             q4   ? "; q4 products with "
+             : q8 ? "; q8 products with "
+                  : "",
+             q4   ? k_q4_kernel_name()
+             : q8 ? k_q8_kernel_name()
+                  : "",
              bd ? "; bf16 dot products with " : "", bd ? k_bd_kernel_name() : "");
     if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
         return eng_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);

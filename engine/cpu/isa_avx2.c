@@ -322,5 +322,6 @@ static inline __attribute__((always_inline)) void tile_halves(const float *x, co
 #define KB_GEMM_NV1 4
 #include "silu_avx2.h"
 #include "q8_avx2.h"
+#include "q4_avx2.h"
 #include "bd_avx2.h"
 #include "kernels_body.h"

@@ -56,11 +56,17 @@ static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, eng_cud
     *out = NULL;
     char why[MHLA_CUDA_ERR];
     /* The GPU kernels read f32 or 16-bit weights; int8 ones are CPU only. */
-    if (m->lm_head.q8 || (m->cfg.num_layers > 0 && m->layers[0].wq.q8))
+    const k_q8_matrix *qm = m->lm_head.q8           ? m->lm_head.q8
+                            : m->cfg.num_layers > 0 ? m->layers[0].wq.q8
+                                                    : NULL;
+    if (qm) {
+        const char *f = qm->bits == 4 ? "q4" : "q8";
         return eng_fail_as(err, MHLA_ERR_DEVICE,
-                           "q8 weights (--weights q8) run on the CPU only: on a GPU load the "
+                           "%s weights (--weights %s) run on the CPU only: on a GPU load the "
                            "model with --weights f32 or bf16 and choose the GPU's storage with "
-                           "--gpu-weights bf16|f16|f32");
+                           "--gpu-weights bf16|f16|f32",
+                           f, f);
+    }
     if (m->lm_head.bf16_dot || (m->cfg.num_layers > 0 && m->layers[0].wq.bf16_dot))
         return eng_fail_as(err, MHLA_ERR_DEVICE,
                            "bf16dot weights (--weights bf16dot) run on the CPU only: on a GPU "
