@@ -367,8 +367,8 @@ static int to_q4(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K
     if (k_q4_quantize(w->f32, (int)N, (int)K, m->q4_group, q, sc, qm, why, sizeof why))
         return eng_fail(err,
                         "--weights q4 cannot quantize tensor '%s' [%zu, %zu]: %s (load it "
-                        "with --weights q8, f32 or bf16)",
-                        name, N, K, why);
+                        "with --weights f32 or bf16%s)",
+                        name, N, K, why, m->q4_group > 32 ? ", or with MHLA_Q4_GROUP=32" : "");
     if (w->f32 != m->embeddings)
         release_owned(m, w->f32);
     *w = (k_matrix){NULL, NULL, qm, 0};

@@ -178,6 +178,15 @@ static void reference(const float *x, int T, const k_q8_matrix *w, float *y)
     free(sum);
 }
 
+/* max |v[i]|, i < n (a loop of its own: GCC 12's aarch64 vectorizer failed on it inlined) */
+static __attribute__((noinline)) double amax(const float *v, int n)
+{
+    float m = 0;
+    for (int i = 0; i < n; i++)
+        m = fabsf(v[i]) > m ? fabsf(v[i]) : m;
+    return m;
+}
+
 /* Against the exact product: within the quantization error of both sides (each weight within
  * a step of its value, each activation within half of its) plus f32 rounding. */
 static void near_exact(const float *x, const float *w, const float *ref, const k_q8_matrix *m,
@@ -188,12 +197,9 @@ static void near_exact(const float *x, const float *w, const float *ref, const k
         for (int j = 0; j < N; j++) {
             double exact = 0, bound = 0, mag = 0;
             for (int k = 0; k < K; k++) {
-                double aw = 0, ax = 0;
                 int k0 = k / m->wgroup * m->wgroup, x0 = k / KQ_GROUP * KQ_GROUP;
-                for (int i = k0; i < k0 + m->wgroup; i++)
-                    aw = fmax(aw, fabs(w[(size_t)j * K + i]));
-                for (int i = x0; i < x0 + KQ_GROUP; i++)
-                    ax = fmax(ax, fabs(x[(size_t)t * K + i]));
+                double aw = amax(w + (size_t)j * K + k0, m->wgroup);
+                double ax = amax(x + (size_t)t * K + x0, KQ_GROUP);
                 double hw = aw / 8 * 1.001 + 1e-7, hx = ax / 127 / 2;
                 double a = w[(size_t)j * K + k], b = x[(size_t)t * K + k];
                 exact += a * b;
