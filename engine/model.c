@@ -491,6 +491,18 @@ static int bind_layers(mhla_model *m, const mhla_model_options *opt, mhla_error 
     return 0;
 }
 
+/* A storage this build holds; for q4 its group size (kernels_q4.h) too. */
+static int check_storage(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
+{
+    if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8 &&
+        wd != MHLA_WEIGHTS_BF16DOT && wd != MHLA_WEIGHTS_Q4)
+        return eng_fail(err, "unknown weight storage %d (f32, bf16, bf16dot, q8 or q4)", (int)wd);
+    char why[120];
+    if (wd == MHLA_WEIGHTS_Q4 && (m->q4_group = k_q4_group_from_env(why, sizeof why)) < 0)
+        return eng_fail(err, "--weights q4: %s", why);
+    return 0;
+}
+
 int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_model **out,
                          mhla_error *err)
 {
@@ -501,18 +513,8 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     if (load_config(dir, &m->cfg, err) || st_open_dir(dir, &m->st, err))
         goto fail;
     mhla_weight_dtype wd = opt ? opt->weights : MHLA_WEIGHTS_F32;
-    if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8 &&
-        wd != MHLA_WEIGHTS_BF16DOT && wd != MHLA_WEIGHTS_Q4) {
-        eng_fail(err, "unknown weight storage %d (f32, bf16, bf16dot, q8 or q4)", (int)wd);
+    if (check_storage(m, wd, err))
         goto fail;
-    }
-    if (wd == MHLA_WEIGHTS_Q4) {
-        char why[120];
-        if ((m->q4_group = k_q4_group_from_env(why, sizeof why)) < 0) {
-            eng_fail(err, "--weights q4: %s", why);
-            goto fail;
-        }
-    }
     m->copy_weights = wd == MHLA_WEIGHTS_F32;
     mhla_config *c = &m->cfg;
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
