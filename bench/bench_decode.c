@@ -31,7 +31,7 @@
  * the rest of a step costs beside them.
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
- *                    [--weights f32|bf16|q8|bf16dot] [--device cpu|cuda|auto] [--gpu-weights
+ *                    [--weights f32|bf16|q8|bf16dot|q4] [--device cpu|cuda|auto] [--gpu-weights
  * bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
  *                    [--cpu-isa auto|avx512|avx2|neon|portable] [--prefill 512,2000]
@@ -311,7 +311,7 @@ _Static_assert(sizeof(mhla_device) == sizeof(int) && sizeof(mhla_gpu_weights) ==
                    sizeof(mhla_state_dtype) == sizeof(int),
                "the enum flags are stored as ints");
 
-static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", NULL};
+static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", "q4", NULL};
 static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
 static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
 static const char *const state_words[] = {"f32", "bf16", NULL};
