@@ -47,7 +47,8 @@ static int quantize(const float *w, int N, int K, k_q8_matrix *q8m, k_q8_matrix 
     void *q8 = malloc(qb8), *s8 = malloc(sb8), *q4 = malloc(qb4), *s4 = malloc(sb4);
     if (!q8 || !s8 || !q4 || !s4 || k_q8_quantize(w, N, K, q8, s8, q8m, err, sizeof err) ||
         k_q4_quantize(w, N, K, wg, q4, s4, q4m, err, sizeof err)) {
-        fprintf(stderr, "bench_products: quantizing: %s\n", q8 && s8 && q4 && s4 ? err : "no memory");
+        fprintf(stderr, "bench_products: quantizing: %s\n",
+                q8 && s8 && q4 && s4 ? err : "no memory");
         return -1;
     }
     return 0;
@@ -97,8 +98,8 @@ int main(int argc, char **argv)
         }
     printf("path %s, bf16 dot products with %s, q8 with %s, q4 (groups of %d) with %s; T=%d "
            "N=%d K=%d, %d threads, best of %d\n",
-           k_isa_name(), k_bd_kernel_name(), k_q8_kernel_name(), q4m.wgroup, k_q4_kernel_name(),
-           T, N, K, threads, reps);
+           k_isa_name(), k_bd_kernel_name(), k_q8_kernel_name(), q4m.wgroup, k_q4_kernel_name(), T,
+           N, K, threads, reps);
     for (int i = 0; i < NF; i++)
         printf("%-8s %9.3f ms CPU  %7.1f GFLOP/s  %.2fx f32\n", name[i], best[i] * 1e3,
                2.0 * T * N * K / best[i] / 1e9, best[0] / best[i]);
