@@ -5,8 +5,10 @@
 # 16 --rounds 1 --prefill PREFILL); prints per row: prefill tok/s, batch-1 tok/s (the
 # 16-step window at ~100), both against the round's bf16, the paired fraction of the
 # memory-bandwidth bound (each step's rate against a read-bandwidth reading right after it,
-# median), the same for the step's products alone, the bandwidth readings' median, the load
-# average, the kernel path and the q8/q4 kernel.
+# median), the same for the step's products alone, the bandwidth readings' median, the
+# process CPU time of a batch-1 step (every thread; the wall clock of a shared machine counts
+# others' time, this does not) against bf16's, the load average, the kernel path and the
+# q8/q4 kernel.
 #
 # usage: bench/q4_decode.sh [BUILD_DIR] [MODEL_DIR] [ROUNDS] [PREFILL] [THREADS] [FORMATS]
 #   defaults: build /tmp/m340 (gen_checkpoint.py --shape-340m --dtype bf16) 3 512 2
@@ -17,10 +19,10 @@ formats=${6:-bf16 q8 q4}
 exe=$build/bin/bench_decode
 [ -x "$exe" ] || { echo "q4_decode: $exe not found (build bench_decode first)" >&2; exit 2; }
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "| round | weights | prefill $plen tok/s | / bf16 | batch 1 tok/s | / bf16 | paired fraction of the bandwidth bound | products alone | bandwidth GB/s (median) | load (1 min) | path | kernel |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| round | weights | prefill $plen tok/s | / first | batch 1 tok/s | / first | paired fraction of the bandwidth bound | products alone | bandwidth GB/s (median) | CPU ms a step | first ÷ this | load (1 min) | path | kernel |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for r in $(seq 1 "$rounds"); do
-  base_pre="" base_dec=""
+  base_pre="" base_dec="" base_cpu=""
   for w in $formats; do
     load=$(cut -d' ' -f1 /proc/loadavg)
     out=$("$exe" "$model" --weights "$w" --batch 1 --steps 16 --rounds 1 \
@@ -30,11 +32,13 @@ for r in $(seq 1 "$rounds"); do
     paired=$(echo "$out" | sed -n 's/.*paired:.*@~100 \([0-9.]*%\).*/\1/p' | head -1)
     alone=$(echo "$out" | sed -n "s/.*step's products \([0-9.]*%\).*/\1/p" | head -1)
     bw=$(echo "$out" | sed -n "s/.*paired:.*readings' median \([0-9.]*\) .*/\1/p" | head -1)
+    cpu=$(echo "$out" | sed -n 's/.*process CPU time a step.*@~100 \([0-9.]*\) ms.*/\1/p' | head -1)
     path=$(echo "$out" | sed -n 's/.*kernels \([a-z0-9]*\).*/\1/p' | head -1)
     kern=$(echo "$out" | grep -o 'q[48] products with [a-z0-9() -]*[a-z0-9)]' | head -1 || true)
-    [ -z "$base_pre" ] && base_pre=$pre base_dec=$dec
+    [ -z "$base_pre" ] && base_pre=$pre base_dec=$dec base_cpu=$cpu
     rp=$(awk -v a="$pre" -v b="$base_pre" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
     rd=$(awk -v a="$dec" -v b="$base_dec" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
-    echo "| $r | $w | $pre | $rp | ${dec:-?} | $rd | ${paired:-?} | ${alone:-?} | ${bw:-?} | $load | ${path:-?} | ${kern:--} |"
+    rc=$(awk -v a="$base_cpu" -v b="$cpu" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+    echo "| $r | $w | $pre | $rp | ${dec:-?} | $rd | ${paired:-?} | ${alone:-?} | ${bw:-?} | ${cpu:-?} | $rc | $load | ${path:-?} | ${kern:--} |"
   done
 done
