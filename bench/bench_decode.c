@@ -31,7 +31,7 @@
  * the rest of a step costs beside them.
  *
  * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
- *                    [--weights f32|bf16|q8|bf16dot] [--device cpu|cuda|auto] [--gpu-weights
+ *                    [--weights f32|bf16|q8|bf16dot|q4] [--device cpu|cuda|auto] [--gpu-weights
  * bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
  *                    [--cpu-isa auto|avx512|avx2|neon|portable] [--prefill 512,2000]
@@ -103,12 +103,22 @@ static double feed(mhla_engine *e, mhla_seq *s, int n, int V, unsigned *seed)
     return dt;
 }
 
+/* Seconds of CPU time the whole process (every thread) has used. */
+static double process_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Times `steps` decode steps of `batch` clones of base. Returns tokens per
  * second over the whole window (block boundaries included); *median_rate
  * gets the rate of the median step, which a burst of load from elsewhere on
- * a shared machine cannot move. */
+ * a shared machine cannot move; *cpu_per_step the process's CPU seconds a
+ * step (every thread's: on a shared machine the wall clock counts the time
+ * others held the CPU, this does not). */
 static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int steps, int V,
-                          unsigned *seed, double *median_rate)
+                          unsigned *seed, double *median_rate, double *cpu_per_step)
 {
     double *step_s = malloc((size_t)steps * sizeof *step_s);
     mhla_error err;
@@ -120,7 +130,7 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
         check(mhla_seq_clone(base, &seqs[b], &err), &err);
         items[b] = (mhla_batch_item){seqs[b], &tok[b], 1, 0, logits + (size_t)b * V, NULL, 0, NULL};
     }
-    double t0 = mhla_now();
+    double t0 = mhla_now(), c0 = process_cpu_s();
     for (int s = 0; s < steps; s++) {
         for (int b = 0; b < batch; b++)
             tok[b] = (int32_t)(rand_r(seed) % V);
@@ -129,6 +139,7 @@ static double decode_rate(mhla_engine *e, const mhla_seq *base, int batch, int s
         step_s[s] = mhla_now() - ts;
     }
     double dt = mhla_now() - t0;
+    *cpu_per_step = (process_cpu_s() - c0) / steps;
     qsort(step_s, (size_t)steps, sizeof *step_s, bench_cmp_double);
     *median_rate = batch / step_s[steps / 2];
     free(step_s);
@@ -323,7 +334,7 @@ _Static_assert(sizeof(mhla_device) == sizeof(int) && sizeof(mhla_gpu_weights) ==
                    sizeof(mhla_state_dtype) == sizeof(int),
                "the enum flags are stored as ints");
 
-static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", NULL};
+static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", "q4", NULL};
 static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
 static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
 static const char *const state_words[] = {"f32", "bf16", NULL};
@@ -564,13 +575,15 @@ int main(int argc, char **argv)
            "comp. bound", "mem.", "comp.");
     for (int bi = 0; bi < n_batches; bi++) {
         int batch = batches[bi];
-        double r_lo = 0, r_hi = 0, m_lo = 0, m_hi = 0;
+        double r_lo = 0, r_hi = 0, m_lo = 0, m_hi = 0, c_lo = 1e30, c_hi = 1e30;
         bw_reading before = read_bandwidth(e);
         double cb_before = COMPUTE_BOUND_NOW();
         for (int r = 0; r < (rounds > 0 ? rounds : 1); r++) {
-            double ma, mb;
-            double a = decode_rate(e, at_lo, batch, steps, V, &seed, &ma);
-            double b = decode_rate(e, at_hi, batch, steps, V, &seed, &mb);
+            double ma, mb, ca, cb_;
+            double a = decode_rate(e, at_lo, batch, steps, V, &seed, &ma, &ca);
+            double b = decode_rate(e, at_hi, batch, steps, V, &seed, &mb, &cb_);
+            c_lo = ca < c_lo ? ca : c_lo;
+            c_hi = cb_ < c_hi ? cb_ : c_hi;
             r_lo = a > r_lo ? a : r_lo;
             r_hi = b > r_hi ? b : r_hi;
             m_lo = ma > m_lo ? ma : m_lo;
@@ -593,6 +606,9 @@ int main(int argc, char **argv)
             printf("       compute bound before / after these rounds, tokens/s: %.1f / %.1f; the "
                    "bound is the better\n",
                    cb_before, cb_after);
+        printf("       process CPU time a step (every thread, the least of the rounds): @~100 "
+               "%.2f ms, @~1900 %.2f ms\n",
+               c_lo * 1e3, c_hi * 1e3);
         print_thread_reductions(e, &reductions);
         if (batch == 1 && bw > 0) {
             double f_lo[3], f_hi[3], rd_lo, rd_hi;

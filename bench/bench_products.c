@@ -1,22 +1,25 @@
 /*
- * bench_products — one matrix product y = x wᵀ (k_linear) with f32, bf16, bf16-dot and q8
- * weights, and OpenBLAS's sgemm on the same shape where the build found OpenBLAS, side by
+ * bench_products — one matrix product y = x wᵀ (k_linear) with f32, bf16, bf16-dot, q8 and
+ * q4 weights, and OpenBLAS's sgemm on the same shape where the build found OpenBLAS, side by
  * side on the same x and w, the formats alternating run by run. Each is timed in the CPU
  * time of the calling thread (on a shared machine the wall clock counts the time others held
  * the CPU, the thread's CPU time does not) and in wall time; each format's best of REPS
  * runs, and its rate against f32's and against sgemm's.
  *
  * usage: bench_products [T N K THREADS REPS [FORMATS]]   (default 512 2816 1024 1 5, every
- * format; FORMATS a comma-separated subset of f32,bf16,bf16dot,q8,sgemm: a prefill's MLP
+ * format; FORMATS a comma-separated subset of f32,bf16,bf16dot,q8,q4,sgemm: a prefill's MLP
  * up projection on the 340M shape). With THREADS > 1 the CPU time is the whole process's
  * (every thread's work; the engine's idle workers spin 30 µs, OpenBLAS's longer, so each
  * run starts after a pause of 200 ms in which the last one's threads go to sleep).
  * The kernel path: MHLA_CPU_ISA (default the best this CPU runs); MHLA_CPU_BF16_NO_DOT=1
- * computes the bf16 dot products without vdpbf16ps. OpenBLAS picks its kernels by the CPU
- * or by OPENBLAS_CORETYPE (Haswell: its AVX2 kernels, the bound for the avx2 path).
+ * computes the bf16 dot products without vdpbf16ps, MHLA_CPU_Q8_NO_DOT=1 the q8 and q4
+ * products without vpdpbusd / sdot; MHLA_Q4_GROUP the q4 group size (default 32). OpenBLAS picks
+ * its kernels by the CPU or by OPENBLAS_CORETYPE (Haswell: its AVX2 kernels, the bound for the avx2
+ * path).
  */
 #include "cpu/kernels.h"
 #include "cpu/kernels_bd.h"
+#include "cpu/kernels_q4.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,18 +42,18 @@ static int arg(int argc, char **argv, int i, int dflt)
     return argc > i && atoi(argv[i]) > 0 ? atoi(argv[i]) : dflt;
 }
 
-enum { F_F32, F_BF16, F_BD, F_Q8, F_SGEMM, F_N };
-static const char *const NAME[F_N] = {"f32", "bf16", "bf16dot", "q8", "sgemm"};
+enum { F_F32, F_BF16, F_BD, F_Q8, F_Q4, F_SGEMM, F_N };
+static const char *const NAME[F_N] = {"f32", "bf16", "bf16dot", "q8", "q4", "sgemm"};
 
 typedef struct {
     int T, N, K;
     const float *x, *wf;
     float *y;
-    k_matrix m[F_Q8 + 1];
+    k_matrix m[F_Q4 + 1];
     tp_pool *pool;
 } bench;
 
-/* One run of format f; 0 when it was not run (no OpenBLAS, or no q8 matrix). */
+/* One run of format f; 0 when it was not run (no OpenBLAS, or no q8 / q4 matrix). */
 static int run_one(const bench *b, int f)
 {
     if (f == F_SGEMM) {
@@ -62,7 +65,7 @@ static int run_one(const bench *b, int f)
         return 0;
 #endif
     }
-    if (f == F_Q8 && !b->m[F_Q8].q8)
+    if ((f == F_Q8 || f == F_Q4) && !b->m[f].q8)
         return 0;
     k_linear(b->x, b->T, b->K, b->m[f], b->N, b->y, b->N, b->pool);
     return 1;
@@ -81,10 +84,11 @@ static const char *sgemm_core(int threads)
 
 static void report(const bench *b, int threads, int reps, const double *cpu, const double *wall)
 {
-    printf("path %s, bf16 dot products with %s, q8 with %s, sgemm core %s; T=%d N=%d K=%d, "
-           "%d threads, best of %d, CPU time of the %s\n",
-           k_isa_name(), k_bd_kernel_name(), k_q8_kernel_name(), sgemm_core(threads), b->T, b->N,
-           b->K, threads, reps, threads > 1 ? "process" : "thread");
+    printf("path %s, bf16 dot products with %s, q8 with %s, q4 with %s, sgemm core %s; T=%d "
+           "N=%d K=%d, %d threads, best of %d, CPU time of the %s\n",
+           k_isa_name(), k_bd_kernel_name(), k_q8_kernel_name(), k_q4_kernel_name(),
+           sgemm_core(threads), b->T, b->N, b->K, threads, reps,
+           threads > 1 ? "process" : "thread");
     double flop = 2.0 * b->T * b->N * b->K;
     for (int f = 0; f < F_N; f++) {
         if (cpu[f] >= 1e30)
@@ -98,6 +102,32 @@ static void report(const bench *b, int threads, int reps, const double *cpu, con
             printf(" %.3f of sgemm", wall[F_SGEMM] / wall[f]);
         printf("\n");
     }
+}
+
+/* w as 4-bit groups (kernels_q4.h, MHLA_Q4_GROUP); m[F_Q4] stays empty where K does not
+ * divide into groups */
+static int make_q4(bench *b)
+{
+    static k_q8_matrix q4;
+    char err[200];
+    size_t qb, sb;
+    b->m[F_Q4] = (k_matrix){NULL, NULL, NULL, 0};
+    int wg = k_q4_group_from_env(err, sizeof err);
+    if (wg < 0) {
+        fprintf(stderr, "bench_products: %s\n", err);
+        return -1;
+    }
+    if (b->K % wg != 0)
+        return 0;
+    k_q4_sizes(b->N, b->K, wg, &qb, &sb);
+    uint8_t *q = malloc(qb);
+    uint16_t *sc = malloc(sb);
+    if (!q || !sc || k_q4_quantize(b->wf, b->N, b->K, wg, q, sc, &q4, err, sizeof err)) {
+        fprintf(stderr, "bench_products: quantizing to q4: %s\n", q && sc ? err : "no memory");
+        return -1;
+    }
+    b->m[F_Q4].q8 = &q4;
+    return 0;
 }
 
 static int make_weights(bench *b, uint16_t *wh, uint16_t *wd, int8_t *q, float *sc)
@@ -116,7 +146,7 @@ static int make_weights(bench *b, uint16_t *wh, uint16_t *wd, int8_t *q, float *
     b->m[F_Q8] = (k_matrix){NULL, NULL, NULL, 0};
     if (b->K % KQ_GROUP == 0 && !k_q8_quantize(wf, b->N, b->K, q, sc, &q8, err, sizeof err))
         b->m[F_Q8].q8 = &q8;
-    return 0;
+    return make_q4(b);
 }
 
 /* whether `name` is one of the comma-separated names in `list` */
@@ -155,7 +185,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < (size_t)b.T * b.K; i++)
         x[i] = (float)(rand() % 2001 - 1000) / 1000.0f;
     b.x = x, b.wf = wf;
-    make_weights(&b, wh, wd, q, sc);
+    if (make_weights(&b, wh, wd, q, sc))
+        return 1;
     sgemm_core(threads);
     int on[F_N];
     for (int f = 0; f < F_N; f++)

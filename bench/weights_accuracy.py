@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The accuracy cost of the weight formats (--weights f32 | bf16 | q8), measured with
+"""The accuracy cost of the weight formats (--weights f32 | bf16 | bf16dot | q8 | q4), measured with
 mhla-generate:
 
   - perplexity on a token-id file (--ids, e.g. train/val_excerpt.ids for models/brown-mhla),
@@ -14,7 +14,7 @@ mhla-generate:
     it generates, so its greedy agreement says little; this measure does not depend on that.)
 
 usage: bench/weights_accuracy.py --bin build/bin --model DIR [--ids FILE] [--tokens N]
-       [--logits-tokens N] [--prompt-ids 1,2,3] [--threads N] [--weights f32,bf16,q8]
+       [--logits-tokens N] [--prompt-ids 1,2,3] [--threads N] [--weights f32,bf16,q8,q4]
 """
 import argparse
 import json
@@ -42,7 +42,7 @@ def main():
     ap.add_argument("--work", default="/tmp/weights_accuracy", help="scratch dir for logits")
     ap.add_argument("--prompt-ids", default="1,450,3186,310,263,1243")
     ap.add_argument("--threads", default="")
-    ap.add_argument("--weights", default="f32,bf16,q8")
+    ap.add_argument("--weights", default="f32,bf16,q8,q4")
     a = ap.parse_args()
     gen = os.path.join(a.bin, "mhla-generate")
     formats = a.weights.split(",")

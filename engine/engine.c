@@ -46,14 +46,17 @@ int mhla_weight_dtype_parse(const char *name, mhla_weight_dtype *out, mhla_error
         *out = MHLA_WEIGHTS_Q8;
     else if (name && strcmp(name, "bf16dot") == 0)
         *out = MHLA_WEIGHTS_BF16DOT;
+    else if (name && strcmp(name, "q4") == 0)
+        *out = MHLA_WEIGHTS_Q4;
     else
-        return eng_fail(err, "'%.64s' is not f32, bf16, bf16dot or q8", name ? name : "");
+        return eng_fail(err, "'%.64s' is not f32, bf16, bf16dot, q8 or q4", name ? name : "");
     return 0;
 }
 
 const char *mhla_weight_dtype_name(mhla_weight_dtype wd)
 {
     return wd == MHLA_WEIGHTS_Q8        ? "q8"
+           : wd == MHLA_WEIGHTS_Q4      ? "q4"
            : wd == MHLA_WEIGHTS_BF16    ? "bf16"
            : wd == MHLA_WEIGHTS_BF16DOT ? "bf16dot"
                                         : "f32";

@@ -95,6 +95,7 @@ struct mhla_model {
     float *rope_sin;
     float q_scale;    /* dk^-0.5 */
     int copy_weights; /* hold f32 tensors in huge-page memory, not the mapping */
+    int q4_group;     /* --weights q4: weights per scale (kernels_q4.h) */
     void **owned;     /* tensors copied or converted out of the mapping */
     int n_owned, owned_cap;
     size_t weight_bytes;

@@ -6,6 +6,7 @@
  * with q8 storage the matrices quantized to int8 (engine/cpu/kernels_q8.h).
  */
 #include "engine_internal.h"
+#include "cpu/kernels_q4.h"
 #include "cpu/kernels_q8.h"
 
 #include <math.h>
@@ -344,13 +345,44 @@ static int to_q8(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K
     return 0;
 }
 
+/* Quantizes one [N, K] matrix to 4 bits per group of m->q4_group
+ * (kernels_q4.h), the f32 copy released as in to_q8. */
+static int to_q4(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K, const char *name,
+                 mhla_error *err)
+{
+    if (!w->f32)
+        return 0;
+    size_t qb, sb;
+    k_q4_sizes((int)N, (int)K, m->q4_group, &qb, &sb);
+    uint8_t *q = arena_take(a, qb);
+    uint16_t *sc = arena_take(a, sb);
+    if (!a->base)
+        return 0;
+    if (!q || !sc)
+        return eng_fail(err, "the q4 weights outgrew the region counted for them");
+    k_q8_matrix *qm = malloc(sizeof *qm);
+    if (!qm || keep_owned(m, qm, err))
+        return eng_fail_as(err, MHLA_ERR_NOMEM, "out of memory quantizing weights to q4");
+    char why[160];
+    if (k_q4_quantize(w->f32, (int)N, (int)K, m->q4_group, q, sc, qm, why, sizeof why))
+        return eng_fail(err,
+                        "--weights q4 cannot quantize tensor '%s' [%zu, %zu]: %s (load it "
+                        "with --weights f32 or bf16%s)",
+                        name, N, K, why, m->q4_group > 32 ? ", or with MHLA_Q4_GROUP=32" : "");
+    if (w->f32 != m->embeddings)
+        release_owned(m, w->f32);
+    *w = (k_matrix){NULL, NULL, qm, 0};
+    return 0;
+}
+
 /* One matrix to the storage asked for: its shape [N, K] and its tensor's name
  * (for errors) */
 static int convert_one(mhla_model *m, weight_arena *a, mhla_weight_dtype wd, k_matrix *w, size_t N,
                        size_t K, const char *name, mhla_error *err)
 {
-    return wd == MHLA_WEIGHTS_Q8 ? to_q8(m, a, w, N, K, name, err)
-                                 : to_bf16(m, a, w, N * K, wd == MHLA_WEIGHTS_BF16DOT, err);
+    return wd == MHLA_WEIGHTS_Q8   ? to_q8(m, a, w, N, K, name, err)
+           : wd == MHLA_WEIGHTS_Q4 ? to_q4(m, a, w, N, K, name, err)
+                                   : to_bf16(m, a, w, N * K, wd == MHLA_WEIGHTS_BF16DOT, err);
 }
 
 /* Every matrix converted into the arena, in the order a step reads them (an
@@ -400,7 +432,10 @@ size_t eng_matrix_bytes(k_matrix w, size_t n)
 {
     if (w.q8) {
         size_t qb, sb;
-        k_q8_sizes(w.q8->N, w.q8->K, &qb, &sb);
+        if (w.q8->bits == 4)
+            k_q4_sizes(w.q8->N, w.q8->K, w.q8->wgroup, &qb, &sb);
+        else
+            k_q8_sizes(w.q8->N, w.q8->K, &qb, &sb);
         return qb + sb; /* with the padding rows of the last block */
     }
     return w.bf16 ? n * 2 : (w.f32 ? n * 4 : 0);
@@ -456,6 +491,18 @@ static int bind_layers(mhla_model *m, const mhla_model_options *opt, mhla_error 
     return 0;
 }
 
+/* A storage this build holds; for q4 its group size (kernels_q4.h) too. */
+static int check_storage(mhla_model *m, mhla_weight_dtype wd, mhla_error *err)
+{
+    if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8 &&
+        wd != MHLA_WEIGHTS_BF16DOT && wd != MHLA_WEIGHTS_Q4)
+        return eng_fail(err, "unknown weight storage %d (f32, bf16, bf16dot, q8 or q4)", (int)wd);
+    char why[120];
+    if (wd == MHLA_WEIGHTS_Q4 && (m->q4_group = k_q4_group_from_env(why, sizeof why)) < 0)
+        return eng_fail(err, "--weights q4: %s", why);
+    return 0;
+}
+
 int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_model **out,
                          mhla_error *err)
 {
@@ -466,11 +513,8 @@ int mhla_model_load_with(const char *dir, const mhla_model_options *opt, mhla_mo
     if (load_config(dir, &m->cfg, err) || st_open_dir(dir, &m->st, err))
         goto fail;
     mhla_weight_dtype wd = opt ? opt->weights : MHLA_WEIGHTS_F32;
-    if (wd != MHLA_WEIGHTS_F32 && wd != MHLA_WEIGHTS_BF16 && wd != MHLA_WEIGHTS_Q8 &&
-        wd != MHLA_WEIGHTS_BF16DOT) {
-        eng_fail(err, "unknown weight storage %d (f32, bf16, bf16dot or q8)", (int)wd);
+    if (check_storage(m, wd, err))
         goto fail;
-    }
     m->copy_weights = wd == MHLA_WEIGHTS_F32;
     mhla_config *c = &m->cfg;
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);

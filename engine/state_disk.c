@@ -11,7 +11,11 @@
 
 #include <string.h>
 
-static int storage_kind(k_matrix w) { return w.q8 ? 3 : w.bf16 ? 2 : w.f32 ? 1 : 0; }
+/* q4 is a kind per group size: the groups change the bits */
+static int storage_kind(k_matrix w)
+{
+    return w.q8 ? (w.q8->bits == 4 ? 4 + w.q8->wgroup : 3) : w.bf16 ? 2 : w.f32 ? 1 : 0;
+}
 
 /* The weight storage of every matrix, in order. */
 static uint64_t storage_hash(const mhla_model *m, uint64_t h)

@@ -87,7 +87,7 @@ static int parse_draft_state_memory(const char *flag, const char *v, void *base,
 /* The words of the enum flags, in the order of their enum's values. */
 static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
 static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
-static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", NULL};
+static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", "q4", NULL};
 static const char *const tool_format_words[] = {"auto",    "hermes", "llama3",
                                                 "mistral", "none",   NULL};
 static const char *const log_words[] = {"debug", "info", "warn", "error", "off", NULL};
@@ -268,7 +268,9 @@ static const mhla_opt rows[] = {
              "int8 per group of 32, 0.28x the bytes of f32, logits\n"
              "change slightly (docs/model.md); bf16dot (CPU only):\n"
              "bf16 weights and bf16 dot products, activations rounded\n"
-             "to bf16 (vdpbf16ps where the CPU has it) (default f32)"},
+             "to bf16 (vdpbf16ps where the CPU has it); q4 (CPU only):\n"
+             "4-bit per group of 32 with f16 scales, 0.14x the bytes\n"
+             "of f32, logits change more than q8's (default f32)"},
     {.name = "device",
      .kind = MHLA_OPT_ENUM,
      .off = OPT(device),

@@ -33,7 +33,7 @@ _Static_assert(sizeof(mhla_device) == sizeof(int) && sizeof(mhla_gpu_weights) ==
                "the enum flags are stored as ints");
 
 static const char *const feed_words[] = {"prefill", "decode", "splits", NULL};
-static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", NULL};
+static const char *const weight_words[] = {"f32", "bf16", "q8", "bf16dot", "q4", NULL};
 static const char *const device_words[] = {"cpu", "auto", "cuda", NULL};
 static const char *const gpu_weight_words[] = {"bf16", "f16", "f32", NULL};
 
@@ -100,7 +100,8 @@ static const mhla_opt rows[] = {
      .help = "how weights are held in memory (default f32; bf16 halves\n"
              "the bytes per step, arithmetic stays f32; q8, CPU only:\n"
              "int8 per group of 32, logits change slightly; bf16dot,\n"
-             "CPU only: bf16 dot products, activations rounded to bf16)"},
+             "CPU only: bf16 dot products, activations rounded to bf16;\n"
+             "q4, CPU only: 4-bit per group of 32, f16 scales)"},
     {.name = "device",
      .kind = MHLA_OPT_ENUM,
      .off = OPT(device),

@@ -6,6 +6,7 @@
  */
 #include "cpu_backend.h"
 #include "kernels.h"
+#include "kernels_q4.h"
 #include "kernels_q8.h"
 
 #include <stdint.h>
@@ -32,6 +33,24 @@ static void cpu_free(void *ctx)
 }
 
 /* The kernels' instruction-set path (process-wide) and the backend's threads. */
+/* The note's products: q8 or q4 (int8 or 4-bit weights alike), bf16 dot, with their kernels */
+static void products_note(const mhla_model *m, char *out, size_t n)
+{
+    const k_q8_matrix *qm = m->lm_head.q8           ? m->lm_head.q8
+                            : m->cfg.num_layers > 0 ? m->layers[0].wq.q8
+                                                    : NULL;
+    int bd = m->lm_head.bf16_dot || (m->cfg.num_layers > 0 && m->layers[0].wq.bf16_dot);
+    int q4 = qm && qm->bits == 4;
+    snprintf(out, n, "%s%s%s%s",
+             !qm  ? ""
+             : q4 ? "; q4 products with "
+                  : "; q8 products with ",
+             !qm  ? ""
+             : q4 ? k_q4_kernel_name()
+                  : k_q8_kernel_name(),
+             bd ? "; bf16 dot products with " : "", bd ? k_bd_kernel_name() : "");
+}
+
 static int cpu_setup(eng_cpu *e, const mhla_engine_options *opt, mhla_error *err)
 {
     char msg[400], why[800];
@@ -41,12 +60,9 @@ static int cpu_setup(eng_cpu *e, const mhla_engine_options *opt, mhla_error *err
     e->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : dflt;
     if (opt && opt->n_threads > 0)
         snprintf(why, sizeof why, "%d threads: requested", e->n_threads);
-    int q8 = e->model->lm_head.q8 || (e->model->cfg.num_layers > 0 && e->model->layers[0].wq.q8);
-    int bd = e->model->lm_head.bf16_dot ||
-             (e->model->cfg.num_layers > 0 && e->model->layers[0].wq.bf16_dot);
-    snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s%s%s%s%s", k_isa_reason(), why,
-             q8 ? "; q8 products with " : "", q8 ? k_q8_kernel_name() : "",
-             bd ? "; bf16 dot products with " : "", bd ? k_bd_kernel_name() : "");
+    char prods[160];
+    products_note(e->model, prods, sizeof prods);
+    snprintf(e->cpu_note, sizeof e->cpu_note, "kernels %s; %s%s", k_isa_reason(), why, prods);
     if (tp_create(e->n_threads, &e->workers, msg, sizeof msg))
         return eng_fail_as(err, MHLA_ERR_NOMEM, "%s", msg);
     /* whether the threads that take part adapt (threadpool.c): the option, else

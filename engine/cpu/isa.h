@@ -31,6 +31,10 @@ typedef struct {
     void (*linear_q8)(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
                       int ldy);
     const char *(*q8_kernel)(void); /* the instructions it uses, chosen at run time */
+    /* q4 (kernels_q4.h): the same against 4-bit weights (w->bits 4) */
+    void (*linear_q4)(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
+                      int ldy);
+    const char *(*q4_kernel)(void);
     /* bf16 dot products (kernels_bd.h): y[t*ldy + j] for t < T, j0 <= j < j1, x's rows rounded
      * (Kp apart, zero past K), w [N, K] in bf16 */
     void (*linear_bd)(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,

@@ -480,5 +480,6 @@ panel_tiles_bf16(const float *xp, int T, int K, const uint16_t *wh, float *y, in
 #define KB_GEMM_NV1 4
 #include "silu_avx2.h"
 #include "q8_avx2.h"
+#include "q4_avx2.h"
 #include "bd_avx2.h"
 #include "kernels_body.h"

@@ -188,5 +188,6 @@ static const float *x_pack(const float *x, int T, int K)
 #define KB_NAME "avx512"
 #include "silu_avx512.h"
 #include "q8_avx512.h"
+#include "q4_avx512.h"
 #include "bd_avx512.h"
 #include "kernels_body.h"

@@ -81,5 +81,6 @@ static inline float v_reduce(vec16 v)
 #define KB_OPS k_ops_neon
 #define KB_NAME "neon"
 #include "q8_neon.h"
+#include "q4_neon.h"
 #include "bd_neon.h"
 #include "kernels_body.h"

@@ -74,5 +74,6 @@ static inline float v_reduce(vec16 v)
 #define KB_OPS k_ops_portable
 #define KB_NAME "portable"
 #include "q8_portable.h"
+#include "q4_portable.h"
 #include "bd_portable.h"
 #include "kernels_body.h"

@@ -85,7 +85,7 @@ int k_q8_quantize(const float *w, int N, int K, int8_t *q, float *scale, k_q8_ma
                 memcpy(dst + u * 64 + r * 4, gq + u * 4, 4);
         }
     }
-    *out = (k_q8_matrix){N, K, G, blocks, q, scale};
+    *out = (k_q8_matrix){N, K, G, blocks, q, scale, 8, KQ_GROUP, NULL};
     return 0;
 }
 
@@ -146,6 +146,14 @@ typedef struct {
     void *after_ctx;
 } q8_job;
 
+/* The kernel for w's weights: int8, or 4-bit (kernels_q4.h) */
+typedef void (*q8_kernel_fn)(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
+                             int ldy);
+static q8_kernel_fn q8_or_q4(const k_ops *ops, const k_q8_matrix *w)
+{
+    return w->bits == 4 ? ops->linear_q4 : ops->linear_q8;
+}
+
 static void q8_task(void *ctx, int task)
 {
     const q8_job *j = ctx;
@@ -155,7 +163,7 @@ static void q8_task(void *ctx, int task)
         if (b0 >= b1)
             return;
         for (int i = 0; i < 2; i++)
-            j->ops->linear_q8(j->x, j->T, j->w[i], b0, b1, j->y[i], j->ldy[i]);
+            q8_or_q4(j->ops, j->w[i])(j->x, j->T, j->w[i], b0, b1, j->y[i], j->ldy[i]);
         int c1 = b1 * KQ_ROWS < j->w[0]->N ? b1 * KQ_ROWS : j->w[0]->N;
         j->after(j->after_ctx, b0 * KQ_ROWS, c1);
         return;
@@ -164,7 +172,7 @@ static void q8_task(void *ctx, int task)
         int a = b0 > base ? b0 - base : 0;
         int b = b1 - base < j->w[i]->blocks ? b1 - base : j->w[i]->blocks;
         if (a < b)
-            j->ops->linear_q8(j->x, j->T, j->w[i], a, b, j->y[i], j->ldy[i]);
+            q8_or_q4(j->ops, j->w[i])(j->x, j->T, j->w[i], a, b, j->y[i], j->ldy[i]);
     }
 }
 
@@ -213,7 +221,7 @@ void k_q8_rows_free(k_q8_rows *r)
 void k_q8_cols(const k_q8_rows *x, const k_q8_matrix *w, int b0, int b1, float *y, int ldy)
 {
     if (b0 < b1)
-        k_isa_ops()->linear_q8(&x->act, x->T, w, b0, b1, y, ldy);
+        q8_or_q4(k_isa_ops(), w)(&x->act, x->T, w, b0, b1, y, ldy);
 }
 
 static void run_rows(const k_q8_rows *rows, q8_job *j, tp_pool *pool)

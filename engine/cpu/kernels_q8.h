@@ -33,8 +33,13 @@ typedef struct k_q8_matrix {
     int N, K;           /* the logical shape */
     int groups;         /* K / 32 */
     int blocks;         /* ceil(N / 16) */
-    const int8_t *q;    /* blocks * groups * 512 bytes */
-    const float *scale; /* [blocks][groups][16] */
+    const int8_t *q;    /* blocks * groups * 512 bytes (4-bit: 256, kernels_q4.h) */
+    const float *scale; /* [blocks][groups][16]; NULL with 4-bit weights */
+    /* 4-bit weights (--weights q4, kernels_q4.h) against the same quantized
+     * activations: bits 4, wgroup weights per scale, scale_h their f16 scales
+     * [blocks][K / wgroup][16]; bits 8 (or 0) for the int8 ones above. */
+    int bits, wgroup;
+    const uint16_t *scale_h;
 } k_q8_matrix;
 
 /* Bytes of the packed values and of the scales for an [N, K] matrix. */

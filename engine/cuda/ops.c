@@ -50,22 +50,32 @@ static eng_cuda_layer_src layer_src(const eng_layer *y)
     };
 }
 
+/* The GPU kernels read f32 or 16-bit weights: int8, 4-bit and bf16-dot ones are CPU only. */
+static int cpu_only_weights(const mhla_model *m, mhla_error *err)
+{
+    const k_q8_matrix *qm = m->lm_head.q8           ? m->lm_head.q8
+                            : m->cfg.num_layers > 0 ? m->layers[0].wq.q8
+                                                    : NULL;
+    const char *f = qm ? (qm->bits == 4 ? "q4" : "q8")
+                    : m->lm_head.bf16_dot || (m->cfg.num_layers > 0 && m->layers[0].wq.bf16_dot)
+                        ? "bf16dot"
+                        : NULL;
+    if (!f)
+        return 0;
+    return eng_fail_as(err, MHLA_ERR_DEVICE,
+                       "%s weights (--weights %s) run on the CPU only: on a GPU load the model "
+                       "with --weights f32 or bf16 and choose the GPU's storage with "
+                       "--gpu-weights bf16|f16|f32",
+                       f, f);
+}
+
 static int open_gpu(const mhla_model *m, const mhla_engine_options *opt, eng_cuda **out,
                     mhla_error *err)
 {
     *out = NULL;
     char why[MHLA_CUDA_ERR];
-    /* The GPU kernels read f32 or 16-bit weights; int8 ones are CPU only. */
-    if (m->lm_head.q8 || (m->cfg.num_layers > 0 && m->layers[0].wq.q8))
-        return eng_fail_as(err, MHLA_ERR_DEVICE,
-                           "q8 weights (--weights q8) run on the CPU only: on a GPU load the "
-                           "model with --weights f32 or bf16 and choose the GPU's storage with "
-                           "--gpu-weights bf16|f16|f32");
-    if (m->lm_head.bf16_dot || (m->cfg.num_layers > 0 && m->layers[0].wq.bf16_dot))
-        return eng_fail_as(err, MHLA_ERR_DEVICE,
-                           "bf16dot weights (--weights bf16dot) run on the CPU only: on a GPU "
-                           "load the model with --weights f32 or bf16 and choose the GPU's "
-                           "storage with --gpu-weights bf16|f16|f32");
+    if (cpu_only_weights(m, err))
+        return -1;
     if (eng_cuda_probe(opt->gpu_index, why))
         return eng_fail_as(err, MHLA_ERR_DEVICE, "%s", why);
     const mhla_config *c = &m->cfg;

@@ -78,18 +78,21 @@ typedef struct mhla_engine mhla_engine;
  * the same bits. bf16dot holds them as bf16 too and rounds the activations
  * to bf16 for the products (bf16 pairs, f32 sums: vdpbf16ps where the CPU
  * has it); CPU only. q8 holds them as int8 with an f32 scale per group of 32
- * (1.125 bytes a weight) and quantizes the activations the same way. With
- * bf16dot and q8 the logits change slightly (docs/model.md, Weight formats). */
+ * (1.125 bytes a weight) and quantizes the activations the same way; q4 as
+ * 4-bit integers with an f16 scale per group of 32 (0.5625 bytes a weight),
+ * the activations quantized as for q8. With bf16dot, q8 and q4 the logits
+ * change (slightly; q4 more: docs/model.md, Weight formats). */
 typedef enum {
     MHLA_WEIGHTS_F32 = 0,
     MHLA_WEIGHTS_BF16 = 1,
     MHLA_WEIGHTS_Q8 = 2,
     MHLA_WEIGHTS_BF16DOT = 3,
+    MHLA_WEIGHTS_Q4 = 4,
 } mhla_weight_dtype;
 
-/* "f32" | "bf16" | "bf16dot" | "q8" → *out; -1 with a message otherwise. */
+/* "f32" | "bf16" | "bf16dot" | "q8" | "q4" → *out; -1 with a message otherwise. */
 int mhla_weight_dtype_parse(const char *name, mhla_weight_dtype *out, mhla_error *err);
-/* "f32", "bf16", "bf16dot" or "q8" */
+/* "f32", "bf16", "bf16dot", "q8" or "q4" */
 const char *mhla_weight_dtype_name(mhla_weight_dtype wd);
 
 typedef struct {

@@ -5,7 +5,7 @@
  * refused call (context limit, bad token, duplicate sequence) leaves every
  * sequence exactly where it was.
  *
- * usage: test_batch_independence MODEL_DIR [f32|bf16|q8]
+ * usage: test_batch_independence MODEL_DIR [f32|bf16|bf16dot|q8|q4]
  */
 #include "engine.h"
 
@@ -115,7 +115,7 @@ static int wide_batch(const mhla_model *m, int threads)
 int main(int argc, char **argv)
 {
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s MODEL_DIR [f32|bf16|bf16dot|q8]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL_DIR [f32|bf16|bf16dot|q8|q4]\n", argv[0]);
         return 2;
     }
     mhla_error err;

@@ -57,10 +57,18 @@ aarch64-linux-gnu-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
   -I"$src/base/include" -I"$src/engine" -I"$src/engine/include" -I"$src/tests/common" \
   "$src/tests/engine/test_bd_kernels.c" "$libs/libmhla_engine_core.a" \
   "$libs/libmhla_base.a" -lm -lpthread -o "$build/bin/test_bd_kernels"
+# test_q4_kernels (4-bit weights on the neon and portable paths, sdot and smull) likewise
+aarch64-linux-gnu-gcc -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+  -I"$src/base/include" -I"$src/engine" -I"$src/engine/include" -I"$src/tests/common" \
+  "$src/tests/engine/test_q4_kernels.c" "$libs/libmhla_engine_core.a" \
+  "$libs/libmhla_base.a" -lm -lpthread -o "$build/bin/test_q4_kernels"
 file "$build/bin/mhla-generate" | sed 's/, BuildID.*//'
 # one thread: qemu-user 7.2's pthread_create never returned on the project's x86-64 machines
 taskset -c 0 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/bin/test_vector_kernels" 1
 taskset -c 0 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/bin/test_bd_kernels" 1
+taskset -c 0 qemu-aarch64 -L /usr/aarch64-linux-gnu "$build/bin/test_q4_kernels" 1
+MHLA_CPU_Q8_NO_DOT=1 taskset -c 0 qemu-aarch64 -L /usr/aarch64-linux-gnu \
+  "$build/bin/test_q4_kernels" 1
 # The tests run the programs in --bin: wrappers that start them under qemu.
 bin=$work/bin
 mkdir -p "$bin"

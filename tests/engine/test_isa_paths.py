@@ -3,10 +3,11 @@
 
 For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
   1. the exactness test (test_exactness.py) with every engine run on that path;
-  2. the batch-independence test (test_batch_independence) on that path, f32, bf16, bf16dot
-     and q8 weights;
-  3. logits of random checkpoints (f32, bf16 and f16 files; f32, bf16, bf16dot and q8 weights
-     in memory, q8 also with MHLA_CPU_Q8_NO_DOT=1, the kernel without vpdpbusd / sdot, and
+  2. the batch-independence test (test_batch_independence) on that path, f32, bf16, bf16dot,
+     q8 and q4 weights;
+  3. logits of random checkpoints (f32, bf16 and f16 files; f32, bf16, bf16dot, q8 and q4
+     weights in memory, q8 and q4 also with MHLA_CPU_Q8_NO_DOT=1, the kernels without
+     vpdpbusd / sdot, and
      bf16dot also with MHLA_CPU_BF16_NO_DOT=1, the kernel without vdpbf16ps;
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
@@ -27,7 +28,7 @@ import testutil as tu  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # name -> gen_checkpoint flags; hidden and intermediate sizes leave tails of many lengths
-# (q8 needs input widths that are multiples of 32: the q8_ configs; their vocabularies leave
+# (q8 and q4 need input widths that are multiples of 32: the q8_ configs; their vocabularies leave
 # a partial block of 16 rows)
 CONFIGS = [
     ("gqa_relu", "--vocab 96 --hidden 64 --heads 4 --kv-heads 2 --feature-map relu --chunk 8 "
@@ -47,8 +48,9 @@ FEEDS = [["--feed", "prefill"], ["--feed", "decode"], ["--feed", "splits", "--sp
          ["--feed", "prefill", "--threads", "1"]]
 WEIGHTS = ["f32", "bf16", "bf16dot", "bf16dot-nodot"]
 # weight modes per config: "q8-nodot" is q8 with MHLA_CPU_Q8_NO_DOT=1; its reference logits
-# are the q8 ones (every q8 kernel gives the same bits); "bf16dot-nodot" the same for bf16dot
-Q8_WEIGHTS = ["f32", "q8", "q8-nodot"]
+# are the q8 ones (every q8 kernel gives the same bits); "bf16dot-nodot" and "q4-nodot" the
+# same for bf16dot and q4
+Q8_WEIGHTS = ["f32", "q8", "q8-nodot", "q4", "q4-nodot"]
 
 
 def weights_of(name):
@@ -57,8 +59,8 @@ def weights_of(name):
 
 def weight_run(w, env):
     """(--weights value, environment) of a weight mode"""
-    if w == "q8-nodot":
-        return "q8", dict(env, MHLA_CPU_Q8_NO_DOT="1")
+    if w in ("q8-nodot", "q4-nodot"):
+        return w[:2], dict(env, MHLA_CPU_Q8_NO_DOT="1")
     if w == "bf16dot-nodot":
         return "bf16dot", dict(env, MHLA_CPU_BF16_NO_DOT="1")
     return w, env

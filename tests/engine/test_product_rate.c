@@ -1,6 +1,6 @@
 /*
  * mhla_engine_product_rate, the products of a batch-1 step timed alone
- * (bench_decode's "products alone"), for f32, bf16 and q8 weights:
+ * (bench_decode's "products alone"), for f32, bf16, q8 and q4 weights:
  * - the bytes it counts are the step's weight bytes (all of a step's
  *   products) and the head's bytes as the weights are held (the head alone),
  *   so the rates it prints are over the bytes actually read;
@@ -90,10 +90,11 @@ static void check_weights(const char *dir, mhla_weight_dtype wd, const char *nam
         fail("a products-only rate is not a positive number of bytes a second", name);
     if (step_bytes != (double)mhla_engine_step_weight_bytes(e))
         fail("the step's products are not counted as the step's weight bytes", name);
-    /* the head as held: 4 or 2 bytes a weight, or int8 with a 4-byte scale per
-     * group of 32 (and whole blocks of 16 rows) */
+    /* the head as held: 4 or 2 bytes a weight, int8 with a 4-byte scale per group of 32, or
+     * 4 bits with a 2-byte scale per group of 32 (and whole blocks of 16 rows) */
     double want = wd == MHLA_WEIGHTS_F32    ? 4 * V * D
                   : wd == MHLA_WEIGHTS_BF16 ? 2 * V * D
+                  : wd == MHLA_WEIGHTS_Q4   ? (ceil(V / 16) * 16) * D * (0.5 + 2.0 / 32)
                                             : (ceil(V / 16) * 16) * D * (1 + 4.0 / 32);
     if (head_bytes != want) {
         char msg[160];
@@ -128,9 +129,10 @@ int main(int argc, char **argv)
     check_weights(argv[1], MHLA_WEIGHTS_F32, "f32");
     check_weights(argv[1], MHLA_WEIGHTS_BF16, "bf16");
     check_weights(argv[1], MHLA_WEIGHTS_Q8, "q8");
+    check_weights(argv[1], MHLA_WEIGHTS_Q4, "q4");
     if (failures)
         return 1;
     printf("ok: products-only passes count the step's and the head's weight bytes, and leave "
-           "decoding unchanged (f32, bf16, q8)\n");
+           "decoding unchanged (f32, bf16, q8, q4)\n");
     return 0;
 }

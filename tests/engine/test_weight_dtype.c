@@ -4,7 +4,8 @@
  * in both modes; for an f32 checkpoint bf16 storage may only move them by
  * the rounding of the weights, which is reported and bounded — and bf16 dot
  * products (--weights bf16dot) by the rounding of the weights and the
- * activations, bounded the same way and not bf16's bits.
+ * activations, bounded the same way and not bf16's bits; q8 and q4 weights
+ * by their quantization, bounded by their steps (q4's wider than q8's).
  *
  * usage: test_weight_dtype BF16_CHECKPOINT F32_CHECKPOINT
  */
@@ -49,8 +50,9 @@ static float *prompt_logits(const char *dir, mhla_weight_dtype wd, int n, size_t
 }
 
 /* The logits b against a (n floats, rows of V): the worst error relative to the largest
- * logit, within (0, 5e-2]. */
-static int bounded(const float *a, const float *b, size_t n, int V, const char *what)
+ * logit, within (0, limit]; *worst_out gets it. */
+static int bounded(const float *a, const float *b, size_t n, int V, const char *what, double limit,
+                   double *worst_out)
 {
     double worst = 0, scale = 0;
     int same_argmax = 0, rows = (int)(n / (size_t)V);
@@ -71,13 +73,34 @@ static int bounded(const float *a, const float *b, size_t n, int V, const char *
     printf("f32 checkpoint, %s: worst logit error %.3g of the largest logit; "
            "argmax equal at %d/%d positions\n",
            what, worst, same_argmax, rows);
-    /* bf16 keeps 8 bits of mantissa: errors of a few 1e-3 are its rounding;
-     * anything near 1e-1 means the conversion itself is wrong. */
-    if (!(worst > 0) || worst > 5e-2) {
+    *worst_out = worst;
+    if (!(worst > 0) || worst > limit) {
         fprintf(stderr, "FAIL: %s moved the logits by %.3g\n", what, worst);
         return 1;
     }
     return 0;
+}
+
+/* q8 and q4 against f32 (a, the logits of prompt_logits(dir, f32, 40)). Both quantize the
+ * activations alike; the weights' step is a group's max / 127 with q8 and / 8 with q4, 16
+ * times wider, so q4's error is q8's scaled by about that (this checkpoint measured 0.029 and
+ * 0.31, 11x): q8 within 5e-2 of the largest logit, q4 within 0.6 and between 2 and 32 times
+ * q8's (4 bits, not 8, and not a wrong scale: a q4 that ran as int8, or with a scale off by a
+ * factor, fails). */
+static int q_bounds(const char *dir, const float *a, int V, double *w8, double *w4)
+{
+    size_t n8, n4;
+    float *q8 = prompt_logits(dir, MHLA_WEIGHTS_Q8, 40, &n8, &V);
+    float *q4 = prompt_logits(dir, MHLA_WEIGHTS_Q4, 40, &n4, &V);
+    int failures = bounded(a, q8, n8 / sizeof(float), V, "q8 weights", 5e-2, w8);
+    failures += bounded(a, q4, n4 / sizeof(float), V, "q4 weights", 0.6, w4);
+    if (!(*w4 > 2 * *w8 && *w4 < 32 * *w8)) {
+        fprintf(stderr, "FAIL: q4 weights' error (%.3g) not 2 to 32 times q8's (%.3g)\n", *w4, *w8);
+        failures++;
+    }
+    free(q8);
+    free(q4);
+    return failures;
 }
 
 int main(int argc, char **argv)
@@ -101,8 +124,12 @@ int main(int argc, char **argv)
     b = prompt_logits(argv[2], MHLA_WEIGHTS_BF16, 40, &nb, &V);
     /* bf16 dot products round the activations too: close to f32, not bf16's bits */
     float *d = prompt_logits(argv[2], MHLA_WEIGHTS_BF16DOT, 40, &nd, &V);
-    failures += bounded(a, b, na / sizeof(float), V, "bf16 weights");
-    failures += bounded(a, d, nd / sizeof(float), V, "bf16dot weights");
+    /* bf16 keeps 8 bits of mantissa: errors of a few 1e-3 are its rounding;
+     * anything near 1e-1 means the conversion itself is wrong. */
+    double w16, wdot, w8, w4;
+    failures += bounded(a, b, na / sizeof(float), V, "bf16 weights", 5e-2, &w16);
+    failures += bounded(a, d, nd / sizeof(float), V, "bf16dot weights", 5e-2, &wdot);
+    failures += q_bounds(argv[2], a, V, &w8, &w4);
     if (nb == nd && memcmp(b, d, nb) == 0) {
         fprintf(stderr, "FAIL: bf16dot weights gave bf16's bits: the activations were not "
                         "rounded\n");

@@ -1,0 +1,135 @@
+/*
+ * q4_avx2.h — the q4 product (kernels_q4.h) on AVX2: the 16 rows of a block
+ * are two ymm halves (rows 0-7 and 8-15), a lane is a row, as in
+ * q8_avx2.h. A 32-byte load of packed weights is two units of 8 rows: its
+ * low nibbles and its high ones, q + 8 in [0, 15], unsigned. Without
+ * AVX-VNNI, vpmaddubsw takes them as the unsigned side and x as the signed
+ * one (pair sums within 2 * 15 * 127) and vpmaddwd adds the pairs; with it,
+ * vpdpbusd. Both start at -8 * sum(x), which takes the offset back out, and
+ * give each group's exact int32. The f16 scales widen with integer steps and
+ * one exact multiply (kernels_q4.c k_f32_from_f16), so the path needs no
+ * F16C. Included by isa_avx2.c after q8_avx2.h (its KQ256_UNIT and
+ * kq_use_vnni).
+ */
+#include "kernels_q4.h"
+
+#include <immintrin.h>
+
+#define K4_TILE_T 2
+
+/* 8 f16 scales as f32, exactly */
+static inline __attribute__((always_inline)) __m256 k4_f16x8(const uint16_t *p)
+{
+    __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    __m256i mag = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
+    __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1p112f));
+    __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+    return _mm256_or_ps(f, _mm256_castsi256_ps(sign));
+}
+
+static inline __attribute__((always_inline)) void
+k4_combine2(__m256i lo, __m256i hi, const uint16_t *sg, float d, vec16 *acc)
+{
+    __m256 dv = _mm256_set1_ps(d);
+    acc->lo = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), _mm256_mul_ps(k4_f16x8(sg), dv), acc->lo);
+    acc->hi = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), _mm256_mul_ps(k4_f16x8(sg + 8), dv), acc->hi);
+}
+
+/* Units u and u + 4 of group wg for both halves: w[0] u rows 0-7, w[1] u rows 8-15, w[2] and
+ * w[3] unit u + 4 */
+static inline __attribute__((always_inline)) void k4_units(const uint8_t *wg, int u, __m256i w[4])
+{
+    const __m256i low = _mm256_set1_epi8(15);
+    __m256i vl = _mm256_loadu_si256((const __m256i *)(wg + u * 64));
+    __m256i vh = _mm256_loadu_si256((const __m256i *)(wg + u * 64 + 32));
+    w[0] = _mm256_and_si256(vl, low);
+    w[1] = _mm256_and_si256(vh, low);
+    w[2] = _mm256_and_si256(_mm256_srli_epi16(vl, 4), low);
+    w[3] = _mm256_and_si256(_mm256_srli_epi16(vh, 4), low);
+}
+
+/* Each row's group sums start at -8 * sum(x) (the nibbles' offset) */
+static inline __attribute__((always_inline)) void
+k4_start(const kq_act *x, int t, int M, int g, int G, const int8_t **xg, __m256i *lo, __m256i *hi)
+{
+    for (int m = 0; m < M; m++) {
+        size_t row = (size_t)(t + m);
+        xg[m] = x->q + row * x->K + g * KQ_GROUP;
+        lo[m] = hi[m] = _mm256_set1_epi32(-8 * x->sum[row * G + g]);
+    }
+}
+
+static inline __attribute__((always_inline)) void k4_tile_madd(const kq_act *x, int t, int M,
+                                                               const uint8_t *wb,
+                                                               const uint16_t *sh, int shift, int G,
+                                                               vec16 *acc)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int m = 0; m < M; m++)
+        acc[m] = V_ZERO();
+    for (int g = 0; g < G; g++) {
+        const int8_t *xg[K4_TILE_T];
+        __m256i lo[K4_TILE_T], hi[K4_TILE_T], w[4];
+        k4_start(x, t, M, g, G, xg, lo, hi);
+        for (int u = 0; u < 4; u++) {
+            k4_units(wb + (size_t)g * 256, u, w);
+            for (int m = 0; m < M; m++)
+                for (int p = 0; p < 2; p++) { /* unit u, then unit u + 4 */
+                    __m256i xb = KQ256_UNIT(xg[m], u + 4 * p);
+                    __m256i pl = _mm256_maddubs_epi16(w[2 * p], xb);
+                    __m256i ph = _mm256_maddubs_epi16(w[2 * p + 1], xb);
+                    lo[m] = _mm256_add_epi32(lo[m], _mm256_madd_epi16(pl, ones));
+                    hi[m] = _mm256_add_epi32(hi[m], _mm256_madd_epi16(ph, ones));
+                }
+        }
+        const uint16_t *sg = sh + (size_t)(g >> shift) * KQ_ROWS;
+        for (int m = 0; m < M; m++)
+            k4_combine2(lo[m], hi[m], sg, x->d[(size_t)(t + m) * G + g], &acc[m]);
+    }
+}
+
+__attribute__((target("avxvnni"))) static inline __attribute__((always_inline)) void
+k4_tile_avxvnni(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *sh, int shift,
+                int G, vec16 *acc)
+{
+    for (int m = 0; m < M; m++)
+        acc[m] = V_ZERO();
+    for (int g = 0; g < G; g++) {
+        const int8_t *xg[K4_TILE_T];
+        __m256i lo[K4_TILE_T], hi[K4_TILE_T], w[4];
+        k4_start(x, t, M, g, G, xg, lo, hi);
+        for (int u = 0; u < 4; u++) {
+            k4_units(wb + (size_t)g * 256, u, w);
+            for (int m = 0; m < M; m++)
+                for (int p = 0; p < 2; p++) {
+                    __m256i xb = KQ256_UNIT(xg[m], u + 4 * p);
+                    lo[m] = _mm256_dpbusd_avx_epi32(lo[m], w[2 * p], xb);
+                    hi[m] = _mm256_dpbusd_avx_epi32(hi[m], w[2 * p + 1], xb);
+                }
+        }
+        const uint16_t *sg = sh + (size_t)(g >> shift) * KQ_ROWS;
+        for (int m = 0; m < M; m++)
+            k4_combine2(lo[m], hi[m], sg, x->d[(size_t)(t + m) * G + g], &acc[m]);
+    }
+}
+
+#define K4_FN k4_linear_madd
+#define K4_TILE k4_tile_madd
+#define K4_ATTR
+#include "kernels_q4_body.h"
+
+#define K4_FN k4_linear_avxvnni
+#define K4_TILE k4_tile_avxvnni
+#define K4_ATTR __attribute__((target("avxvnni")))
+#include "kernels_q4_body.h"
+
+static void k4_linear(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
+                      int ldy)
+{
+    if (kq_use_vnni())
+        k4_linear_avxvnni(x, T, w, b0, b1, y, ldy);
+    else
+        k4_linear_madd(x, T, w, b0, b1, y, ldy);
+}
+
+static const char *k4_kernel(void) { return kq_use_vnni() ? "vpdpbusd (avx-vnni)" : "vpmaddubsw"; }
