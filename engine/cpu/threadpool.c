@@ -89,9 +89,8 @@
  * thread comes back and the estimate's failures reduce nothing for
  * DISTRUST_NS, doubled with every reduction undone in a row up to
  * DISTRUST_MAX_NS (measured with two busy loops on 2 CPUs and the 340M
- * shape: the estimate failed two windows in three, the pool ran one
- * thread ~90 % of the time, and a decode step took 1.4 x as long as with
- * both threads). */
+ * shape: without the check the pool ran one thread in ~90 % of the decode
+ * steps, and a decode step took 1.4 x as long as with both threads). */
 #define CHECK_WINDOWS 3
 #define DISTRUST_NS 400000000L
 #define DISTRUST_MAX_NS 8000000000L
