@@ -577,7 +577,7 @@ static void check_quota(const char *work)
  * while it is the only thread taking part), and one thread is slower than
  * two. Every reduction the estimate makes is checked, undone, and for a
  * while not tried again: the pool of 2 keeps both threads for most jobs
- * (the pool before the check kept one thread for 42 % of them here). */
+ * (the pool before the check kept one thread for 36-42 % of them here). */
 typedef struct {
     tp_pool *p;
     atomic_int worker_held; /* one worker task per job loses the CPU */
