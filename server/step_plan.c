@@ -2,9 +2,9 @@
  * step_plan.c — how many prompt tokens one engine step feeds, and whose.
  * Decode rows always run; prefill gets the time the target leaves after
  * them (at least a minimum share, so prompts move even when decoding alone
- * nears or exceeds the target), in chunks of any length. Prompts share that budget
- * shortest-remaining first with aging (docs/architecture.md, "The step's time
- * budget").
+ * nears or exceeds the target), in chunks of any length. Prompts share that
+ * budget shortest-remaining first with aging (docs/architecture.md, "The
+ * step's time budget").
  */
 #include "step_plan.h"
 

@@ -17,8 +17,8 @@
  * caller alone would keep its CPU, which it does not where busy processes
  * share the cores (it loses its CPU as often as a worker does, and two
  * threads get two shares of the machine): so a reduction stands only once
- * the next window, measured with the fewer threads, is not slower than the
- * window that failed (the check, below). Now and then a window runs with
+ * the next windows, timed with the fewer threads, are not slower than the
+ * windows that failed (the check, below). Now and then a window runs with
  * half the threads, to see what the estimate cannot: the cost of running
  * side by side at all (the probe, below). The tasks and their arithmetic
  * stay the same, so the bits do too.
@@ -85,9 +85,8 @@
  * windows after it run with the fewer threads (one window of a busy
  * machine is a few of its time slices: a coin toss), and where their mean
  * time a job (measured as the probe's) is over MIN_GAIN slower than the two
- * failed windows', every
- * thread comes back and the estimate's failures reduce nothing for
- * DISTRUST_NS, doubled with every reduction undone in a row up to
+ * failed windows', every thread comes back and the estimate's failures
+ * reduce nothing for DISTRUST_NS, doubled with every reduction undone in a row up to
  * DISTRUST_MAX_NS (measured with two busy loops on 2 CPUs and the 340M
  * shape: without the check the pool ran one thread in ~90 % of the decode
  * steps, and a decode step took 1.4 x as long as with both threads). */
@@ -309,10 +308,10 @@ static void end_probe(tp_pool *p, double job_ns, long t)
 }
 
 /* Ends a window after a reduction the estimate made, whose jobs took
- * job_ns each on average; after the last of the check's: slower than the
- * failed windows' by MIN_GAIN, the
- * threads before it come back and the estimate is not trusted for a while;
- * otherwise the reduction stands and the estimate regains trust. */
+ * job_ns each on average. After the check's last: where its windows were
+ * slower than the failed ones by MIN_GAIN, the threads before it come back
+ * and the estimate is not trusted for a while; otherwise the reduction
+ * stands and the estimate regains trust. */
 static void end_check(tp_pool *p, double job_ns, long t)
 {
     p->check_sum_ns += job_ns;
@@ -330,7 +329,7 @@ static void end_check(tp_pool *p, double job_ns, long t)
 }
 
 /* Two failed windows in a row, the last with jobs of job_ns: fewer threads,
- * to be checked by the next window; nothing while the estimate is distrusted. */
+ * to be checked by the next windows; nothing while the estimate is distrusted. */
 static void reduce_by_estimate(tp_pool *p, int active, double job_ns, long t)
 {
     if (t < p->trust_after)
