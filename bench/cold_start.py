@@ -90,7 +90,9 @@ def stream(port, after, on_after, done):
 
 def steps_in(log, t_from, t_to):
     """The server's step records (--log-level debug) between t_from and t_to:
-    [(decode rows, prompt tokens, ms, predicted ms)]."""
+    [(decode rows, prompt tokens, ms, predicted ms, process CPU ms or None, threads taking
+    part or None, the thread pool's reductions so far or None)] (the last three where the
+    log has them)."""
     out = []
     for line in open(log, errors="replace"):
         if '"event":"step"' not in line:
@@ -100,28 +102,51 @@ def steps_in(log, t_from, t_to):
             continue
         w = rec["message"].replace("(", " ").replace(";", " ").split()
         field = {w[i]: w[i + 1] for i in range(len(w) - 1)}  # "name value" pairs
+        cpu, thr, red = field.get("cpu"), field.get("threads_active"), field.get(
+            "thread_reductions")
         out.append((int(field["decode_rows"]), int(field["prefill_tokens"]),
-                    float(field["took"]), float(field["predicted"])))
+                    float(field["took"]), float(field["predicted"]),
+                    float(cpu) if cpu else None, int(thr) if thr else None,
+                    int(red) if red else None))
     return out
 
 
 def where_time_goes(steps, all_steps):
     """While the prompt prefilled: the steps beside the stream (their count, tokens,
     largest time, largest over the median decode-only step of the whole run), the share of
-    the time in each kind, and the first chunks beside the stream."""
-    dec = [ms for r, t, ms, _ in steps if r > 0 and t == 0]
-    dec_all = [ms for r, t, ms, _ in all_steps if r > 0 and t == 0] or dec
-    mix = [(t, ms, pr) for r, t, ms, pr in steps if r > 0 and t > 0]
-    total = sum(ms for _, _, ms, _ in steps) or 1.0
-    d50 = statistics.median(dec_all) if dec_all else float("nan")
-    top = max((ms for _, ms, _ in mix), default=0.0)
-    return {"decode_only_steps": len(dec), "decode_only_p50_ms": d50,
-            "mixed_steps": len(mix), "mixed_tokens_mean": statistics.mean(t for t, _, _ in mix)
-            if mix else 0, "mixed_max_ms": top, "mixed_max_over_decode": top / d50 if dec_all else 0,
-            "time_share_decode_only": sum(dec) / total,
-            "time_share_mixed": sum(ms for _, ms, _ in mix) / total,
-            "first_chunks": [t for t, _, _ in mix[:8]],
-            "first_steps_ms": [round(ms, 1) for _, ms, _ in mix[:8]]}
+    the time in each kind, and the first chunks beside the stream. Where the log has CPU
+    times, the largest step beside the stream is also split into its planned part (its
+    predicted time) and the rest, and its CPU time (every thread's) over its wall time is
+    set beside the decode-only steps': a step that did the planned work but whose threads
+    waited for a CPU has a lower ratio than they do."""
+    dec = [x[2] for x in steps if x[0] > 0 and x[1] == 0]
+    dec_all = [x for x in all_steps if x[0] > 0 and x[1] == 0]
+    dec_ms = [x[2] for x in dec_all] or dec
+    mix = [x for x in steps if x[0] > 0 and x[1] > 0]
+    total = sum(x[2] for x in steps) or 1.0
+    d50 = statistics.median(dec_ms) if dec_ms else float("nan")
+    top = max(mix, key=lambda x: x[2], default=None)
+    top_ms = top[2] if top else 0.0
+    res = {"decode_only_steps": len(dec), "decode_only_p50_ms": d50,
+           "mixed_steps": len(mix), "mixed_tokens_mean": statistics.mean(x[1] for x in mix)
+           if mix else 0, "mixed_max_ms": top_ms,
+           "mixed_max_over_decode": top_ms / d50 if dec_ms else 0,
+           "time_share_decode_only": sum(dec) / total,
+           "time_share_mixed": sum(x[2] for x in mix) / total,
+           "first_chunks": [x[1] for x in mix[:8]],
+           "first_steps_ms": [round(x[2], 1) for x in mix[:8]]}
+    if top and top[4] is not None:
+        dec_par = [x[4] / x[2] for x in dec_all if x[4] is not None and x[2] > 0]
+        res.update({"mixed_max_tokens": top[1], "mixed_max_predicted_ms": top[3],
+                    "mixed_max_cpu_ms": top[4], "mixed_max_threads": top[5],
+                    "mixed_max_cpu_over_wall": top[4] / top[2] if top[2] > 0 else 0,
+                    "decode_only_cpu_over_wall": statistics.median(dec_par) if dec_par else 0,
+                    "mixed_one_thread": sum(1 for x in mix if x[5] == 1),
+                    "thread_reductions": steps[-1][6] - steps[0][6] if steps[0][6] is not None
+                    else 0,
+                    "mixed_over_predicted": [round(x[2] / x[3], 2) if x[3] > 0 else None
+                                             for x in mix]})
+    return res
 
 
 def one_run(a, work, k):
@@ -215,6 +240,15 @@ def main():
                    r["first_steps_ms"], r["mixed_max_ms"], r["mixed_max_over_decode"],
                    r["decode_only_p50_ms"], r["decode_only_steps"], 100 * r["time_share_mixed"]),
                   flush=True)
+            if "mixed_max_cpu_ms" in r:
+                print("  the largest: %d prompt tokens, predicted %.0f ms, took %.0f ms, CPU %.0f ms "
+                      "on %d threads (CPU/wall %.2f; decode-only steps' median %.2f); %d steps "
+                      "beside the stream on 1 thread, %d thread reductions; they took x their "
+                      "prediction: %s" %
+                      (r["mixed_max_tokens"], r["mixed_max_predicted_ms"], r["mixed_max_ms"],
+                       r["mixed_max_cpu_ms"], r["mixed_max_threads"], r["mixed_max_cpu_over_wall"],
+                       r["decode_only_cpu_over_wall"], r["mixed_one_thread"],
+                       r["thread_reductions"], r["mixed_over_predicted"]), flush=True)
             if a.json:
                 with open(a.json, "a") as f:
                     f.write(json.dumps(r) + "\n")

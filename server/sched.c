@@ -482,10 +482,12 @@ static int plan_feed(srv_sched *s, srv_req *r, int ci, int rows, int *feed0)
         return -1;
     *feed0 = s->n_feed;
     s->feed[s->n_feed++] = ch->last_tok;
-    /* one step in 32 drafts nothing: the planner's decode costs stay measured; nor does
-     * a step that feeds a prompt: its chunk has the step's time left after the decode
-     * rows, and the planner learns its costs from steps without drafts */
-    int room = s->n_steps % 32 == 31 || s->prompts_waiting ? 0 : draft_room(s, r, ch);
+    /* one step in SRV_PLAN_REFRESH_STEPS drafts nothing: the planner's decode costs
+     * stay measured; nor does a step that feeds a prompt: its chunk has the step's
+     * time left after the decode rows, and the planner learns its costs from steps
+     * without drafts */
+    int refresh = s->n_steps % SRV_PLAN_REFRESH_STEPS == SRV_PLAN_REFRESH_STEPS - 1;
+    int room = refresh || s->prompts_waiting ? 0 : draft_room(s, r, ch);
     if (room <= 0)
         return 0;
     /* a batch size's first step is plain: what a draft must beat is measured first */
@@ -720,8 +722,35 @@ static int grow_step(srv_sched *s)
            mhla_grow(&s->slots, sizeof *s->slots, &s->cap_slots, s->n_slots);
 }
 
+/* The process's CPU seconds so far (every thread's): beside a step's wall
+ * time in the step log, it tells a step that did more work from one whose
+ * threads waited for a CPU (a busy machine). */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+        return 0.0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The step's debug record: its shape, wall time against the prediction, the
+ * process's CPU time over it and the engine's threads taking part (and how
+ * often so far they were reduced). */
+static void log_step(const srv_sched *s, double seconds, double predicted, double cpu)
+{
+    mhla_cpu_threads th = {0};
+    mhla_engine_cpu_threads(s->c.engine, &th);
+    srv_logf(MHLA_LOG_DEBUG, "step",
+             "decode_rows %d prefill_tokens %d drafts %d took %.3f ms (predicted %.3f ms) "
+             "cpu %.3f ms threads_active %d thread_reductions %ld; costs now fixed %.4f ms, "
+             "per row %.4f ms, per prompt token %.5f ms",
+             s->step_rows, s->step_prefill, s->step_drafts, seconds * 1e3, predicted * 1e3,
+             cpu * 1e3, th.active, th.reductions, s->cost.theta[0] * 1e3, s->cost.theta[1] * 1e3,
+             s->cost.theta[2] * 1e3);
+}
+
 /* The step's forward time feeds the cost fit and the metrics. */
-static void learn(srv_sched *s, double seconds)
+static void learn(srv_sched *s, double seconds, double cpu)
 {
     double predicted = srv_step_cost_predict(&s->cost, s->step_rows, s->step_prefill);
     s->n_steps++;
@@ -740,11 +769,7 @@ static void learn(srv_sched *s, double seconds)
                               s->step_prefill, seconds);
     srv_metrics_observe(SRV_HIST_STEP, seconds);
     if (srv_log_enabled(MHLA_LOG_DEBUG)) /* every step: the planner's record */
-        srv_logf(MHLA_LOG_DEBUG, "step",
-                 "decode_rows %d prefill_tokens %d drafts %d took %.3f ms (predicted %.3f ms); "
-                 "costs now fixed %.4f ms, per row %.4f ms, per prompt token %.5f ms",
-                 s->step_rows, s->step_prefill, s->step_drafts, seconds * 1e3, predicted * 1e3,
-                 s->cost.theta[0] * 1e3, s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3);
+        log_step(s, seconds, predicted, cpu);
     srv_metrics_step_plan(s->step_prefill, s->cost.theta);
     srv_metrics_step_budget(s->step_rows, seconds);
 }
@@ -762,12 +787,12 @@ static int run(srv_sched *s)
         for (int j = 0; j < s->n_refs; j++)
             s->batch[j] = s->refs[j].kind == ITEM_DECODE ? decode_item(s, &s->refs[j])
                                                          : prefill_item(s, &s->refs[j]);
-        double t0 = mhla_now();
+        double t0 = mhla_now(), c0 = cpu_seconds();
         if (mhla_engine_step(s->c.engine, s->batch, s->n_refs, &e)) {
             why = e.msg;
             code = srv_error_from_engine(e.code);
         } else {
-            learn(s, mhla_now() - t0);
+            learn(s, mhla_now() - t0, cpu_seconds() - c0);
         }
     }
     if (!why)

@@ -39,6 +39,12 @@ double srv_step_cost_predict(const srv_step_cost *c, int rows, int tokens);
 
 /* ---- step_plan.c: the prefill budget and its split among prompts ---------- */
 
+/* Under steady prompt pressure one step in this many only decodes, so the
+ * decode cost the budget rests on is measured afresh (a few % of the prompt
+ * throughput beside decode rows); the scheduler drafts nothing on one step
+ * in this many for the same reason. */
+enum { SRV_PLAN_REFRESH_STEPS = 32 };
+
 typedef struct {
     double target_s; /* the step time to stay within; 0: token budget only, FCFS chunks */
     int max_tokens;  /* hard cap on decode rows + prefill tokens per step */
@@ -52,12 +58,14 @@ typedef struct {
 
 /* Prompt tokens this step may feed besides decode_rows decode rows (which
  * always run): the cap when there is no target or no decode row; else what
- * the time left after the decode rows buys, at least a minimum share, and
+ * the time left after the decode rows buys, at least a minimum share (a
+ * fifth of the target, plus half of what decoding alone takes beyond it), and
  * never more than twice the last such step's (a wrong estimate costs one
  * step, not a stall); while no step has fed prompts beside decode rows, what
  * the time left buys at a decode step's time per token (no prompt token costs
  * more than a step of its own); none on a step that measures the decode cost
- * (the first beside decode rows, then one in 32 while prompts keep coming). */
+ * (the first beside decode rows, then one in SRV_PLAN_REFRESH_STEPS while
+ * prompts keep coming). */
 int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows);
 
 /* Splits the budget among n waiting prompts (given in admission order):

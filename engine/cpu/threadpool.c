@@ -13,10 +13,15 @@
  * that estimate (a worker the OS had descheduled while it held a task, on a
  * machine whose cores are taken by other processes), the pool halves the
  * threads that take part and holds there a while before it tries twice as
- * many again; each failed try doubles the hold. Now and then a window
- * runs with half the threads, to see what the estimate cannot: the cost of
- * running side by side at all (the probe, below). The tasks and their
- * arithmetic stay the same, so the bits do too.
+ * many again; each failed try doubles the hold. The estimate assumes the
+ * caller alone would keep its CPU, which it does not where busy processes
+ * share the cores (it loses its CPU as often as a worker does, and two
+ * threads get two shares of the machine): so a reduction stands only once
+ * the next windows, timed with the fewer threads, are not slower than the
+ * windows that failed (the check, below). Now and then a window runs with
+ * half the threads, to see what the estimate cannot: the cost of running
+ * side by side at all (the probe, below). The tasks and their arithmetic
+ * stay the same, so the bits do too.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "threadpool.h"
@@ -76,6 +81,18 @@
 #define PROBE_JOB_NS 1000000.0
 #define PROBE_HOLD_NS 400000000L
 #define GAP_MAX_NS 1000000L
+/* The check of a reduction (see the top of the file): the CHECK_WINDOWS
+ * windows after it run with the fewer threads (one window of a busy
+ * machine is a few of its time slices: a coin toss), and where their mean
+ * time a job (measured as the probe's) is over MIN_GAIN slower than the two
+ * failed windows', every thread comes back and the estimate's failures
+ * reduce nothing for DISTRUST_NS, doubled with every reduction undone in a row up to
+ * DISTRUST_MAX_NS (measured with two busy loops on 2 CPUs and the 340M
+ * shape: without the check the pool ran one thread in ~90 % of the decode
+ * steps, and a decode step took 1.4 x as long as with both threads). */
+#define CHECK_WINDOWS 3
+#define DISTRUST_NS 400000000L
+#define DISTRUST_MAX_NS 8000000000L
 
 typedef struct {
     struct tp_pool *pool;
@@ -103,6 +120,12 @@ struct tp_pool {
     int probing, probe_from, probe_fails, probe_reduced;
     long probe_after, probe_every; /* good windows until the next probe; the interval */
     double ref_job_ns;             /* a job's mean time in the window before the probe */
+    /* the check of a reduction (see the top of the file) */
+    int checking, check_from;      /* windows of the check left; the threads before it */
+    double check_ref_ns;           /* a job's mean time in the two windows that failed */
+    double check_sum_ns;           /* the sum of the check's windows' job times */
+    double fail_job_ns;            /* a job's mean time in the last window that failed */
+    long trust_after, distrust_ns; /* the estimate's failures reduce nothing before trust_after */
     /* the job */
     _Atomic(tp_task_fn) fn;
     _Atomic(void *) ctx;
@@ -284,6 +307,53 @@ static void end_probe(tp_pool *p, double job_ns, long t)
     set_active(p, p->probe_from);
 }
 
+/* Ends a window after a reduction the estimate made, whose jobs took
+ * job_ns each on average. After the check's last: where its windows were
+ * slower than the failed ones by MIN_GAIN, the threads before it come back
+ * and the estimate is not trusted for a while; otherwise the reduction
+ * stands and the estimate regains trust. */
+static void end_check(tp_pool *p, double job_ns, long t)
+{
+    p->check_sum_ns += job_ns;
+    if (--p->checking > 0)
+        return;
+    job_ns = p->check_sum_ns / CHECK_WINDOWS;
+    if (job_ns <= (1.0 + MIN_GAIN) * p->check_ref_ns) {
+        p->distrust_ns = p->distrust_ns / 2 > DISTRUST_NS ? p->distrust_ns / 2 : DISTRUST_NS;
+        return;
+    }
+    set_active(p, p->check_from);
+    p->hold_ns = p->hold_ns / 2 > HOLD_NS ? p->hold_ns / 2 : HOLD_NS; /* undo reduce's doubling */
+    p->trust_after = t + p->distrust_ns;
+    p->distrust_ns = p->distrust_ns * 2 < DISTRUST_MAX_NS ? p->distrust_ns * 2 : DISTRUST_MAX_NS;
+}
+
+/* Two failed windows in a row, the last with jobs of job_ns: fewer threads,
+ * to be checked by the next windows; nothing while the estimate is distrusted. */
+static void reduce_by_estimate(tp_pool *p, int active, double job_ns, long t)
+{
+    if (t < p->trust_after)
+        return;
+    p->checking = CHECK_WINDOWS;
+    p->check_from = active;
+    p->check_ref_ns = (job_ns + p->fail_job_ns) / 2;
+    p->check_sum_ns = 0;
+    reduce(p, active, t);
+}
+
+/* A full window whose jobs took job_ns each ends the probe or the check
+ * that runs, if one does: nonzero when it did. */
+static int end_measured(tp_pool *p, double job_ns, long t)
+{
+    if (p->probing)
+        end_probe(p, job_ns, t);
+    else if (p->checking)
+        end_check(p, job_ns, t);
+    else
+        return 0;
+    return 1;
+}
+
 /* A measured job, from t0 to t, into the window; serial_ns the estimate
  * of it on the caller alone. Judges a window once it is full. */
 static void window_add(tp_pool *p, long t0, long t, double serial_ns)
@@ -303,16 +373,16 @@ static void window_add(tp_pool *p, long t0, long t, double serial_ns)
     int failed = (double)p->win_par_ns > (1.0 - MIN_GAIN) * p->win_serial_ns;
     p->win_jobs = p->win_par_ns = p->win_gap_ns = 0;
     p->win_serial_ns = 0;
-    if (p->probing) {
-        end_probe(p, job_ns, t);
+    if (end_measured(p, job_ns, t))
         return;
-    }
     /* one window alone can be a blip (the host took a CPU for a moment): two
      * in a row decide */
     p->fails = failed ? p->fails + 1 : 0;
+    if (p->fails == 1)
+        p->fail_job_ns = job_ns;
     if (p->fails >= 2) {
         p->fails = 0;
-        reduce(p, active, t);
+        reduce_by_estimate(p, active, job_ns, t);
     } else if (failed) {
         return;
     } else if (active < p->n_threads) {
@@ -370,6 +440,7 @@ int tp_create(int n_threads, tp_pool **out, char *err, size_t errlen)
     atomic_store(&p->active, (uint32_t)n_threads);
     p->adaptive = 1;
     p->hold_ns = HOLD_NS;
+    p->distrust_ns = DISTRUST_NS;
     probe_reset(p);
     for (int i = 0; i < n_threads - 1; i++) {
         p->worker_args[i] = (tp_worker){p, (uint32_t)i + 1};
@@ -429,6 +500,9 @@ void tp_set_adaptive(tp_pool *p, int on)
     p->win_serial_ns = 0;
     p->fails = 0;
     p->hold_ns = HOLD_NS;
+    p->checking = 0;
+    p->trust_after = 0;
+    p->distrust_ns = DISTRUST_NS;
     probe_reset(p);
     set_active(p, p->n_threads);
 }
@@ -499,14 +573,15 @@ static void run_job(tp_pool *p, int n_tasks, tp_task_fn fn, void *ctx, int measu
     if (n_tasks <= 0)
         return;
     if (p && p->n_threads > 1 && n_tasks > 1 && atomic_load(&p->active) == 1) {
-        if (p->probing && measure) { /* the probe's jobs on the caller alone: timed */
+        /* the jobs of a probe's or a check's window on the caller alone: timed */
+        if ((p->probing || p->checking) && measure) {
             long t0 = now_ns();
             run_alone(p, 1, n_tasks, fn, ctx);
             long t1 = now_ns();
             window_add(p, t0, t1, (double)(t1 - t0));
             return;
         }
-        if (!p->probing && now_ns() >= p->hold_until)
+        if (!p->probing && !p->checking && now_ns() >= p->hold_until)
             set_active(p, 2); /* the hold is over: try two threads again */
     }
     if (!run_alone(p, p ? (int)atomic_load(&p->active) : 1, n_tasks, fn, ctx))

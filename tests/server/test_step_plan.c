@@ -8,8 +8,8 @@
  *   - every plan fits: chunks within each prompt's remaining tokens, decode
  *     rows plus prompt tokens within --max-batch-tokens, decode rows always
  *     left their place, and the step's true time within the target (or the
- *     decode time plus the minimum share: 20 % of the target, half the
- *     decode time, when the time left is less);
+ *     decode time plus the minimum share: 20 % of the target plus half of
+ *     what decoding alone takes beyond it, when the time left is less);
  *   - nothing decoding: whole chunks, held to the target once a prompt
  *     finishing in the step is about to start decoding;
  *   - a short prompt overtakes a long one that arrived before it;
@@ -19,7 +19,12 @@
  *   - on a second engine shaped like a CPU one (prompt tokens beside decode
  *     rows cost twice what they cost alone), under steady prompt pressure:
  *     the decode estimate stays the decode step's, the per-token cost beside
- *     decode rows is learned, every step keeps to the target and the gap.
+ *     decode rows is learned, every step keeps to the target and the gap;
+ *   - a busy machine (the 340M engine 2.6 × slower: decoding alone takes 90 %
+ *     of the target) from a cold start: every step beside the stream within
+ *     1.2 × the target once the chunks have grown (what the machine's stalls
+ *     leave of a 2 × bound; 1.5 × while they grow), and
+ *     the prompt still moves (its first token within 2.5 × its prefill alone).
  *
  * usage: test_step_plan
  */
@@ -120,7 +125,8 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
     /* (the measured engine, whose speed changes, checks its steps in test_cold_start) */
     if (rows > 0 && s->lim.target_s > 0 && s->cost.prefill_steps >= 3 && s->steps > 50 && !knee) {
         double decode = true_time(rows, 0), t = true_time(rows, planned);
-        double floor = 0.2 * s->lim.target_s > 0.5 * decode ? 0.2 * s->lim.target_s : 0.5 * decode;
+        double target = s->lim.target_s < 4 * decode ? s->lim.target_s : 4 * decode;
+        double floor = 0.2 * target + 0.5 * (decode > target ? decode - target : 0);
         double allowed =
             1.15 * (decode + floor > s->lim.target_s ? decode + floor : s->lim.target_s);
         CHECK(t <= allowed || planned <= 4, "step %ld: %d rows + %d tokens take %.1f ms > %.1f ms",
@@ -448,6 +454,53 @@ static void test_slow_moments(void)
     knee = 0;
 }
 
+/* The cold start on a busy machine: the 340M engine 2.6 × slower, so decoding
+ * alone takes ~90 ms of the 100 ms target (two busy loops on 2 CPUs). Each
+ * step beside the stream gets only the minimum share; planned within 1.2 ×
+ * the target once the chunks have grown from the cold chunk (within 1.5 ×
+ * while they grow: the first 4 tokens ride free on the row's weight reads, so
+ * the next doubling meets their full cost), a stall of the machine of 1.6 ×
+ * still keeps the stream's gap
+ * within 2 × (half a decode step as the share planned ~1.4 × the target, so
+ * the stalls measured there took it to 2.2-2.5 ×). The prompt still moves:
+ * its first token within 2.5 × its prefill alone on the same machine. */
+static void test_busy_machine(void)
+{
+    knee = 1;
+    slow = 2.6;
+    sim s;
+    sim_init(&s, 0.1);
+    s.lim.max_tokens = 512;
+    step(&s, 0 * arrive(&s, 5));
+    for (int k = 0; k < 10; k++)
+        step(&s, 1);
+    int p = arrive(&s, 1000), n = 0;
+    double growing = 0, worst = 0, alone = knee_time(0, 512) + knee_time(0, 488);
+    for (; s.p[p].remaining > 0; n++) {
+        step(&s, 1);
+        if (n < 8) /* the chunks grow from the cold chunk */
+            growing = s.last_t > growing ? s.last_t : growing;
+        else
+            worst = s.last_t > worst ? s.last_t : worst;
+    }
+    double ttft = s.p[p].done - s.p[p].arrive;
+    CHECK(worst <= 1.2 * 1.05 * s.lim.target_s,
+          "busy machine (decoding alone %.0f ms): the largest of %d steps beside the stream took "
+          "%.1f ms, over 1.2 x the %.0f ms target",
+          knee_time(1, 0) * 1e3, n - 8, worst * 1e3, s.lim.target_s * 1e3);
+    CHECK(growing <= 1.5 * s.lim.target_s,
+          "busy machine: while the chunks grew, a step took %.1f ms, over 1.5 x the target",
+          growing * 1e3);
+    CHECK(ttft <= 2.5 * alone, "busy machine: the prompt's first token after %.2f s, alone %.2f s",
+          ttft, alone);
+    printf("busy machine: largest step %.1f ms (%.1f ms while the chunks grew; decode %.1f ms, "
+           "target %.0f ms), TTFT %.2f s = %.2f x alone\n",
+           worst * 1e3, growing * 1e3, knee_time(1, 0) * 1e3, s.lim.target_s * 1e3, ttft,
+           ttft / alone);
+    knee = 0;
+    slow = 1.0;
+}
+
 static void test_token_budget(void)
 {
     sim s;
@@ -477,6 +530,7 @@ int main(void)
     test_steady_pressure();
     test_cold_start();
     test_slow_moments();
+    test_busy_machine();
     test_token_budget();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
