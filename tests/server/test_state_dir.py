@@ -295,7 +295,8 @@ def tmpfs_case(want):
               "read-only mount: the files there still serve (cached_tokens %s), the "
               "unwritable directory is counted, answers identical" % cached)
         s.answer(PROMPTS[3])
-        check(s.metrics().get("mhla_state_disk_write_errors_total", 0) >= 2,
+        # the writer fails the new blocks' files behind the answer: wait for its count
+        check(wait_metric(s, "mhla_state_disk_write_errors_total", 2),
               "read-only mount: new blocks' writes fail, counted; serving goes on")
         s.stop()
     finally:
