@@ -32,7 +32,6 @@ and build-avx2/bin) it says so and exits 0; --dry-run prints the plan only.
 
 import argparse
 import os
-import shutil
 import sys
 import time
 
@@ -57,10 +56,10 @@ def parse(argv):
     p.add_argument("--llama", default=os.environ.get("LLAMA_CPP_DIR"),
                    help="llama.cpp tree with build-native/ and build-avx2/ (LLAMA_CPP_DIR)")
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="our build dir")
-    p.add_argument("--model", default="/tmp/m340",
+    p.add_argument("--model", default="/tmp/sbs/m340",
                    help="our checkpoint (made with gen_checkpoint.py --shape-340m --seed 7 "
                    "when absent)")
-    p.add_argument("--gguf-dir", default="/tmp/sbs-gguf",
+    p.add_argument("--gguf-dir", default="/tmp/sbs/gguf",
                    help="where the GGUFs of the same shape are (made when absent)")
     p.add_argument("--formats", default="bf16,q8,q4", help="of bf16,q8,q4")
     p.add_argument("--isas", default="default,avx2", help="of default,avx2")
@@ -69,6 +68,10 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--served-seconds", type=int, default=20)
     p.add_argument("--llama-formats", help="restrict llama.cpp's formats, e.g. BF16,Q8_0")
+    p.add_argument("--llama-omp", default="passive",
+                   help="OMP_WAIT_POLICY for llama.cpp's tools (passive; 'default' leaves it "
+                   "unset): on a machine with more runnable threads than cores its default "
+                   "spin-then-sleep barriers ran batch-1 decode ~100x slower here")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     p.add_argument("--log", help="append every tool's full output to this file")
     a = p.parse_args(argv)
@@ -138,8 +141,10 @@ def main(argv=None):
         print("side_by_side: %s: skipped" % why, file=sys.stderr)
         return 0
     ctx = ms.Context(a, bins, log)
-    if not shutil.which(ctx.bench_decode) or not os.path.isdir(a.model):
-        ctx.prepare_model()
+    if not os.access(ctx.bench_decode, os.X_OK):
+        print("side_by_side: %s not built" % ctx.bench_decode, file=sys.stderr)
+        return 2
+    ctx.prepare_model()
     res = tb.Results()
     for blk in plan(a):
         run_block(a, ctx, res, blk)

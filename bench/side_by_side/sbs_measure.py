@@ -6,6 +6,7 @@ import json
 import os
 import random
 import re
+import resource
 import socket
 import subprocess
 import sys
@@ -35,6 +36,18 @@ class Context:
         self.our_isa_note, self.llama_commit, self.llama_cpu = {}, None, {}
         self.prompts = os.path.join(a.gguf_dir, "prompts-%d.jsonl" % SERVED_IN)
         self._usage = None
+        self.llama_env = dict(os.environ)
+        if a.llama_omp != "default":
+            self.llama_env["OMP_WAIT_POLICY"] = a.llama_omp
+        self.cpu_share = None  # CPU seconds per wall second of the last tool run
+
+    def our_env(self, isa):
+        """AVX2 only: our avx2 path also leaves out AVX-VNNI (it takes it where
+        the CPU has it), as llama.cpp's AVX2 build does."""
+        env = dict(os.environ)
+        if isa == "avx2":
+            env["MHLA_CPU_Q8_NO_DOT"] = "1"
+        return env
 
     def gguf(self, fmt):
         return os.path.join(self.a.gguf_dir, "m340-%s.gguf" % fmt)
@@ -42,8 +55,12 @@ class Context:
     def run(self, argv, env=None, timeout=None):
         """Runs argv, returns its stdout+stderr; logs both."""
         self.log("$ " + " ".join(argv))
+        t0, r0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            env=env, timeout=timeout)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+        self.cpu_share = cpu / max(time.time() - t0, 1e-9)
         if self.a.log:
             with open(self.a.log, "a") as f:
                 f.write("$ %s\n%s\n" % (" ".join(argv), p.stdout))
@@ -99,12 +116,12 @@ def ours_block(a, ctx, isa, fmt, res):
         out = ctx.run([ctx.bench_decode, a.model, "--batch", ",".join(map(str, batches or [1])),
                        "--steps", str(STEPS), "--rounds", "1", "--threads", str(a.threads),
                        "--weights", fmt, "--cpu-isa", "avx2" if isa == "avx2" else "auto",
-                       "--prefill", ",".join(map(str, pre or [512]))])
+                       "--prefill", ",".join(map(str, pre or [512]))], ctx.our_env(isa))
         m = re.search(r"^cpu: (.*)$", out, re.M)
         ctx.our_isa_note[isa] = m.group(1) if m else "?"
         for point, rate in parse_bench_decode(out).items():
             if point in a.points:
-                res.add(isa, fmt, point, "ours", rate, (l0, loadavg()))
+                res.add(isa, fmt, point, "ours", rate, (l0, loadavg(), ctx.cpu_share))
     if "served" in a.points:
         served(a, ctx, isa, fmt, res, "ours", our_server_argv(a, ctx, isa, fmt))
 
@@ -127,9 +144,9 @@ def theirs_block(a, ctx, isa, fmt, llama_fmts, res):
         return
     for lf in llama_fmts:
         l0 = loadavg()
-        for point, rate in llama_points(a, ctx, isa, lf).items():
+        for point, (rate, share) in llama_points(a, ctx, isa, lf).items():
             if point in a.points:
-                res.add(isa, fmt, point, lf, rate, (l0, loadavg()))
+                res.add(isa, fmt, point, lf, rate, (l0, loadavg(), share))
         if "served" in a.points:
             served(a, ctx, isa, fmt, res, lf, llama_server_argv(a, ctx, isa, lf))
 
@@ -140,19 +157,23 @@ def llama_points(a, ctx, isa, lf):
     base = [bench, "-m", ctx.gguf(lf), "-t", str(a.threads), "-r", "1", "-o", "jsonl"]
     r = {}
     if pre:
-        out = ctx.run(base + ["-p", ",".join(map(str, pre)), "-n", "0"])
-        r.update({"pp%d" % j["n_prompt"]: j["avg_ts"] for j in json_lines(out, ctx, isa)})
+        out = ctx.run(base + ["-p", ",".join(map(str, pre)), "-n", "0"], ctx.llama_env)
+        r.update({"pp%d" % j["n_prompt"]: (j["avg_ts"], ctx.cpu_share)
+                  for j in json_lines(out, ctx, isa)})
     if 1 in batches:
-        out = ctx.run(base + ["-p", "0", "-n", str(STEPS), "-d", ",".join(map(str, depths))])
-        r.update({"b1@%d" % j["n_depth"]: j["avg_ts"] for j in json_lines(out, ctx, isa)})
+        out = ctx.run(base + ["-p", "0", "-n", str(STEPS), "-d", ",".join(map(str, depths))],
+                      ctx.llama_env)
+        r.update({"b1@%d" % j["n_depth"]: (j["avg_ts"], ctx.cpu_share)
+                  for j in json_lines(out, ctx, isa)})
     big = [b for b in batches if b > 1]
     if big:
         out = ctx.run([os.path.join(ctx.bins[isa], "llama-batched-bench"), "-m", ctx.gguf(lf),
                        "-t", str(a.threads), "-c", str(max(depths) + max(big) * STEPS + 64),
                        "-b", "2048", "-ub", "512", "-npp", ",".join(map(str, depths)),
                        "-ntg", str(STEPS), "-npl", ",".join(map(str, big)), "-pps", "-kvu",
-                       "--output-format", "jsonl"])
-        r.update({"b%d@%d" % (j["pl"], j["pp"]): j["speed_tg"] for j in json_lines(out)})
+                       "--output-format", "jsonl"], ctx.llama_env)
+        r.update({"b%d@%d" % (j["pl"], j["pp"]): (j["speed_tg"], ctx.cpu_share)
+                  for j in json_lines(out)})
     return r
 
 
@@ -180,7 +201,7 @@ def our_server_argv(a, ctx, isa, fmt):
             "--weights", fmt]
     if isa == "avx2":
         argv += ["--cpu-isa", "avx2"]
-    return argv, port, []
+    return argv, port, [], ctx.our_env(isa)
 
 
 def llama_server_argv(a, ctx, isa, lf):
@@ -189,7 +210,7 @@ def llama_server_argv(a, ctx, isa, lf):
     argv = [os.path.join(ctx.bins[isa], "llama-server"), "-m", ctx.gguf(lf), "--host",
             "127.0.0.1", "--port", str(port), "-t", str(a.threads), "-np", str(slots), "-c",
             str(slots * 256)]
-    return argv, port, ["--no-token-ids"]
+    return argv, port, ["--no-token-ids"], ctx.llama_env
 
 
 def wait_healthy(proc, port, logf, limit=600):
@@ -213,16 +234,16 @@ def tail(path):
 
 
 def served(a, ctx, isa, fmt, res, side, spec):
-    argv, port, client_extra = spec
+    argv, port, client_extra, env = spec
     logf = os.path.join(a.gguf_dir, "server.log")
     ctx.log("$ " + " ".join(argv))
     with open(logf, "w") as lf:
-        proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, env=env)
     try:
         wait_healthy(proc, port, logf)
         l0 = loadavg()
         lv = client_run(a, ctx, port, client_extra)
-        res.add(isa, fmt, "served", side, lv["output_token_throughput"], (l0, loadavg()),
+        res.add(isa, fmt, "served", side, lv["output_token_throughput"], (l0, loadavg(), None),
                 ttft=lv["ttft_ms"]["p50"] / 1000.0)
     finally:
         proc.terminate()

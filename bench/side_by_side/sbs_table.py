@@ -50,8 +50,10 @@ def cell(v):
 
 
 def loads_of(*vals):
-    ls = [x for v in vals if v for x in v[1]]
-    return "%.1f–%.1f" % (min(ls), max(ls)) if ls else ""
+    ls = [x for v in vals if v for x in v[1][:2]]
+    sh = ["%.2f" % v[1][2] for v in vals if v and v[1][2] is not None]
+    return ("%.1f–%.1f" % (min(ls), max(ls)) if ls else "") + (
+        "; cpu %s" % " / ".join(sh) if sh else "")
 
 
 def row(res, isa, fmt, point, llama_fmts):
@@ -72,19 +74,22 @@ def row(res, isa, fmt, point, llama_fmts):
 def render(a, ctx, res, pairs_of):
     out = ["Side by side with llama.cpp, %s, %d threads, %s" % (
         machine(), a.threads, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
-        "llama.cpp commit %s; best of %d repetition(s) per side, interleaved" % (
-            ctx.llama_commit or "?", a.reps), ""]
+        "llama.cpp commit %s (OMP_WAIT_POLICY %s); best of %d repetition(s) per side, "
+        "interleaved" % (ctx.llama_commit or "?", a.llama_omp, a.reps), ""]
     for isa in a.isas:
         out += ["### ISA path: %s (ours: %s; llama.cpp: %s)" % (
             isa, ctx.our_isa_note.get(isa, "?"), ctx.llama_cpu.get(isa, "?")), "",
-            "| point | ours | ours, tok/s | llama.cpp, tok/s | ratio ours / llama.cpp | load |",
+            "| point | ours | ours, tok/s | llama.cpp, tok/s | ratio ours / llama.cpp | load; cpu |",
             "|---|---|---|---|---|---|"]
-        for fmt in a.formats:
-            for point in a.points:
+        for point in a.points:
+            for fmt in a.formats:
                 out.append(row(res, isa, fmt, point, pairs_of(a, fmt)))
         out.append("")
     out.append("tok/s: prefill, the prompt's tokens over its time; decode, all sequences' "
                "tokens over the 64-step window; served, output tokens/s of mhla-bench. "
-               "load: the 1-minute load average around the measurements of the row.")
+               "load: the 1-minute load average before and after the row's measurements (it "
+               "counts the benchmark's own threads); cpu: CPU seconds per wall second of the "
+               "tool run that measured the row, ours / llama.cpp's (%d would be every thread "
+               "on a core all the time; a tool run also holds setup)." % a.threads)
     out += [""] + ["errors: " + e for e in res.errors]
     return "\n".join(out)
