@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ALL_POINTS = ["pp512", "pp2000", "b1@100", "b1@1900", "b16@100", "b16@1900", "b32@100",
               "b32@1900", "served"]
-PAIRS = {"bf16": ["BF16", "F16"], "q8": ["Q8_0"], "q4": ["Q4_0"]}
+PAIRS = {"bf16": ["BF16", "F16"], "bf16dot": ["BF16", "F16"], "q8": ["Q8_0"], "q4": ["Q4_0"]}
 
 
 def log(msg):
@@ -61,7 +61,8 @@ def parse(argv):
                    "when absent)")
     p.add_argument("--gguf-dir", default="/tmp/sbs/gguf",
                    help="where the GGUFs of the same shape are (made when absent)")
-    p.add_argument("--formats", default="bf16,q8,q4", help="of bf16,q8,q4")
+    p.add_argument("--formats", default="bf16,q8,q4", help="of bf16,q8,q4 and bf16dot (our bf16 weights with bf16 "
+                   "dot products, against the same BF16/F16 files)")
     p.add_argument("--isas", default="default,avx2", help="of default,avx2")
     p.add_argument("--points", default=",".join(ALL_POINTS), help="of " + ",".join(ALL_POINTS))
     p.add_argument("--reps", type=int, default=1, help="repetitions (best kept per side)")
@@ -76,6 +77,7 @@ def parse(argv):
     p.add_argument("--log", help="append every tool's full output to this file")
     a = p.parse_args(argv)
     a.formats = [f for f in a.formats.split(",") if f]
+    a.pairs = PAIRS
     a.isas = [i for i in a.isas.split(",") if i]
     a.points = [x for x in a.points.split(",") if x]
     bad = ([f for f in a.formats if f not in PAIRS] + [i for i in a.isas if i not in

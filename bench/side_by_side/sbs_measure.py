@@ -75,8 +75,7 @@ class Context:
             self.run([sys.executable, os.path.join(ROOT, "tests/tools/gen_checkpoint.py"),
                       "--shape-340m", "--seed", "7", "--out", a.model])
         os.makedirs(a.gguf_dir, exist_ok=True)
-        fmts = {f for fmt in a.formats for f in ({"bf16": ["BF16", "F16"], "q8": ["Q8_0"],
-                                                    "q4": ["Q4_0"]}[fmt])}
+        fmts = {f for fmt in a.formats for f in a.pairs[fmt]}
         for f in sorted(fmts):
             if not os.path.exists(self.gguf(f)):
                 self.run([sys.executable, os.path.join(HERE, "make_gguf.py"), "--checkpoint",
