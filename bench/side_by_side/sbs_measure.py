@@ -52,8 +52,9 @@ class Context:
     def gguf(self, fmt):
         return os.path.join(self.a.gguf_dir, "m340-%s.gguf" % fmt)
 
-    def run(self, argv, env=None, timeout=None):
-        """Runs argv, returns its stdout+stderr; logs both."""
+    def run(self, argv, env=None, timeout=None, ok=(0,)):
+        """Runs argv, returns its stdout+stderr; logs both; an exit status not
+        in ok raises."""
         self.log("$ " + " ".join(argv))
         t0, r0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -64,7 +65,7 @@ class Context:
         if self.a.log:
             with open(self.a.log, "a") as f:
                 f.write("$ %s\n%s\n" % (" ".join(argv), p.stdout))
-        if p.returncode:
+        if p.returncode not in ok:
             raise RuntimeError("%s exited %d: %s" % (os.path.basename(argv[0]), p.returncode,
                                                       p.stdout.strip()[-400:]))
         return p.stdout
@@ -208,7 +209,7 @@ def llama_server_argv(a, ctx, isa, lf):
     slots = SERVED_CONC
     argv = [os.path.join(ctx.bins[isa], "llama-server"), "-m", ctx.gguf(lf), "--host",
             "127.0.0.1", "--port", str(port), "-t", str(a.threads), "-np", str(slots), "-c",
-            str(slots * 256)]
+            str(slots * 256), "--threads-http", str(2 * slots)]
     return argv, port, ["--no-token-ids"], ctx.llama_env
 
 
@@ -227,6 +228,13 @@ def wait_healthy(proc, port, logf, limit=600):
     raise RuntimeError("server not healthy after %d s: %s" % (limit, tail(logf)))
 
 
+def proc_cpu(pid):
+    """CPU seconds the process has used (utime + stime of /proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def tail(path):
     with open(path, errors="replace") as f:
         return f.read()[-400:]
@@ -240,9 +248,10 @@ def served(a, ctx, isa, fmt, res, side, spec):
         proc = subprocess.Popen(argv, stdout=lf, stderr=subprocess.STDOUT, env=env)
     try:
         wait_healthy(proc, port, logf)
-        l0 = loadavg()
+        l0, c0, t0 = loadavg(), proc_cpu(proc.pid), time.time()
         lv = client_run(a, ctx, port, client_extra)
-        res.add(isa, fmt, "served", side, lv["output_token_throughput"], (l0, loadavg(), None),
+        share = (proc_cpu(proc.pid) - c0) / (time.time() - t0)
+        res.add(isa, fmt, "served", side, lv["output_token_throughput"], (l0, loadavg(), share),
                 ttft=lv["ttft_ms"]["p50"] / 1000.0)
     finally:
         proc.terminate()
@@ -255,12 +264,19 @@ def served(a, ctx, isa, fmt, res, side, spec):
 
 def client_run(a, ctx, port, extra):
     js = os.path.join(a.gguf_dir, "served.json")
+    if os.path.exists(js):
+        os.remove(js)  # exit status 1 is a failed request, or no answer at all
     ctx.run([ctx.client, "--url", "http://127.0.0.1:%d" % port, "--prompts", ctx.prompts,
              "--concurrency", str(SERVED_CONC), "--duration", str(a.served_seconds), "--warmup",
-             "3", "--no-progress", "--json", js] + extra)
+             "3", "--no-progress", "--json", js] + extra, ok=(0, 1))
     with open(js) as f:
         lv = json.load(f)["levels"][0]
-    if lv["failed"] or not lv["completed"]:
+    # llama-server now and then drops a kept-alive connection as a request goes out
+    # (mhla-bench counts a transport failure): a few are noted, more fail the row
+    if not lv["completed"] or lv["failed"] > 0.05 * lv["completed"]:
         raise RuntimeError("mhla-bench: %d requests failed, %d completed" %
                            (lv["failed"], lv["completed"]))
+    if lv["failed"]:
+        ctx.log("note: %d of %d requests failed (%s)" % (
+            lv["failed"], lv["failed"] + lv["completed"], json.dumps(lv.get("failures"))))
     return lv

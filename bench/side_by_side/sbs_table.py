@@ -58,17 +58,19 @@ def loads_of(*vals):
 
 def row(res, isa, fmt, point, llama_fmts):
     if (isa, fmt) in res.na:
-        return "| %s | %s | n/a (not built) | | |  |" % (LABEL[point], fmt)
+        return "| %s | %s | n/a (not built) | | | |  |" % (LABEL[point], fmt)
     ours = res.get(isa, fmt, point, "ours")
     theirs = [(lf, res.get(isa, fmt, point, lf)) for lf in llama_fmts]
     have = [(lf, v) for lf, v in theirs if v]
     tcell = " / ".join("%s (%s)" % (cell(v), lf) for lf, v in have) or "–"
-    ratio = ""
+    ratio = per_cpu = ""
     if ours and have:
         lf, v = max(have, key=lambda t: t[1][0])
         ratio = "**%.2f**" % (ours[0] / v[0]) + (" vs %s" % lf if len(have) > 1 else "")
-    return "| %s | %s | %s | %s | %s | %s |" % (LABEL[point], fmt, cell(ours), tcell, ratio,
-                                             loads_of(ours, *[v for _, v in have]))
+        if ours[1][2] and v[1][2]:
+            per_cpu = "%.2f" % (ours[0] / ours[1][2] / (v[0] / v[1][2]))
+    return "| %s | %s | %s | %s | %s | %s | %s |" % (LABEL[point], fmt, cell(ours), tcell, ratio,
+                                                  per_cpu, loads_of(ours, *[v for _, v in have]))
 
 
 def render(a, ctx, res, pairs_of):
@@ -79,8 +81,8 @@ def render(a, ctx, res, pairs_of):
     for isa in a.isas:
         out += ["### ISA path: %s (ours: %s; llama.cpp: %s)" % (
             isa, ctx.our_isa_note.get(isa, "?"), ctx.llama_cpu.get(isa, "?")), "",
-            "| point | ours | ours, tok/s | llama.cpp, tok/s | ratio ours / llama.cpp | load; cpu |",
-            "|---|---|---|---|---|---|"]
+            "| point | ours | ours, tok/s | llama.cpp, tok/s | ratio ours / llama.cpp | "
+            "ratio per CPU second | load; cpu |", "|---|---|---|---|---|---|---|"]
         for point in a.points:
             for fmt in a.formats:
                 out.append(row(res, isa, fmt, point, pairs_of(a, fmt)))
@@ -90,6 +92,8 @@ def render(a, ctx, res, pairs_of):
                "load: the 1-minute load average before and after the row's measurements (it "
                "counts the benchmark's own threads); cpu: CPU seconds per wall second of the "
                "tool run that measured the row, ours / llama.cpp's (%d would be every thread "
-               "on a core all the time; a tool run also holds setup)." % a.threads)
+               "on a core all the time; a tool run also holds setup). Ratio per CPU second: "
+               "each side's rate over its cpu share, a rough correction for a machine whose "
+               "other work left the two sides unequal shares." % a.threads)
     out += [""] + ["errors: " + e for e in res.errors]
     return "\n".join(out)
