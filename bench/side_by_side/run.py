@@ -73,6 +73,8 @@ def parse(argv):
                    help="OMP_WAIT_POLICY for llama.cpp's tools (passive; 'default' leaves it "
                    "unset): on a machine with more runnable threads than cores its default "
                    "spin-then-sleep barriers ran batch-1 decode ~100x slower here")
+    p.add_argument("--our-flags", default="",
+                   help="more flags for bench_decode and mhla-server, e.g. '--thread-adapt off'")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
     p.add_argument("--log", help="append every tool's full output to this file")
     a = p.parse_args(argv)

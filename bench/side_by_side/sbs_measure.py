@@ -116,7 +116,8 @@ def ours_block(a, ctx, isa, fmt, res):
         out = ctx.run([ctx.bench_decode, a.model, "--batch", ",".join(map(str, batches or [1])),
                        "--steps", str(STEPS), "--rounds", "1", "--threads", str(a.threads),
                        "--weights", fmt, "--cpu-isa", "avx2" if isa == "avx2" else "auto",
-                       "--prefill", ",".join(map(str, pre or [512]))], ctx.our_env(isa))
+                       "--prefill", ",".join(map(str, pre or [512]))] + a.our_flags.split(),
+                      ctx.our_env(isa))
         m = re.search(r"^cpu: (.*)$", out, re.M)
         ctx.our_isa_note[isa] = m.group(1) if m else "?"
         for point, rate in parse_bench_decode(out).items():
@@ -201,7 +202,7 @@ def our_server_argv(a, ctx, isa, fmt):
             "--weights", fmt]
     if isa == "avx2":
         argv += ["--cpu-isa", "avx2"]
-    return argv, port, [], ctx.our_env(isa)
+    return argv + a.our_flags.split(), port, [], ctx.our_env(isa)
 
 
 def llama_server_argv(a, ctx, isa, lf):

@@ -77,7 +77,8 @@ def render(a, ctx, res, pairs_of):
     out = ["Side by side with llama.cpp, %s, %d threads, %s" % (
         machine(), a.threads, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
         "llama.cpp commit %s (OMP_WAIT_POLICY %s); best of %d repetition(s) per side, "
-        "interleaved" % (ctx.llama_commit or "?", a.llama_omp, a.reps), ""]
+        "interleaved%s" % (ctx.llama_commit or "?", a.llama_omp, a.reps,
+                           "; ours with %s" % a.our_flags if a.our_flags else ""), ""]
     for isa in a.isas:
         out += ["### ISA path: %s (ours: %s; llama.cpp: %s)" % (
             isa, ctx.our_isa_note.get(isa, "?"), ctx.llama_cpu.get(isa, "?")), "",
