@@ -33,7 +33,8 @@ class Context:
         self.bench_decode = os.path.join(a.build, "bin", "bench_decode")
         self.server = os.path.join(a.build, "bin", "mhla-server")
         self.client = os.path.join(a.build, "bin", "mhla-bench")
-        self.our_isa_note, self.llama_commit, self.llama_cpu = {}, None, {}
+        self.our_isa_note, self.llama_cpu = {}, {}
+        self.llama_commit = git_head(a.llama)
         self.prompts = os.path.join(a.gguf_dir, "prompts-%d.jsonl" % SERVED_IN)
         self._usage = None
         self.llama_env = dict(os.environ)
@@ -90,6 +91,17 @@ class Context:
                                stderr=subprocess.STDOUT, text=True)
             self._usage = p.stdout
         return re.search(r"weights\s+\S*\b%s\b" % fmt, self._usage) is not None
+
+
+def git_head(tree):
+    """The llama.cpp tree's commit where it is a git checkout (llama-bench's
+    build_commit replaces it once a bench ran)."""
+    try:
+        p = subprocess.run(["git", "-C", tree, "rev-parse", "--short=8", "HEAD"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return p.stdout.strip() or None
+    except OSError:
+        return None
 
 
 def write_prompts(path, vocab):
