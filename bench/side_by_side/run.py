@@ -61,8 +61,9 @@ def parse(argv):
                    "when absent)")
     p.add_argument("--gguf-dir", default="/tmp/sbs/gguf",
                    help="where the GGUFs of the same shape are (made when absent)")
-    p.add_argument("--formats", default="bf16,q8,q4", help="of bf16,q8,q4 and bf16dot (our bf16 weights with bf16 "
-                   "dot products, against the same BF16/F16 files)")
+    p.add_argument("--formats", default="bf16,q8,q4",
+                   help="of bf16,q8,q4 and bf16dot (our bf16 weights with bf16 dot products, "
+                   "against the same BF16/F16 files)")
     p.add_argument("--isas", default="default,avx2", help="of default,avx2")
     p.add_argument("--points", default=",".join(ALL_POINTS), help="of " + ",".join(ALL_POINTS))
     p.add_argument("--reps", type=int, default=1, help="repetitions (best kept per side)")
