@@ -70,10 +70,11 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--served-seconds", type=int, default=20)
     p.add_argument("--llama-formats", help="restrict llama.cpp's formats, e.g. BF16,Q8_0")
-    p.add_argument("--llama-omp", default="passive",
-                   help="OMP_WAIT_POLICY for llama.cpp's tools (passive; 'default' leaves it "
-                   "unset): on a machine with more runnable threads than cores its default "
-                   "spin-then-sleep barriers ran batch-1 decode ~100x slower here")
+    p.add_argument("--llama-omp", default="default",
+                   help="OMP_WAIT_POLICY for llama.cpp's tools ('default' leaves it unset, as "
+                   "users run it: its best on a quiet machine, 3.5x passive's batch-1 decode "
+                   "here; 'passive' where more threads run than cores: its default barriers "
+                   "then ran batch-1 decode ~100x slower)")
     p.add_argument("--our-flags", default="",
                    help="more flags for bench_decode and mhla-server, e.g. '--thread-adapt off'")
     p.add_argument("--dry-run", action="store_true", help="print the plan, run nothing")
