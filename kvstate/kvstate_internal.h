@@ -66,8 +66,9 @@ struct kv_pool {
     kv_stats ctr; /* hits, misses, evictions, resumed_tokens, resumes */
     kv_resume_entry *resume;
     uint64_t clock;
-    kv_disk *disk;    /* the tier under the prefix cache, or NULL */
-    void *disk_stage; /* a page in host memory, for a pool in device memory */
+    kv_disk *disk;          /* the tier under the prefix cache, or NULL */
+    void *disk_stage;       /* a page in host memory, for a pool in device memory */
+    struct kv_stash *stash; /* new pages faulted in ahead, or NULL (page_stash.c) */
 };
 
 struct kv_seq {
@@ -95,10 +96,27 @@ void kv_mem_release_page(const kv_pool *p, void *ptr);
  * only read the pool's memory hooks and page size, which never change. */
 void *kv_mem_alloc_page_unpopulated(const kv_pool *p);
 void kv_mem_populate_page(const kv_pool *p, void *ptr);
+/* 1 where faulting in a new page is slow enough to do ahead (host pages from 2 MiB on) */
+int kv_mem_page_slow(const kv_pool *p);
 /* the same, for buffers swept every step: the memory's alloc_swept where it has one */
 void *kv_mem_alloc_swept(const kv_pool *p, size_t bytes);
 void kv_mem_release(const kv_pool *p, void *ptr);
 int kv_mem_copy(const kv_pool *p, void *dst, const void *src, size_t bytes, kv_copy_dir dir);
+
+/* ---- page_stash.c: new pages faulted in ahead, on a thread of its own ---- */
+typedef struct kv_stash kv_stash;
+/* A stash for p, which may make limit pages in all; NULL where p's pages are
+ * not slow to make, MHLA_STATE_READY_PAGES is 0, or the thread cannot start
+ * (the pool then makes each page when it needs it). */
+kv_stash *kv_stash_start(const kv_pool *p, long limit);
+/* A ready page for the pool's next new one, or NULL (make it now); either
+ * way counted as made, until kv_stash_untake when making it failed. */
+void *kv_stash_take(kv_stash *s);
+void kv_stash_untake(kv_stash *s);
+/* Pages ready now, and pages the pool took ready so far (tests). */
+void kv_stash_counts(kv_stash *s, int *ready, long *handed);
+/* Stops the thread and frees the pages still ready (NULL is fine). */
+void kv_stash_stop(kv_stash *s);
 
 /* ---- pool.c ---- */
 long kv_pool_available(const kv_pool *p);

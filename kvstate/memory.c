@@ -178,6 +178,8 @@ void *kv_mem_alloc_page_unpopulated(const kv_pool *p)
     return host_map_page(p->page_bytes, 0);
 }
 
+int kv_mem_page_slow(const kv_pool *p) { return host_pool(p) && p->page_bytes >= HUGE_BYTES; }
+
 void kv_mem_populate_page(const kv_pool *p, void *ptr)
 {
     if (!host_pool(p) || p->page_bytes < HUGE_BYTES)

@@ -5,11 +5,11 @@
  *
  * A bounded pool creates page storage lazily, up to budget / page_bytes
  * pages, and never returns it: after warm-up, taking a page allocates
- * nothing. An unbounded pool makes pages on demand and keeps a released
- * page's storage for the next take while it holds fewer spare pages than
- * pages in use (so at most twice what is in use, and a block closing in a
- * batch of growing sequences takes storage a finished one left instead of
- * fresh memory); past that it gives the storage back.
+ * nothing; before, large pages are faulted in ahead (page_stash.c). An unbounded pool makes pages
+ * on demand and keeps a released page's storage for the next take while it holds fewer spare pages
+ * than pages in use (so at most twice what is in use, and a block closing in a batch of growing
+ * sequences takes storage a finished one left instead of fresh memory); past that it gives the
+ * storage back.
  */
 #include "kvstate_internal.h"
 
@@ -108,6 +108,7 @@ int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
                               "out of memory for the state pool's tables (%zu pages)", n);
         }
         memset(p->buckets, 0xff, p->n_buckets * sizeof *p->buckets);
+        p->stash = kv_stash_start(p, p->max_pages);
     } else {
         p->max_pages = LONG_MAX / 4;
         p->opt.resume_slots = 0; /* resume needs the prefix cache */
@@ -121,6 +122,7 @@ static void pool_destroy(kv_pool *p)
     /* Before the pages: the writer writes what is queued from the pinned
      * pages themselves. Nothing is offered any more. */
     kv_disk_close(p->disk);
+    kv_stash_stop(p->stash);
     for (int i = 0; i < p->n_pg; i++) {
         kv_mem_release_page(p, p->pg[i].data);
         free(p->pg[i].tokens);
@@ -201,10 +203,14 @@ static int32_t grow(kv_pool *p, int populated, kv_error *err)
     kv_page_desc *d = &p->pg[p->n_pg];
     memset(d, 0, sizeof *d);
     d->hnext = d->prev = d->next = -1;
-    d->data = populated ? kv_mem_alloc_page(p) : kv_mem_alloc_page_unpopulated(p);
+    d->data = kv_stash_take(p->stash); /* faulted in ahead, off this thread */
     if (!d->data)
+        d->data = populated ? kv_mem_alloc_page(p) : kv_mem_alloc_page_unpopulated(p);
+    if (!d->data) {
+        kv_stash_untake(p->stash);
         return kv_fail_as(err, KV_ERR_NOMEM, "out of memory for a state page (%zu bytes)",
                           p->page_bytes);
+    }
     return p->n_pg++;
 }
 

@@ -41,7 +41,7 @@ static struct {
     hist h[SRV_HIST_COUNT];
     hist prefill;   /* prompt tokens per step, in TOKEN_BUCKETS */
     hist overshoot; /* seconds past --itl-target-ms of the steps over it */
-    double costs[3], itl_target;
+    double costs[4], itl_target;
     double start;
     char cpu_isa[16];
     int have_threads;
@@ -150,7 +150,7 @@ void srv_metrics_observe(int which, double s)
     pthread_mutex_unlock(&M.mu);
 }
 
-void srv_metrics_step_plan(int prefill_tokens, const double costs[3])
+void srv_metrics_step_plan(int prefill_tokens, const double costs[4])
 {
     pthread_mutex_lock(&M.mu);
     hist_add(&M.prefill, TOKEN_BUCKETS, prefill_tokens);
@@ -385,14 +385,15 @@ static int render_steps(mhla_buf *b)
     rc |= srv_buf_printf(
         b,
         "# HELP mhla_step_cost_seconds Learned engine step cost: fixed, per decode row, per "
-        "prefill token.\n"
+        "prefill token, per block closed.\n"
         "# TYPE mhla_step_cost_seconds gauge\n"
         "mhla_step_cost_seconds{part=\"fixed\"} %.9f\n"
         "mhla_step_cost_seconds{part=\"per_decode_row\"} %.9f\n"
         "mhla_step_cost_seconds{part=\"per_prefill_token\"} %.9f\n"
+        "mhla_step_cost_seconds{part=\"per_block_close\"} %.9f\n"
         "# HELP mhla_itl_target_seconds The step time budget while streams decode (0: off).\n"
         "# TYPE mhla_itl_target_seconds gauge\nmhla_itl_target_seconds %.6f\n",
-        M.costs[0], M.costs[1], M.costs[2], M.itl_target);
+        M.costs[0], M.costs[1], M.costs[2], M.costs[3], M.itl_target);
     rc |= srv_buf_printf(b,
                          "# HELP mhla_engine_steps_over_budget_total Steps with decode rows "
                          "that took longer than --itl-target-ms.\n"

@@ -60,6 +60,7 @@ struct srv_sched {
     item_ref *refs; /* the step's plan */
     int n_refs, n_slots, n_tokens;
     int step_rows, step_prefill; /* the plan's decode rows and prompt tokens */
+    int step_closes;             /* the blocks its items close */
     int step_drafts;             /* the plan's drafted tokens (spec.c) */
     int prompts_waiting;         /* this step feeds prompt tokens: it drafts nothing */
     int32_t *feed;               /* the decode rows' tokens: each last token, then its drafts */
@@ -638,6 +639,19 @@ static int gather_prompts(srv_sched *s)
     return n;
 }
 
+/* Blocks the step's items close: a row or a chunk that reaches a block's end. */
+static int count_closes(const srv_sched *s)
+{
+    int C = s->mc->chunk_size, n = 0;
+    for (int j = 0; j < s->n_refs; j++) {
+        const item_ref *rf = &s->refs[j];
+        int pos = rf->kind == ITEM_DECODE ? mhla_seq_pos(rf->r->choices[rf->idx].seq)
+                                          : rf->r->groups[rf->idx].pos;
+        n += (pos + rf->n) / C - pos / C;
+    }
+    return n;
+}
+
 /* The step's items, decided once: every decoding choice's next token, then
  * the prompt chunks step_plan.c sizes to the time budget (or, without a
  * target, to the token budget in arrival order). Returns the number of
@@ -650,12 +664,16 @@ static int plan(srv_sched *s)
     s->step_rows = n < 0 ? -1 : plan_decode(s);
     if (s->step_rows < 0 || draft_phase(s))
         return -1;
-    srv_plan_limits l = {.target_s = s->c.itl_target_s, .max_tokens = s->c.max_batch_tokens};
+    srv_plan_limits l = {.target_s = s->c.itl_target_s,
+                         .max_tokens = s->c.max_batch_tokens,
+                         .block_tokens = s->mc->chunk_size,
+                         .decode_closes = count_closes(s)};
     s->step_prefill =
         srv_plan_prefill(&l, &s->cost, s->step_rows, s->pp, n, s->pp_order, s->pp_chunk);
     for (int k = 0; k < n; k++)
         if (s->pp_chunk[k] > 0 && plan_chunk(s, s->prompts[k].r, s->prompts[k].g, s->pp_chunk[k]))
             return -1;
+    s->step_closes = count_closes(s);
     return s->n_refs;
 }
 
@@ -741,18 +759,19 @@ static void log_step(const srv_sched *s, double seconds, double predicted, doubl
     mhla_cpu_threads th = {0};
     mhla_engine_cpu_threads(s->c.engine, &th);
     srv_logf(MHLA_LOG_DEBUG, "step",
-             "decode_rows %d prefill_tokens %d drafts %d took %.3f ms (predicted %.3f ms) "
-             "cpu %.3f ms threads_active %d thread_reductions %ld; costs now fixed %.4f ms, "
-             "per row %.4f ms, per prompt token %.5f ms",
-             s->step_rows, s->step_prefill, s->step_drafts, seconds * 1e3, predicted * 1e3,
-             cpu * 1e3, th.active, th.reductions, s->cost.theta[0] * 1e3, s->cost.theta[1] * 1e3,
-             s->cost.theta[2] * 1e3);
+             "decode_rows %d prefill_tokens %d block_closes %d drafts %d took %.3f ms (predicted "
+             "%.3f ms) cpu %.3f ms threads_active %d thread_reductions %ld; costs now fixed %.4f "
+             "ms, per row %.4f ms, per prompt token %.5f ms, per block close %.4f ms",
+             s->step_rows, s->step_prefill, s->step_closes, s->step_drafts, seconds * 1e3,
+             predicted * 1e3, cpu * 1e3, th.active, th.reductions, s->cost.theta[0] * 1e3,
+             s->cost.theta[1] * 1e3, s->cost.theta[2] * 1e3, s->cost.theta[3] * 1e3);
 }
 
 /* The step's forward time feeds the cost fit and the metrics. */
 static void learn(srv_sched *s, double seconds, double cpu)
 {
-    double predicted = srv_step_cost_predict(&s->cost, s->step_rows, s->step_prefill);
+    double predicted =
+        srv_step_cost_predict(&s->cost, s->step_rows, s->step_prefill, s->step_closes);
     s->n_steps++;
     /* a step's drafts are timed apart (spec.c), against plain steps of its size;
      * the planner learns from the steps without drafts */
@@ -766,7 +785,7 @@ static void learn(srv_sched *s, double seconds, double cpu)
     }
     if (s->step_drafts == 0)
         srv_step_cost_observe(&s->cost, (int)mhla_engine_device(s->c.engine), s->step_rows,
-                              s->step_prefill, seconds);
+                              s->step_prefill, s->step_closes, seconds);
     srv_metrics_observe(SRV_HIST_STEP, seconds);
     if (srv_log_enabled(MHLA_LOG_DEBUG)) /* every step: the planner's record */
         log_step(s, seconds, predicted, cpu);

@@ -215,7 +215,7 @@ void srv_metrics_observe(int hist, double seconds);
 void srv_metrics_step(int n_items, int n_tokens);
 /* A step's prompt tokens and the cost estimates after it (fixed, per decode
  * row, per prefill token: step_plan.h). */
-void srv_metrics_step_plan(int prefill_tokens, const double costs[3]);
+void srv_metrics_step_plan(int prefill_tokens, const double costs[4]);
 void srv_metrics_itl_target(double seconds); /* --itl-target-ms; 0: off */
 /* A step of decode_rows decode rows took seconds: over the target, it counts. */
 void srv_metrics_step_budget(int decode_rows, double seconds);

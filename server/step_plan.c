@@ -8,6 +8,8 @@
  */
 #include "step_plan.h"
 
+#include <math.h>
+
 #define FIT_STEPS 3 /* steps beside decode rows before the fit orders prompts by rate */
 /* Prefill's time beside decode rows: at least this share of the target, so
  * that a step stays within 1.2 × the target however near decoding alone
@@ -52,7 +54,7 @@ static double time_left(const srv_plan_limits *l, double decode)
  * from what each step measured. */
 static int cold_chunk(const srv_step_cost *c, double left, int cap)
 {
-    double bound = srv_step_cost_predict(c, 1, 0);
+    double bound = srv_step_cost_predict(c, 1, 0, 0);
     double tokens = bound > 0 ? left / bound : 1;
     return tokens >= cap ? cap : tokens < 1 ? 1 : (int)tokens;
 }
@@ -66,7 +68,8 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
         return cap; /* nobody waits for this step: whole chunks for throughput */
     if (c->decode_steps == 0 || c->since_decode >= SRV_PLAN_REFRESH_STEPS)
         return 0; /* measure what decoding alone costs first */
-    double decode = srv_step_cost_predict(c, decode_rows, 0), left = time_left(l, decode);
+    double decode = srv_step_cost_predict(c, decode_rows, 0, l->decode_closes);
+    double left = time_left(l, decode);
     if (c->mixed_steps == 0)
         return cold_chunk(c, left, cap);
     cap = min_int(cap, GROWTH * (c->last_prefill > GROWTH_BASE ? c->last_prefill : GROWTH_BASE));
@@ -109,7 +112,7 @@ static void sort_prompts(double rate, const srv_plan_prompt *p, int n, int *orde
 /* The prompt tokens per second that steps of this budget feed. */
 static double prefill_rate(const srv_step_cost *c, int decode_rows, int budget)
 {
-    double t = srv_step_cost_predict(c, decode_rows, budget);
+    double t = srv_step_cost_predict(c, decode_rows, budget, 0);
     if (c->mixed_steps < FIT_STEPS || c->theta[SRV_COST_PER_TOKEN] <= 0 || t <= 0)
         return 0;
     return budget / t;
@@ -126,6 +129,52 @@ static int after_starts(const srv_plan_limits *l, const srv_step_cost *c, int st
     return min_int(budget, timed > 0 ? timed : 0);
 }
 
+/* Blocks a chunk of take tokens from position fed closes. */
+static int closes(int C, int fed, int take) { return (fed + take) / C - fed / C; }
+
+/* A block's close costs time of its own (step_cost.c), close_tok prompt
+ * tokens' worth beside decode rows: take shrinks until its tokens and its
+ * closes fit the budget, keeping its closes where fewer tokens still reach
+ * them, else stopping short of the last block end (the next step closes
+ * it, beside fewer tokens). Where not even that is left (the prompt stands
+ * at a block's last token), the close happens now with the tokens up to
+ * the block's end: a prompt always moves. Returns the tokens; *cost gets
+ * their share of the budget. */
+static int fit_closes(int C, int fed, int take, double close_tok, int *cost)
+{
+    int budget = take, first = take;
+    for (;;) {
+        int k = closes(C, fed, take);
+        double need = take + k * close_tok;
+        if (take <= 0 || need <= budget) {
+            *cost = take > 0 ? (int)ceil(need) : 0;
+            break;
+        }
+        int last_end = (fed + take) / C * C - fed; /* the tokens that reach the last close */
+        int same = (int)(budget - k * close_tok);
+        take = same >= last_end ? same : last_end - 1;
+    }
+    if (take > 0)
+        return take;
+    int to_end = C - fed % C; /* then the close with just the block's last tokens */
+    take = to_end < first ? to_end : first;
+    *cost = budget;
+    return take;
+}
+
+/* The tokens of prompt pr this step, within budget; *cost: their share of it. */
+static int prompt_take(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
+                       const srv_plan_prompt *pr, int budget, int *cost)
+{
+    int take = min_int(pr->remaining, budget);
+    *cost = take;
+    double per_token = c->theta[SRV_COST_PER_TOKEN], per_close = c->theta[SRV_COST_PER_CLOSE];
+    if (l->target_s <= 0 || decode_rows == 0 || l->block_tokens <= 0 || per_token <= 0 ||
+        per_close <= 0 || closes(l->block_tokens, pr->fed, take) == 0)
+        return take;
+    return fit_closes(l->block_tokens, pr->fed, take, per_close / per_token, cost);
+}
+
 int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,
                      const srv_plan_prompt *p, int n, int *order, int *chunk)
 {
@@ -137,9 +186,9 @@ int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decod
     if (l->target_s > 0)
         sort_prompts(prefill_rate(c, decode_rows, budget), p, n, order);
     for (int k = 0; k < n && budget > 0; k++) {
-        int i = order[k], take = min_int(p[i].remaining, budget);
+        int i = order[k], cost, take = prompt_take(l, c, decode_rows, &p[i], budget, &cost);
         chunk[i] = take;
-        budget -= take;
+        budget -= cost;
         planned += take;
         starts += take == p[i].remaining;
         if (l->target_s > 0 && decode_rows == 0 && starts > 0)

@@ -8,34 +8,38 @@
 #define MHLA_SERVER_STEP_PLAN_H
 
 /* ---- step_cost.c: a step decoding rows and feeding tokens prompt tokens
- * takes fixed + per_row × rows + per_token × tokens; fixed and per_row come
- * from the steps that only decode, per_token from those that also feed
- * prompts */
+ * while closing closes blocks takes fixed + per_row × rows + per_token ×
+ * tokens + per_close × closes; fixed and per_row come from the steps that
+ * only decode, per_token and per_close from those that also feed prompts */
 
 typedef struct {
-    double a[2][2], b[2];    /* decode-only steps: weighted normal equations of fixed, per_row */
-    double tok_xx, tok_xy;   /* steps that decode and feed prompts: sums of the per_token fit */
-    double solo_xx, solo_xy; /* steps that only feed prompts: its seed until such a step */
-    double theta[3];         /* the estimates: fixed, per decode row, per prefill token (seconds) */
-    long steps;              /* steps observed since the last reset */
-    long prefill_steps;      /* of them, steps that fed prompt tokens */
-    long decode_steps;       /* of them, steps that only decoded */
-    long mixed_steps;        /* of them, steps that decoded and fed prompts */
-    long since_decode;       /* steps that decoded and fed prompts since the last decode-only one */
-    int last_prefill;        /* prompt tokens of the last step that also decoded, or half
-                                the value before it when that is more */
-    int device;              /* the engine's device the costs belong to */
+    double a[2][2], b[2];       /* decode-only steps: weighted normal equations of fixed, per_row */
+    double mix[2][2], mix_y[2]; /* steps that decode and feed prompts: weighted normal
+                                   equations of per_token, per_close */
+    double solo_xx, solo_xy;    /* steps that only feed prompts: its seed until such a step */
+    double theta[4];    /* the estimates: fixed, per decode row, per prefill token, per block
+                           closed (seconds) */
+    long steps;         /* steps observed since the last reset */
+    long prefill_steps; /* of them, steps that fed prompt tokens */
+    long decode_steps;  /* of them, steps that only decoded */
+    long mixed_steps;   /* of them, steps that decoded and fed prompts */
+    long since_decode;  /* steps that decoded and fed prompts since the last decode-only one */
+    int last_prefill;   /* prompt tokens of the last step that also decoded, or half
+                           the value before it when that is more */
+    int device;         /* the engine's device the costs belong to */
 } srv_step_cost;
 
-enum { SRV_COST_FIXED, SRV_COST_PER_ROW, SRV_COST_PER_TOKEN };
+enum { SRV_COST_FIXED, SRV_COST_PER_ROW, SRV_COST_PER_TOKEN, SRV_COST_PER_CLOSE, SRV_COST_N };
 
 /* Forgets every estimate (a new device, a new server). */
 void srv_step_cost_reset(srv_step_cost *c, int device);
-/* One step of rows decode rows and tokens prefill tokens took seconds on
- * device (a different device than before resets the fit first). */
-void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, double seconds);
+/* One step of rows decode rows and tokens prefill tokens, in which closes
+ * blocks of its sequences closed, took seconds on device (a different
+ * device than before resets the fit first). */
+void srv_step_cost_observe(srv_step_cost *c, int device, int rows, int tokens, int closes,
+                           double seconds);
 /* The predicted seconds of a step of that shape. */
-double srv_step_cost_predict(const srv_step_cost *c, int rows, int tokens);
+double srv_step_cost_predict(const srv_step_cost *c, int rows, int tokens, int closes);
 
 /* ---- step_plan.c: the prefill budget and its split among prompts ---------- */
 
@@ -46,13 +50,15 @@ double srv_step_cost_predict(const srv_step_cost *c, int rows, int tokens);
 enum { SRV_PLAN_REFRESH_STEPS = 32 };
 
 typedef struct {
-    double target_s; /* the step time to stay within; 0: token budget only, FCFS chunks */
-    int max_tokens;  /* hard cap on decode rows + prefill tokens per step */
+    double target_s;   /* the step time to stay within; 0: token budget only, FCFS chunks */
+    int max_tokens;    /* hard cap on decode rows + prefill tokens per step */
+    int block_tokens;  /* tokens per block: a chunk reaching a block's end closes it */
+    int decode_closes; /* blocks this step's decode rows close */
 } srv_plan_limits;
 
 typedef struct {
     int remaining; /* prompt tokens not fed yet (> 0) */
-    int fed;       /* prompt tokens fed (or taken from the prefix cache) so far */
+    int fed;       /* prompt tokens fed (or taken from the prefix cache) so far: its position */
     double age_s;  /* since its request arrived */
 } srv_plan_prompt;
 

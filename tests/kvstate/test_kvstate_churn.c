@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #define TEST_RNG_SEED 0x2545f4914f6cdd1dull
 #define CHECK_MAX_FAILURES 20
@@ -454,6 +455,89 @@ static void test_large_pages(void)
     }
 }
 
+/* Waits until the stash holds `ready` pages; returns the pages taken ready so far, or -1
+ * when it never does (given a minute, times MHLA_TEST_TIME_FACTOR: making a page takes
+ * milliseconds, so only a stash that does not work waits that long). */
+static long wait_ready(kv_pool *p, int ready)
+{
+    const char *f = getenv("MHLA_TEST_TIME_FACTOR");
+    double factor = f && atof(f) > 1 ? atof(f) : 1;
+    int now;
+    long handed;
+    for (long ms = 0; ms < (long)(60000 * factor); ms++) {
+        kv_stash_counts(p->stash, &now, &handed);
+        if (now == ready)
+            return handed;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    CHECK(0, "the stash never held %d pages (%d)", ready, now);
+    return -1;
+}
+
+/* A bounded pool of large pages keeps new pages faulted in ahead (page_stash.c): 4 ready
+ * from the start, each new page taken from them (zero-filled, writable, distinct), refilled
+ * only while the budget allows, never past it; none for small pages or with
+ * MHLA_STATE_READY_PAGES=0. */
+static void test_ready_pages(void)
+{
+    kv_pool_options o = {.geo = large_page_geo(8, 0), .dtype = KV_DTYPE_F32};
+    o.budget_bytes = kv_page_floats(&o.geo) * 4 * 6; /* 6 pages of 4 MiB */
+    kv_pool *p;
+    kv_error err;
+    if (kv_pool_create(&o, &p, &err)) {
+        CHECK(0, "ready pages: pool: %s", err.msg);
+        return;
+    }
+    CHECK(p->stash != NULL, "a bounded pool of 4 MiB pages has no stash");
+    wait_ready(p, 4);
+    int32_t id[6];
+    unsigned char *data[6];
+    for (int i = 0; i < 6; i++) {
+        if (i == 4) /* 2 pages left to the budget: 2 made ahead, no more */
+            CHECK(wait_ready(p, 2) == 4, "the first 4 pages were not the ready ones");
+        if (kv_page_take(p, 0, &id[i], &err)) {
+            CHECK(0, "ready pages: take %d: %s", i, err.msg);
+            kv_pool_release(p);
+            return;
+        }
+        data[i] = p->pg[id[i]].data;
+        size_t nonzero = 0;
+        for (size_t j = 0; j < p->page_bytes; j++)
+            nonzero += data[i][j] != 0;
+        CHECK(nonzero == 0, "ready page %d: %zu bytes not zero", i, nonzero);
+        memset(data[i], 0x11 * (i + 1), p->page_bytes);
+        for (int k = 0; k < i; k++)
+            CHECK(data[k] != data[i], "pages %d and %d share storage", k, i);
+    }
+    int ready;
+    long handed;
+    nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL); /* time to make one too many */
+    kv_stash_counts(p->stash, &ready, &handed);
+    CHECK(ready == 0 && handed == 6, "at the budget: %d pages ready, %ld of 6 taken ready", ready,
+          handed);
+    int32_t extra;
+    CHECK(kv_page_take(p, 0, &extra, &err) != 0 && err.code == KV_ERR_FULL,
+          "a 7th page past a budget of 6 was given");
+    for (int i = 0; i < 6; i++)
+        kv_page_unref(p, id[i]);
+    CHECK(kv_pool_check(p, &err) == 0, "ready pages: %s", err.msg);
+    kv_pool_release(p);
+    o.geo = GEO; /* small pages: the allocator's, no stash */
+    o.budget_bytes = kv_page_floats(&GEO) * 4 * 6;
+    if (kv_pool_create(&o, &p, &err) == 0) {
+        CHECK(p->stash == NULL, "a pool of %zu-byte pages has a stash", p->page_bytes);
+        kv_pool_release(p);
+    }
+    setenv("MHLA_STATE_READY_PAGES", "0", 1);
+    o.geo = large_page_geo(8, 0);
+    o.budget_bytes = kv_page_floats(&o.geo) * 4 * 6;
+    if (kv_pool_create(&o, &p, &err) == 0) {
+        CHECK(p->stash == NULL, "MHLA_STATE_READY_PAGES=0 still made a stash");
+        kv_pool_release(p);
+    }
+    unsetenv("MHLA_STATE_READY_PAGES");
+}
+
 /* An unbounded pool keeps a released page's storage while it holds fewer spare pages than pages
  * in use, hands that storage to the next take, and gives the rest back (kv_pool_check after each
  * step: a spare on the free list has storage, a descriptor without it sits on its own list). */
@@ -548,6 +632,7 @@ int main(int argc, char **argv)
     test_lru_order();
     test_large_buffers();
     test_large_pages();
+    test_ready_pages();
     test_unbounded_spares();
     for (int r = 0; r < ROOTS; r++)
         for (int i = 0; i < CTX; i++)

@@ -58,9 +58,9 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
           *rb = malloc((size_t)nb * V * sizeof(float));
     srv_step_cost cost;
     srv_step_cost_reset(&cost, 0);
-    srv_step_cost_observe(&cost, 0, 1, 0, 1e-3 + 1e-4); /* a decode-only step, then */
+    srv_step_cost_observe(&cost, 0, 1, 0, 0, 1e-3 + 1e-4); /* a decode-only step, then */
     for (int k = 0; k < 8; k++) /* past the probes: the fit sizes the chunks */
-        srv_step_cost_observe(&cost, 0, 1, 1 + k, 1e-3 + 1e-4 + 5e-5 * (1 + k));
+        srv_step_cost_observe(&cost, 0, 1, 1 + k, 0, 1e-3 + 1e-4 + 5e-5 * (1 + k));
     int da = 0, db = 0, steps = 0, sizes = 0;
     while (da < na) {
         srv_plan_limits lim = {.target_s = 1.15e-3 + 5e-5 * rnd(20), .max_tokens = 64};
@@ -74,7 +74,7 @@ static void check_planned_chunks(const mhla_model *m, const int32_t *ta, int na,
         /* a step with no prompt tokens (one in 32 measures decoding alone) runs b alone */
         if (mhla_engine_step(e, chunk > 0 ? it : it + 1, (chunk > 0) + rows, &err))
             die_err("planned: forward", &err);
-        srv_step_cost_observe(&cost, 0, rows, chunk, 1e-3 + 1e-4 * rows + 5e-5 * chunk);
+        srv_step_cost_observe(&cost, 0, rows, chunk, 0, 1e-3 + 1e-4 * rows + 5e-5 * chunk);
         sizes |= chunk < 32 ? 1 << chunk : 0;
         da += chunk;
         db += rows;

@@ -58,6 +58,12 @@ static int cpu_like; /* which engine the simulation runs */
 static int knee;
 static double slow = 1.0;
 static double spike = 1.0; /* the next step only takes this × its time (a preemption) */
+/* A block's close beside decode rows (0: free): finishing the block's summary
+ * and mixing the earlier ones', measured in the server's step log on the
+ * 340M shape as ~33 ms on top of a ~90 ms step (large prefill-only chunks
+ * have it in their per-token time already). */
+static double close_s;
+#define BLOCK 64
 static double knee_time(int rows, int tokens)
 {
     double t;
@@ -97,7 +103,7 @@ typedef struct {
 static void sim_init(sim *s, double target_s)
 {
     memset(s, 0, sizeof *s);
-    s->lim = (srv_plan_limits){.target_s = target_s, .max_tokens = CAP};
+    s->lim = (srv_plan_limits){.target_s = target_s, .max_tokens = CAP, .block_tokens = BLOCK};
     srv_step_cost_reset(&s->cost, 0);
 }
 
@@ -138,7 +144,7 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
     }
     if (rows > 0 && s->lim.target_s > 0 && s->last_chunk == 0 && planned > 0)
         CHECK(planned == 1 ||
-                  (planned - 1) * srv_step_cost_predict(&s->cost, 1, 0) <= s->lim.target_s,
+                  (planned - 1) * srv_step_cost_predict(&s->cost, 1, 0, 0) <= s->lim.target_s,
               "the first chunk beside decode rows: %d tokens, more than the target buys at a "
               "decode step per token",
               planned);
@@ -150,8 +156,8 @@ static void check_plan(const sim *s, int rows, const srv_plan_prompt *in, int n,
 /* One step: plan, check, run on the simulated engine, learn. Returns the tokens planned. */
 static int step(sim *s, int rows)
 {
-    srv_plan_prompt in[MAX_P];
-    int idx[MAX_P], order[MAX_P], chunk[MAX_P], n = 0;
+    srv_plan_prompt in[MAX_P] = {{0}};
+    int idx[MAX_P], order[MAX_P], chunk[MAX_P], n = 0, closes = 0;
     for (int i = 0; i < s->n; i++)
         if (s->p[i].remaining > 0) {
             idx[n] = i;
@@ -160,7 +166,12 @@ static int step(sim *s, int rows)
         }
     int planned = srv_plan_prefill(&s->lim, &s->cost, rows, in, n, order, chunk);
     check_plan(s, rows, in, n, chunk, planned);
-    double t = true_time(rows, planned) * noise() * spike;
+    for (int k = 0; k < n; k++) {
+        int fed = s->p[idx[k]].len - s->p[idx[k]].remaining;
+        closes += (fed + chunk[k]) / BLOCK - fed / BLOCK;
+    }
+    double close_t = rows > 0 ? slow * close_s * closes : 0;
+    double t = (true_time(rows, planned) + close_t) * noise() * spike;
     spike = 1.0;
     s->now += t;
     s->last_t = t;
@@ -170,7 +181,7 @@ static int step(sim *s, int rows)
         if (p->remaining == 0 && chunk[k] > 0)
             p->done = s->now;
     }
-    srv_step_cost_observe(&s->cost, 0, rows, planned, t);
+    srv_step_cost_observe(&s->cost, 0, rows, planned, closes, t);
     if (rows > 0 && planned > 0)
         s->last_chunk = planned;
     s->steps++;
@@ -191,7 +202,7 @@ static void test_learning(void)
               fabs(th[SRV_COST_PER_TOKEN] - P) < 0.1 * P,
           "learned %.4f %.4f %.5f ms, simulated %.4f %.4f %.5f ms", th[0] * 1e3, th[1] * 1e3,
           th[2] * 1e3, F * 1e3, R * 1e3, P * 1e3);
-    srv_step_cost_observe(&s.cost, 1, 4, 0, 0.01);
+    srv_step_cost_observe(&s.cost, 1, 4, 0, 0, 0.01);
     CHECK(s.cost.steps == 1 && s.cost.prefill_steps == 0 && s.cost.device == 1,
           "a new device starts the fit over (steps %ld)", s.cost.steps);
     int cold = srv_plan_budget(&s.lim, &s.cost, 4);
@@ -337,7 +348,7 @@ static void test_steady_pressure(void)
         int planned = step(&s, 8);
         mixed += planned > 0;
         decode_only += planned == 0;
-        double est = srv_step_cost_predict(&s.cost, 8, 0), truth = true_time(8, 0);
+        double est = srv_step_cost_predict(&s.cost, 8, 0, 0), truth = true_time(8, 0);
         if (k > 50)
             CHECK(est > 0.8 * truth && est < 1.2 * truth,
                   "step %d: decoding 8 rows estimated at %.1f ms, takes %.1f ms", k, est * 1e3,
@@ -362,6 +373,19 @@ static double run_prompt(sim *s, int p, int rows, int *steps)
     return worst;
 }
 
+/* A fresh server (nothing learned) on the measured engine: a stream's
+ * 5-token prompt prefills alone and it decodes 10 tokens; then a prompt of
+ * len tokens arrives (its index). */
+static int cold_stream(sim *s, int len)
+{
+    sim_init(s, 0.1);
+    s->lim.max_tokens = 512;
+    step(s, 0 * arrive(s, 5));
+    for (int k = 0; k < 10; k++)
+        step(s, 1);
+    return arrive(s, len);
+}
+
 /* A fresh server (nothing learned) on the engine measured on the 340M shape:
  * a stream's short prompt prefills alone, it decodes 10 tokens, then a
  * 1,000-token prompt arrives. The first step beside the stream and every
@@ -376,12 +400,7 @@ static void test_cold_start(void)
     knee = 1;
     slow = 1.0;
     sim s;
-    sim_init(&s, 0.1);
-    s.lim.max_tokens = 512;
-    step(&s, 0 * arrive(&s, 5));
-    for (int k = 0; k < 10; k++)
-        step(&s, 1);
-    int p = arrive(&s, 1000), n;
+    int p = cold_stream(&s, 1000), n;
     double worst = run_prompt(&s, p, 1, &n), alone = knee_time(0, 512) + knee_time(0, 488);
     double ttft = s.p[p].done - s.p[p].arrive;
     CHECK(worst <= 1.5 * s.lim.target_s,
@@ -425,12 +444,7 @@ static void test_slow_moments(void)
 {
     knee = 1;
     sim s;
-    sim_init(&s, 0.1);
-    s.lim.max_tokens = 512;
-    step(&s, 0 * arrive(&s, 5));
-    for (int k = 0; k < 10; k++)
-        step(&s, 1);
-    int p = arrive(&s, 1000), spiked_decode = 0;
+    int p = cold_stream(&s, 1000), spiked_decode = 0;
     double worst = 0, lost = 0;
     for (int n = 0; s.p[p].remaining > 0; n++) {
         int decode_only = srv_plan_budget(&s.lim, &s.cost, 1) == 0;
@@ -469,12 +483,7 @@ static void test_busy_machine(void)
     knee = 1;
     slow = 2.6;
     sim s;
-    sim_init(&s, 0.1);
-    s.lim.max_tokens = 512;
-    step(&s, 0 * arrive(&s, 5));
-    for (int k = 0; k < 10; k++)
-        step(&s, 1);
-    int p = arrive(&s, 1000), n = 0;
+    int p = cold_stream(&s, 1000), n = 0;
     double growing = 0, worst = 0, alone = knee_time(0, 512) + knee_time(0, 488);
     for (; s.p[p].remaining > 0; n++) {
         step(&s, 1);
@@ -499,6 +508,55 @@ static void test_busy_machine(void)
            ttft / alone);
     knee = 0;
     slow = 1.0;
+}
+
+/* Blocks' closes with a cost of their own beside the stream, from a cold
+ * start: 33 ms (measured on the 340M shape with each new state page faulted
+ * in inside the close) and 9 ms (with pages made ahead, kvstate's stash), on
+ * a quiet machine and on the busy one (everything 2.6 × slower). Once the
+ * chunks have grown every step keeps within 1.15 × the target when quiet
+ * (averaged into the per-token cost, a 33 ms close made every third step
+ * 1.2-1.3 × its prediction) and 1.5 × when busy, where a close costs most of
+ * the time prompt tokens get and goes in a step beside the row with only the
+ * block's last tokens; the cost of a close is learned, and the prompt's first
+ * token comes within 1.6 × its prefill alone (2.5 × busy). */
+static void test_block_closes(void)
+{
+    const struct {
+        double slow, close_s, bound;
+    } cases[] = {{1.0, 0.033, 1.15}, {1.0, 0.009, 1.15}, {2.6, 0.009, 1.5}};
+    knee = 1;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        slow = cases[c].slow;
+        close_s = cases[c].close_s;
+        sim s;
+        int p = cold_stream(&s, 1000), n = 0;
+        double worst = 0, alone = knee_time(0, 512) + knee_time(0, 488);
+        for (; s.p[p].remaining > 0; n++) {
+            step(&s, 1);
+            worst = n >= 8 && s.last_t > worst ? s.last_t : worst;
+        }
+        double ttft = s.p[p].done - s.p[p].arrive, got = s.cost.theta[SRV_COST_PER_CLOSE];
+        const char *name = slow > 1 ? "busy machine" : "quiet machine";
+        CHECK(worst <= cases[c].bound * s.lim.target_s,
+              "%s, %.0f ms closes: the largest of %d steps beside the stream took %.1f ms, over "
+              "%.2f x the %.0f ms target",
+              name, close_s * 1e3, n - 8, worst * 1e3, cases[c].bound, s.lim.target_s * 1e3);
+        /* (the measured engine's prompt tokens are not one line through the origin, and the
+         * fit takes some of the difference: within half) */
+        CHECK(fabs(got - slow * close_s) < 0.5 * slow * close_s,
+              "%s: a block's close learned as %.1f ms, costs %.1f ms", name, got * 1e3,
+              slow * close_s * 1e3);
+        CHECK(ttft <= (slow > 1 ? 2.5 : 1.6) * alone,
+              "%s, %.0f ms closes: the prompt's first token after %.2f s, alone %.2f s", name,
+              close_s * 1e3, ttft, alone);
+        printf("block closes of %.0f ms (%s): largest step %.1f ms, a close learned as %.1f ms, "
+               "TTFT %.2f s = %.2f x alone\n",
+               close_s * 1e3, name, worst * 1e3, got * 1e3, ttft, ttft / alone);
+    }
+    knee = 0;
+    slow = 1.0;
+    close_s = 0;
 }
 
 static void test_token_budget(void)
@@ -531,6 +589,7 @@ int main(void)
     test_cold_start();
     test_slow_moments();
     test_busy_machine();
+    test_block_closes();
     test_token_budget();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
