@@ -26,22 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "tests", "tools"))
 import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
+import sse  # noqa: E402
 
-
-def sse_events(resp):
-    """The data events of a streamed response as they arrive: read1 returns what the
-    connection has, where iterating the response waits to fill its buffer."""
-    buf = b""
-    while True:
-        data = resp.read1(65536)
-        if not data:
-            return
-        buf += data
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            line = line.strip()
-            if line.startswith(b"data: {"):
-                yield json.loads(line[6:])
 
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--bin", required=True)
@@ -66,7 +52,7 @@ def post(port, body, on_tokens=None):
                                                           return_token_ids=True)),
               {"Content-Type": "application/json"})
     t0, first = time.time(), None
-    for ev in sse_events(c.getresponse()):
+    for ev in sse.events(c.getresponse()):
         ch = ev.get("choices") or [{}]
         n = len(ch[0].get("token_ids") or [])
         if n and first is None:

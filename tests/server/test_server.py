@@ -766,12 +766,7 @@ def run_main(s, a, model):
 
 def wait_metrics(s, pred, timeout=10, tokens=CALIB_TOKENS):
     """Polls /metrics until pred holds; a change that takes about `tokens` engine steps."""
-    deadline = time.time() + PACE.limit(s.model, tokens, timeout)
-    while time.time() < deadline:
-        if pred(s.metrics()):
-            return True
-        time.sleep(0.02)
-    return False
+    return server_metrics.wait_until(s.metrics, pred, PACE.limit(s.model, tokens, timeout))
 
 
 def run_byte_vocab(a, binary):

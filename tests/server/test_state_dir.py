@@ -260,12 +260,8 @@ def isa_case(want):
 
 
 def wait_metric(s, name, at_least):
-    deadline = time.time() + pace.limit("answer", 4, 120)
-    while time.time() < deadline:
-        if s.metrics().get(name, 0) >= at_least:
-            return True
-        time.sleep(0.05)
-    return False
+    return server_metrics.wait_until(s.metrics, lambda m: m.get(name, 0) >= at_least,
+                                     pace.limit("answer", 4, 120))
 
 
 def tmpfs_case(want):

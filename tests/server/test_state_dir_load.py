@@ -34,22 +34,8 @@ from checks import check, finish  # noqa: E402
 from pace import Pace  # noqa: E402
 import server_metrics  # noqa: E402
 import server_proc  # noqa: E402
+import sse  # noqa: E402
 
-
-def sse_events(resp):
-    """The data events of a streamed response as they arrive: read1 returns what the
-    connection has, where iterating the response waits to fill its buffer."""
-    buf = b""
-    while True:
-        data = resp.read1(65536)
-        if not data:
-            return
-        buf += data
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            line = line.strip()
-            if line.startswith(b"data: {"):
-                yield json.loads(line[6:])
 
 ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--bin", required=True)
@@ -111,7 +97,7 @@ class Server:
         c.request("POST", "/v1/completions", json.dumps(
             {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
              "stream": True, "return_token_ids": True}), {"Content-Type": "application/json"})
-        for ev in sse_events(c.getresponse()):
+        for ev in sse.events(c.getresponse()):
             ch = ev.get("choices") or [{}]
             now = time.time()
             times.extend([now] * len(ch[0].get("token_ids") or []))
@@ -120,12 +106,8 @@ class Server:
         return server_metrics.fetch(self.port, 60)
 
     def wait_metric(self, name, at_least):
-        deadline = time.time() + pace.limit("answer", 8, 120)
-        while time.time() < deadline:
-            if self.metrics().get(name, 0) >= at_least:
-                return True
-            time.sleep(0.05)
-        return False
+        return server_metrics.wait_until(self.metrics, lambda m: m.get(name, 0) >= at_least,
+                                         pace.limit("answer", 8, 120))
 
     def stop(self):
         server_proc.stop(self.proc, 60)

@@ -2,6 +2,7 @@
 tests and benchmarks that read the server's counters share."""
 import http.client
 import re
+import time
 
 # a sample's name with its optional {labels}, as Prometheus writes it
 _KEY = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[^}]*\})?$')
@@ -39,3 +40,15 @@ def fetch(port, timeout, host="127.0.0.1"):
     if r.status != 200:
         raise RuntimeError("GET /metrics on port %d: HTTP %d: %s" % (port, r.status, body[:200]))
     return parse(body)
+
+
+def wait_until(read, pred, limit_s, poll_s=0.02):
+    """Polls read() (a server's parsed /metrics) until pred(metrics) holds: True, or False
+    when limit_s seconds pass first. The wait is on the server's work, so the caller derives
+    limit_s from that work (tests/tools/pace.py), not a fixed short time."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        if pred(read()):
+            return True
+        time.sleep(poll_s)
+    return False
