@@ -180,12 +180,18 @@ void *kv_mem_alloc_page_unpopulated(const kv_pool *p)
 
 int kv_mem_page_slow(const kv_pool *p) { return host_pool(p) && p->page_bytes >= HUGE_BYTES; }
 
+/* A huge page at a time: the populate holds the process's memory map for reading, and a
+ * thread that maps or unmaps memory meanwhile waits for it; whole, a fresh 12 MiB page held
+ * it ~30 ms on a 2-vCPU guest (bench/kvstate/bench_page_take.c), in pieces ~4 ms at most. */
 void kv_mem_populate_page(const kv_pool *p, void *ptr)
 {
     if (!host_pool(p) || p->page_bytes < HUGE_BYTES)
         return;
-    size_t span = huge_span(p->page_bytes);
-    (void)madvise(ptr, span ? span : p->page_bytes, MADV_POPULATE_WRITE);
+    size_t span = huge_span(p->page_bytes), bytes = span ? span : p->page_bytes;
+    for (size_t off = 0; off < bytes; off += HUGE_BYTES) {
+        size_t n = bytes - off < HUGE_BYTES ? bytes - off : HUGE_BYTES;
+        (void)madvise((unsigned char *)ptr + off, n, MADV_POPULATE_WRITE);
+    }
 }
 
 void kv_mem_release_page(const kv_pool *p, void *ptr)

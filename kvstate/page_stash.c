@@ -56,7 +56,9 @@ static void *stash_main(void *arg)
         }
         s->making++;
         pthread_mutex_unlock(&s->mu);
-        void *page = kv_mem_alloc_page(s->pool);
+        void *page = kv_mem_alloc_page_unpopulated(s->pool);
+        if (page)
+            kv_mem_populate_page(s->pool, page); /* in pieces: memory.c */
         pthread_mutex_lock(&s->mu);
         s->making--;
         if (!page) /* out of memory: the pool's own take reports it, when it comes to it */
