@@ -100,14 +100,3 @@ static int kq_use_vnni(void)
     }
     return v;
 }
-
-static void kq_linear(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
-                      int ldy)
-{
-    if (kq_use_vnni())
-        kq_linear_vnni(x, T, w, b0, b1, y, ldy);
-    else
-        kq_linear_bw(x, T, w, b0, b1, y, ldy);
-}
-
-static const char *kq_kernel(void) { return kq_use_vnni() ? "vpdpbusd" : "vpmaddubsw"; }
