@@ -54,7 +54,7 @@
 #endif
 /* Rows of x per pass over a task's weights (a multiple of 16) */
 #ifndef KQ_AMX_TOKEN_BLOCK
-#define KQ_AMX_TOKEN_BLOCK 64
+#define KQ_AMX_TOKEN_BLOCK 32
 #endif
 
 #if KQ_HAVE_AMX
@@ -165,7 +165,6 @@ KQ_AMX_ATTR static inline __attribute__((always_inline)) __m512 kq_amx_scale(con
         _tile_loadd(ta, a + (size_t)(g)*KQ_GROUP, lda);                                            \
         _tile_loadd(tb, wb + (size_t)(g)*512, 64);                                                 \
         _tile_dpbssd(i, ta, tb);                                                                   \
-        _tile_stored(i, c[i], 64);                                                                 \
     } while (0)
 
 /* acc[m] (lane r) = the product of row m of the 16 at a (lda apart, group
@@ -188,6 +187,13 @@ kq_amx_tile(const int8_t *a, size_t lda, const float *d, size_t ldd, const int8_
             KQ_AMX_DOT(2, 4, 6, g + 2);
         if (n > 3)
             KQ_AMX_DOT(3, 5, 7, g + 3);
+        _tile_stored(0, c[0], 64);
+        if (n > 1)
+            _tile_stored(1, c[1], 64);
+        if (n > 2)
+            _tile_stored(2, c[2], 64);
+        if (n > 3)
+            _tile_stored(3, c[3], 64);
         for (int i = 0; i < n; i++) {
             __m512 sc = kq_amx_scale(s, g + i, shift);
             for (int m = 0; m < 16; m++) {
