@@ -19,9 +19,9 @@
  * as KQ512_COMBINE, group after group in order: the same bits. The q4
  * weights are unpacked (q in [-8, 7], signed) into that layout first.
  *
- * Tiles: C in tmm0-3 (four consecutive groups, so the stores and the float
- * step of one group overlap the tile work of the next), A in tmm4/5, B in
- * tmm6/7. The configuration is loaded at each kernel call and the tiles
+ * Tiles: C in tmm0-3 (two sets of two groups, so that the tiles compute one
+ * pair while the vector units take the float step of the other), A in
+ * tmm4/5, B in tmm6/7. The configuration is loaded at each kernel call and the tiles
  * released at its end, so whatever else a pool thread runs (a library with
  * a tile configuration of its own) neither breaks nor is broken by it, and
  * a context switch need not save tile state between calls.
@@ -54,7 +54,7 @@
 #endif
 /* Rows of x per pass over a task's weights (a multiple of 16) */
 #ifndef KQ_AMX_TOKEN_BLOCK
-#define KQ_AMX_TOKEN_BLOCK 32
+#define KQ_AMX_TOKEN_BLOCK 64
 #endif
 
 #if KQ_HAVE_AMX
@@ -162,107 +162,96 @@ KQ_AMX_ATTR static inline __attribute__((always_inline)) __m512 kq_amx_scale(con
 #define KQ_AMX_DOT(i, ta, tb, g)                                                                   \
     do {                                                                                           \
         _tile_zero(i);                                                                             \
-        _tile_loadd(ta, a + (size_t)(g)*KQ_GROUP, lda);                                            \
+        _tile_loadd(ta, a + (size_t)(g)*512, 32);                                                  \
         _tile_loadd(tb, wb + (size_t)(g)*512, 64);                                                 \
         _tile_dpbssd(i, ta, tb);                                                                   \
     } while (0)
 
-/* acc[m] (lane r) = the product of row m of the 16 at a (lda apart, group
- * scales at d, ldd apart) with row r of the block whose B tiles start at wb
- * and whose scales start at s: groups 4 at a time, the float step per row
- * in group order, as KQ512_COMBINE / k4_combine512 take it. */
+/* Two groups' products into C tiles c0 and c1 (n of them, 1 or 2), and their stores */
+#define KQ_AMX_PAIR(c0, c1, g, n)                                                                  \
+    do {                                                                                           \
+        KQ_AMX_DOT(c0, 4, 6, g);                                                                   \
+        if ((n) > 1)                                                                               \
+            KQ_AMX_DOT(c1, 5, 7, (g) + 1);                                                         \
+    } while (0)
+#define KQ_AMX_STORE(c0, c1, buf, n)                                                               \
+    do {                                                                                           \
+        _tile_stored(c0, (buf)[0], 64);                                                            \
+        if ((n) > 1)                                                                               \
+            _tile_stored(c1, (buf)[1], 64);                                                        \
+    } while (0)
+
+/* The float step of groups g and g + 1 (n of them) for the 16 rows, from their stored dots */
 KQ_AMX_ATTR static inline __attribute__((always_inline)) void
-kq_amx_tile(const int8_t *a, size_t lda, const float *d, size_t ldd, const int8_t *wb,
-            const void *s, int shift, int G, __m512 acc[16])
+kq_amx_combine(const int32_t c[2][16][16], const float *d, const void *s, int shift, int g, int n,
+               __m512 acc[16])
 {
-    int32_t c[4][16][16] __attribute__((aligned(64)));
+    for (int i = 0; i < n; i++) {
+        __m512 sc = kq_amx_scale(s, g + i, shift);
+        for (int m = 0; m < 16; m++) {
+            __m512 p = _mm512_mul_ps(sc, _mm512_set1_ps(d[(size_t)(g + i) * 16 + m]));
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[i][m])),
+                                     p, acc[m]);
+        }
+    }
+}
+
+static inline int kq_amx_left(int G, int g) { return G - g < 0 ? 0 : G - g < 2 ? G - g : 2; }
+
+/* acc[m] (lane r) = the product of row m of a packed tile of x (kq_amx_pack)
+ * with row r of the block whose B tiles start at wb
+ * and whose scales start at s. Groups go in pairs through two sets of C
+ * tiles (0-1, 2-3): the tiles compute the next pair while the vector units
+ * take the last one's float step, in group order for every row. */
+KQ_AMX_ATTR static inline __attribute__((always_inline)) void
+kq_amx_tile(const int8_t *a, const float *d, const int8_t *wb, const void *s, int shift, int G,
+            __m512 acc[16])
+{
+    int32_t c[2][2][16][16] __attribute__((aligned(64)));
     for (int m = 0; m < 16; m++)
         acc[m] = _mm512_setzero_ps();
+    KQ_AMX_PAIR(0, 1, 0, kq_amx_left(G, 0));
+    KQ_AMX_STORE(0, 1, c[0], kq_amx_left(G, 0));
     for (int g = 0; g < G; g += 4) {
-        int n = G - g < 4 ? G - g : 4;
-        KQ_AMX_DOT(0, 4, 6, g);
-        if (n > 1)
-            KQ_AMX_DOT(1, 5, 7, g + 1);
-        if (n > 2)
-            KQ_AMX_DOT(2, 4, 6, g + 2);
-        if (n > 3)
-            KQ_AMX_DOT(3, 5, 7, g + 3);
-        _tile_stored(0, c[0], 64);
-        if (n > 1)
-            _tile_stored(1, c[1], 64);
-        if (n > 2)
-            _tile_stored(2, c[2], 64);
-        if (n > 3)
-            _tile_stored(3, c[3], 64);
-        for (int i = 0; i < n; i++) {
-            __m512 sc = kq_amx_scale(s, g + i, shift);
-            for (int m = 0; m < 16; m++) {
-                __m512 p = _mm512_mul_ps(sc, _mm512_set1_ps(d[(size_t)m * ldd + g + i]));
-                acc[m] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void *)c[i][m])), p,
-                                    acc[m]);
+        int n1 = kq_amx_left(G, g + 2), n2 = kq_amx_left(G, g + 4);
+        if (n1)
+            KQ_AMX_PAIR(2, 3, g + 2, n1);
+        kq_amx_combine(c[0], d, s, shift, g, kq_amx_left(G, g), acc);
+        if (!n1)
+            break;
+        KQ_AMX_STORE(2, 3, c[1], n1);
+        if (n2)
+            KQ_AMX_PAIR(0, 1, g + 4, n2);
+        kq_amx_combine(c[1], d, s, shift, g + 2, n1, acc);
+        if (n2)
+            KQ_AMX_STORE(0, 1, c[0], n2);
+    }
+}
+
+/* Rows [t0, t1) of x as A tiles of 16 rows, zeros past t1: tile u's group g
+ * at qp + (u G + g) 512 (row m at + 32 m), its scales at dp + (u G + g) 16.
+ * In place, a tile's rows would lie K bytes apart: 16 lines to load for 512
+ * bytes, and at K a multiple of 1 KiB all in a few of the L1's sets, which
+ * the weights streaming through evict; packed, a tile's group is 8 lines in
+ * a row, read against every block of the task. */
+static void kq_amx_pack(const kq_act *x, int t0, int t1, int8_t *qp, float *dp)
+{
+    const int G = x->groups, tiles = (t1 - t0 + 15) / 16;
+    for (int u = 0; u < tiles; u++)
+        for (int m = 0; m < 16; m++) {
+            int t = t0 + 16 * u + m;
+            for (int g = 0; g < G; g++) {
+                int8_t *q = qp + ((size_t)u * G + g) * 512 + m * KQ_GROUP;
+                float *d = dp + ((size_t)u * G + g) * 16 + m;
+                if (t < t1) {
+                    memcpy(q, x->q + (size_t)t * x->K + g * KQ_GROUP, KQ_GROUP);
+                    *d = x->d[(size_t)t * G + g];
+                } else {
+                    memset(q, 0, KQ_GROUP);
+                    *d = 0.0f;
+                }
             }
         }
-    }
-}
-
-/* A's source: x's rows in place, or (fewer than 16 in all) copied into a
- * buffer of 16 rows padded with zeros; NULL when that buffer cannot be had. */
-typedef struct {
-    const int8_t *q;
-    const float *d;
-    int rows; /* at least 16 */
-} kq_amx_src;
-static int kq_amx_source(const kq_act *x, int T, kq_amx_src *src)
-{
-    if (T >= 16) {
-        *src = (kq_amx_src){x->q, x->d, T};
-        return 0;
-    }
-    size_t qb = (size_t)16 * x->K, db = (size_t)16 * x->groups * sizeof(float);
-    unsigned char *b = kq_amx_buf(0, qb + db);
-    if (!b)
-        return -1;
-    memset(b, 0, qb + db);
-    memcpy(b, x->q, (size_t)T * x->K);
-    memcpy(b + qb, x->d, (size_t)T * x->groups * sizeof(float));
-    *src = (kq_amx_src){(const int8_t *)b, (const float *)(b + qb), 16};
-    return 0;
-}
-
-/* The block's outputs for rows [t, t1) of x: the 16-row tile that ends at t1
- * where fewer than 16 are left (rows before t computed again, not stored;
- * each row's result is its own, so the same bits). */
-KQ_AMX_ATTR static inline __attribute__((always_inline)) void
-kq_amx_rows(const kq_amx_src *src, const kq_act *x, int t, int t1, const int8_t *wb, const void *s,
-            int shift, int cols, float *yb, int ldy)
-{
-    int t0 = t1 - t < 16 ? t1 - 16 : t;
-    if (t0 < 0)
-        t0 = 0;
-    __m512 acc[16];
-    kq_amx_tile(src->q + (size_t)t0 * x->K, (size_t)x->K, src->d + (size_t)t0 * x->groups,
-                (size_t)x->groups, wb, s, shift, x->groups, acc);
-    __mmask16 mk = (__mmask16)((1u << cols) - 1u);
-    for (int m = t - t0; m < 16 && t0 + m < t1; m++)
-        _mm512_mask_storeu_ps(yb + (size_t)(t0 + m) * ldy, mk, acc[m]);
-}
-
-KQ_AMX_ATTR static void kq_amx_q8(const kq_amx_src *src, const kq_act *x, int T,
-                                  const k_q8_matrix *w, int b0, int b1, float *y, int ldy)
-{
-    const int G = w->groups;
-    for (int t0 = 0; t0 < T; t0 += KQ_AMX_TOKEN_BLOCK) {
-        int t1 = t0 + KQ_AMX_TOKEN_BLOCK < T ? t0 + KQ_AMX_TOKEN_BLOCK : T;
-        for (int b = b0; b < b1; b++) {
-            const int8_t *wb = w->q + (size_t)b * G * 512;
-            const float *sb = w->scale + (size_t)b * G * KQ_ROWS;
-            int cols = w->N - b * KQ_ROWS < KQ_ROWS ? w->N - b * KQ_ROWS : KQ_ROWS;
-            for (int t = t0; t < t1; t += 16)
-                kq_amx_rows(src, x, t, t + 16 < t1 ? t + 16 : t1, wb, sb, -1, cols,
-                            y + (size_t)b * KQ_ROWS, ldy);
-        }
-    }
 }
 
 /* Block b's 4-bit groups as int8 B tiles (q = nibble - 8), 512 bytes a group */
@@ -279,40 +268,68 @@ KQ_AMX_ATTR static void kq_amx_unpack4(const uint8_t *wb, int G, int8_t *out)
         }
 }
 
-KQ_AMX_ATTR static void kq_amx_q4(const kq_amx_src *src, const kq_act *x, int T,
-                                  const k_q8_matrix *w, int b0, int b1, float *y, int ldy,
-                                  int8_t *wbuf)
+/* The packed rows [t0, t1) against row blocks [b0, b1) of w (q4: each
+ * block's groups unpacked into wbuf first) */
+KQ_AMX_ATTR static inline __attribute__((always_inline)) void
+kq_amx_blocks(const k_q8_matrix *w, int q4, int b0, int b1, int t0, int t1, const int8_t *qp,
+              const float *dp, int8_t *wbuf, float *y, int ldy)
 {
-    const int G = w->groups, shift = k4_shift(w->wgroup), GW = w->K / w->wgroup;
-    const uint8_t *q = (const uint8_t *)w->q;
-    for (int t0 = 0; t0 < T; t0 += KQ_AMX_TOKEN_BLOCK) {
-        int t1 = t0 + KQ_AMX_TOKEN_BLOCK < T ? t0 + KQ_AMX_TOKEN_BLOCK : T;
-        for (int b = b0; b < b1; b++) {
-            kq_amx_unpack4(q + (size_t)b * G * 256, G, wbuf);
-            const uint16_t *sh = w->scale_h + (size_t)b * GW * KQ_ROWS;
-            int cols = w->N - b * KQ_ROWS < KQ_ROWS ? w->N - b * KQ_ROWS : KQ_ROWS;
-            for (int t = t0; t < t1; t += 16)
-                kq_amx_rows(src, x, t, t + 16 < t1 ? t + 16 : t1, wbuf, sh, shift, cols,
-                            y + (size_t)b * KQ_ROWS, ldy);
+    const int G = w->groups, shift = q4 ? k4_shift(w->wgroup) : -1;
+    const size_t ss = (size_t)(q4 ? w->K / w->wgroup : G) * KQ_ROWS; /* a block's scales */
+    for (int b = b0; b < b1; b++) {
+        const int8_t *wb = w->q + (size_t)b * G * 512;
+        const void *s = w->scale + b * ss;
+        if (q4) {
+            kq_amx_unpack4((const uint8_t *)w->q + (size_t)b * G * 256, G, wbuf);
+            wb = wbuf;
+            s = w->scale_h + b * ss;
+        }
+        int cols = w->N - b * KQ_ROWS < KQ_ROWS ? w->N - b * KQ_ROWS : KQ_ROWS;
+        __mmask16 mk = (__mmask16)((1u << cols) - 1u);
+        for (int u = 0; 16 * u < t1 - t0; u++) {
+            __m512 acc[16];
+            kq_amx_tile(qp + (size_t)u * G * 512, dp + (size_t)u * G * 16, wb, s, shift, G, acc);
+            for (int m = 0; m < 16 && t0 + 16 * u + m < t1; m++)
+                _mm512_mask_storeu_ps(y + (size_t)(t0 + 16 * u + m) * ldy + (size_t)b * KQ_ROWS, mk,
+                                      acc[m]);
         }
     }
 }
 
-/* The product on the tiles: -1 (nothing done) when a buffer cannot be had */
+KQ_AMX_ATTR static void kq_amx_blocks_q8(const k_q8_matrix *w, int b0, int b1, int t0, int t1,
+                                         const int8_t *qp, const float *dp, float *y, int ldy)
+{
+    kq_amx_blocks(w, 0, b0, b1, t0, t1, qp, dp, NULL, y, ldy);
+}
+
+KQ_AMX_ATTR static void kq_amx_blocks_q4(const k_q8_matrix *w, int b0, int b1, int t0, int t1,
+                                         const int8_t *qp, const float *dp, int8_t *wbuf, float *y,
+                                         int ldy)
+{
+    kq_amx_blocks(w, 1, b0, b1, t0, t1, qp, dp, wbuf, y, ldy);
+}
+
+/* The product on the tiles, a pass over the task's blocks per KQ_AMX_TOKEN_BLOCK
+ * rows of x: -1 (nothing done) when a buffer cannot be had */
 KQ_AMX_ATTR static int kq_amx_linear(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1,
                                      float *y, int ldy)
 {
-    kq_amx_src src;
+    const size_t TB = KQ_AMX_TOKEN_BLOCK, G = (size_t)w->groups;
+    unsigned char *buf = kq_amx_buf(0, TB * G * (KQ_GROUP + sizeof(float)));
     int8_t *wbuf = NULL;
-    if (kq_amx_source(x, T, &src))
+    if (!buf || (w->bits == 4 && !(wbuf = (int8_t *)kq_amx_buf(1, G * 512))))
         return -1;
-    if (w->bits == 4 && !(wbuf = (int8_t *)kq_amx_buf(1, (size_t)w->groups * 512)))
-        return -1;
+    int8_t *qp = (int8_t *)buf;
+    float *dp = (float *)(buf + TB * G * KQ_GROUP);
     kq_amx_begin();
-    if (w->bits == 4)
-        kq_amx_q4(&src, x, T, w, b0, b1, y, ldy, wbuf);
-    else
-        kq_amx_q8(&src, x, T, w, b0, b1, y, ldy);
+    for (int t0 = 0; t0 < T; t0 += (int)TB) {
+        int t1 = t0 + (int)TB < T ? t0 + (int)TB : T;
+        kq_amx_pack(x, t0, t1, qp, dp);
+        if (w->bits == 4)
+            kq_amx_blocks_q4(w, b0, b1, t0, t1, qp, dp, wbuf, y, ldy);
+        else
+            kq_amx_blocks_q8(w, b0, b1, t0, t1, qp, dp, y, ldy);
+    }
     _tile_release();
     return 0;
 }
