@@ -26,9 +26,10 @@
  * a tile configuration of its own) neither breaks nor is broken by it, and
  * a context switch need not save tile state between calls.
  *
- * AMX is used for products of at least KQ_AMX_MIN_T rows of x; below that
- * (batch-1 decode) a 16-row tile would be mostly padding and vpdpbusd is
- * faster. Where the kernel, the compiler or the OS lacks AMX, or
+ * AMX is used for products of at least KQ_AMX_MIN_T_Q8 (q4: _Q4) rows of x:
+ * below that (batch-1 decode) a 16-row tile is mostly padding and vpdpbusd
+ * is as fast or faster, for q4 up to more rows, since each pass first
+ * unpacks its weights (measured with bench_products, bench/RESULTS.md). Where the kernel, the compiler or the OS lacks AMX, or
  * MHLA_CPU_Q8_NO_AMX=1 (or MHLA_CPU_Q8_NO_DOT=1) is set, the vpdpbusd /
  * vpmaddubsw kernels run everywhere: tests run both on the same machine.
  */
@@ -49,8 +50,11 @@
 #define KQ_HAVE_AMX 0
 #endif
 
-#ifndef KQ_AMX_MIN_T
-#define KQ_AMX_MIN_T 8
+#ifndef KQ_AMX_MIN_T_Q8
+#define KQ_AMX_MIN_T_Q8 6
+#endif
+#ifndef KQ_AMX_MIN_T_Q4
+#define KQ_AMX_MIN_T_Q4 12
 #endif
 /* Rows of x per pass over a task's weights (a multiple of 16) */
 #ifndef KQ_AMX_TOKEN_BLOCK
@@ -334,7 +338,7 @@ KQ_AMX_ATTR static int kq_amx_linear(const kq_act *x, int T, const k_q8_matrix *
     return 0;
 }
 #define KQ_AMX_RUN(x, T, w, b0, b1, y, ldy)                                                        \
-    ((T) >= KQ_AMX_MIN_T && kq_use_amx() &&                                                        \
+    ((T) >= ((w)->bits == 4 ? KQ_AMX_MIN_T_Q4 : KQ_AMX_MIN_T_Q8) && kq_use_amx() &&                                                        \
      kq_amx_linear((x), (T), (w), (b0), (b1), (y), (ldy)) == 0)
 #else
 #define KQ_AMX_RUN(x, T, w, b0, b1, y, ldy) 0

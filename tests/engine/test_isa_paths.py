@@ -8,7 +8,7 @@ For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
   3. logits of random checkpoints (f32, bf16 and f16 files; f32, bf16, bf16dot, q8 and q4
      weights in memory, q8 and q4 also with MHLA_CPU_Q8_NO_DOT=1, the kernels without
      vpdpbusd / sdot, and with MHLA_CPU_Q8_NO_AMX=1, vpdpbusd where the default runs
-     AMX-INT8 tiles for steps of 8 rows or more, and
+     AMX-INT8 tiles for products of 6 rows or more (q4: 12), and
      bf16dot also with MHLA_CPU_BF16_NO_DOT=1, the kernel without vdpbf16ps;
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
