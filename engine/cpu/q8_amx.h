@@ -29,9 +29,9 @@
  * AMX is used for products of at least KQ_AMX_MIN_T_Q8 (q4: _Q4) rows of x:
  * below that (batch-1 decode) a 16-row tile is mostly padding and vpdpbusd
  * is as fast or faster, for q4 up to more rows, since each pass first
- * unpacks its weights (measured with bench_products, bench/RESULTS.md). Where the kernel, the compiler or the OS lacks AMX, or
- * MHLA_CPU_Q8_NO_AMX=1 (or MHLA_CPU_Q8_NO_DOT=1) is set, the vpdpbusd /
- * vpmaddubsw kernels run everywhere: tests run both on the same machine.
+ * unpacks its weights (measured with bench_products, bench/RESULTS.md). Where the kernel, the
+ * compiler or the OS lacks AMX, or MHLA_CPU_Q8_NO_AMX=1 (or MHLA_CPU_Q8_NO_DOT=1) is set, the
+ * vpdpbusd / vpmaddubsw kernels run everywhere: tests run both on the same machine.
  */
 #include "kernels_q4.h"
 
@@ -187,7 +187,7 @@ KQ_AMX_ATTR static inline __attribute__((always_inline)) __m512 kq_amx_scale(con
 
 /* The float step of groups g and g + 1 (n of them) for the 16 rows, from their stored dots */
 KQ_AMX_ATTR static inline __attribute__((always_inline)) void
-kq_amx_combine(const int32_t c[2][16][16], const float *d, const void *s, int shift, int g, int n,
+kq_amx_combine(int32_t c[2][16][16], const float *d, const void *s, int shift, int g, int n,
                __m512 acc[16])
 {
     for (int i = 0; i < n; i++) {
@@ -338,7 +338,7 @@ KQ_AMX_ATTR static int kq_amx_linear(const kq_act *x, int T, const k_q8_matrix *
     return 0;
 }
 #define KQ_AMX_RUN(x, T, w, b0, b1, y, ldy)                                                        \
-    ((T) >= ((w)->bits == 4 ? KQ_AMX_MIN_T_Q4 : KQ_AMX_MIN_T_Q8) && kq_use_amx() &&                                                        \
+    ((T) >= ((w)->bits == 4 ? KQ_AMX_MIN_T_Q4 : KQ_AMX_MIN_T_Q8) && kq_use_amx() &&                \
      kq_amx_linear((x), (T), (w), (b0), (b1), (y), (ldy)) == 0)
 #else
 #define KQ_AMX_RUN(x, T, w, b0, b1, y, ldy) 0
