@@ -11,27 +11,30 @@
  *
  * Why the bits stay the same: the packed q8 block (kernels_q8.h) is already
  * AMX's B-tile layout (8 rows of 64 bytes: unit u, then row r, then the 4
- * bytes of the unit), and the A tile is 16 rows of x's int8 (32 bytes each,
- * K apart). tdpbssd multiplies signed by signed bytes into int32, exact (no
- * saturation: |dot| <= 32 * 127 * 127), so each group's integer is the one
- * every other path finds. Each group has a C tile of its own (zeroed, one
- * tdpbssd), stored, and each row's 16 int32 go through the same float step
- * as KQ512_COMBINE, group after group in order: the same bits. The q4
- * weights are unpacked (q in [-8, 7], signed) into that layout first.
+ * bytes of the unit), and an A tile is 16 rows of x's int8, one group of 32
+ * bytes each (packed per tile first: kq_amx_pack). tdpbssd multiplies
+ * signed by signed bytes into int32, exact (no saturation: |dot| <= 32 *
+ * 127 * 127), so each group's integer is the one every other path finds.
+ * Each group has a C tile of its own (zeroed, one tdpbssd), stored, and
+ * each row's 16 int32 go through the same float step as KQ512_COMBINE,
+ * group after group in order: the same bits. The q4 weights are unpacked
+ * (q in [-8, 7], signed) into that layout first, a block at a time.
  *
  * Tiles: C in tmm0-3 (two sets of two groups, so that the tiles compute one
  * pair while the vector units take the float step of the other), A in
- * tmm4/5, B in tmm6/7. The configuration is loaded at each kernel call and the tiles
- * released at its end, so whatever else a pool thread runs (a library with
- * a tile configuration of its own) neither breaks nor is broken by it, and
- * a context switch need not save tile state between calls.
+ * tmm4/5, B in tmm6/7. The configuration is loaded at each kernel call and
+ * the tiles released at its end, so whatever else a pool thread runs (a
+ * library with a tile configuration of its own) neither breaks nor is
+ * broken by it, and a context switch need not save tile state between
+ * calls.
  *
  * AMX is used for products of at least KQ_AMX_MIN_T_Q8 (q4: _Q4) rows of x:
  * below that (batch-1 decode) a 16-row tile is mostly padding and vpdpbusd
  * is as fast or faster, for q4 up to more rows, since each pass first
- * unpacks its weights (measured with bench_products, bench/RESULTS.md). Where the kernel, the
- * compiler or the OS lacks AMX, or MHLA_CPU_Q8_NO_AMX=1 (or MHLA_CPU_Q8_NO_DOT=1) is set, the
- * vpdpbusd / vpmaddubsw kernels run everywhere: tests run both on the same machine.
+ * unpacks its weights (measured with bench_products: bench/RESULTS.md).
+ * Where the CPU, the compiler or the OS lacks AMX, or MHLA_CPU_Q8_NO_AMX=1
+ * (or MHLA_CPU_Q8_NO_DOT=1) is set, the vpdpbusd / vpmaddubsw kernels run
+ * everywhere: tests run both on the same machine.
  */
 #include "kernels_q4.h"
 
@@ -56,7 +59,8 @@
 #ifndef KQ_AMX_MIN_T_Q4
 #define KQ_AMX_MIN_T_Q4 12
 #endif
-/* Rows of x per pass over a task's weights (a multiple of 16) */
+/* Rows of x per pass over a task's weights (a multiple of 16): 16 to 128
+ * measured, 64 the fastest within the noise (bench/RESULTS.md) */
 #ifndef KQ_AMX_TOKEN_BLOCK
 #define KQ_AMX_TOKEN_BLOCK 64
 #endif
