@@ -189,5 +189,6 @@ static const float *x_pack(const float *x, int T, int K)
 #include "silu_avx512.h"
 #include "q8_avx512.h"
 #include "q4_avx512.h"
+#include "q8_amx.h"
 #include "bd_avx512.h"
 #include "kernels_body.h"

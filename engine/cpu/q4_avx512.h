@@ -93,14 +93,3 @@ static inline __attribute__((always_inline)) void k4_tile_bw(const kq_act *x, in
 #define K4_TILE k4_tile_bw
 #define K4_ATTR
 #include "kernels_q4_body.h"
-
-static void k4_linear(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
-                      int ldy)
-{
-    if (kq_use_vnni())
-        k4_linear_vnni(x, T, w, b0, b1, y, ldy);
-    else
-        k4_linear_bw(x, T, w, b0, b1, y, ldy);
-}
-
-static const char *k4_kernel(void) { return kq_use_vnni() ? "vpdpbusd" : "vpmaddubsw"; }

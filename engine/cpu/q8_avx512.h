@@ -87,8 +87,8 @@ kq_tile_bw(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int
 #include "kernels_q8_body.h"
 
 /* MHLA_CPU_Q8_NO_DOT=1 leaves the dot-product instructions (vpdpbusd,
- * sdot) unused even where the CPU has them, so that tests can run the other
- * kernel on the same machine. */
+ * sdot, and with them AMX's tdpbssd: q8_amx.h) unused even where the CPU
+ * has them, so that tests can run the other kernel on the same machine. */
 static int kq_use_vnni(void)
 {
     static _Atomic int v = -1; /* set once; every thread finds the same answer */
@@ -100,14 +100,3 @@ static int kq_use_vnni(void)
     }
     return v;
 }
-
-static void kq_linear(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
-                      int ldy)
-{
-    if (kq_use_vnni())
-        kq_linear_vnni(x, T, w, b0, b1, y, ldy);
-    else
-        kq_linear_bw(x, T, w, b0, b1, y, ldy);
-}
-
-static const char *kq_kernel(void) { return kq_use_vnni() ? "vpdpbusd" : "vpmaddubsw"; }

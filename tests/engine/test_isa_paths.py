@@ -7,7 +7,8 @@ For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
      q8 and q4 weights;
   3. logits of random checkpoints (f32, bf16 and f16 files; f32, bf16, bf16dot, q8 and q4
      weights in memory, q8 and q4 also with MHLA_CPU_Q8_NO_DOT=1, the kernels without
-     vpdpbusd / sdot, and
+     vpdpbusd / sdot, and with MHLA_CPU_Q8_NO_AMX=1, vpdpbusd where the default runs
+     AMX-INT8 tiles for products of 6 rows or more (q4: 12), and
      bf16dot also with MHLA_CPU_BF16_NO_DOT=1, the kernel without vdpbf16ps;
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
@@ -49,8 +50,8 @@ FEEDS = [["--feed", "prefill"], ["--feed", "decode"], ["--feed", "splits", "--sp
 WEIGHTS = ["f32", "bf16", "bf16dot", "bf16dot-nodot"]
 # weight modes per config: "q8-nodot" is q8 with MHLA_CPU_Q8_NO_DOT=1; its reference logits
 # are the q8 ones (every q8 kernel gives the same bits); "bf16dot-nodot" and "q4-nodot" the
-# same for bf16dot and q4
-Q8_WEIGHTS = ["f32", "q8", "q8-nodot", "q4", "q4-nodot"]
+# same for bf16dot and q4; "q8-noamx" and "q4-noamx" with MHLA_CPU_Q8_NO_AMX=1
+Q8_WEIGHTS = ["f32", "q8", "q8-nodot", "q8-noamx", "q4", "q4-nodot", "q4-noamx"]
 
 
 def weights_of(name):
@@ -61,6 +62,8 @@ def weight_run(w, env):
     """(--weights value, environment) of a weight mode"""
     if w in ("q8-nodot", "q4-nodot"):
         return w[:2], dict(env, MHLA_CPU_Q8_NO_DOT="1")
+    if w in ("q8-noamx", "q4-noamx"):
+        return w[:2], dict(env, MHLA_CPU_Q8_NO_AMX="1")
     if w == "bf16dot-nodot":
         return "bf16dot", dict(env, MHLA_CPU_BF16_NO_DOT="1")
     return w, env

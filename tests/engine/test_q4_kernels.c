@@ -14,9 +14,14 @@
  *     computed here in plain C, for a row alone, in a batch of 37 rows, and
  *     with 1 or 2 threads; and it stays within the quantization error of the
  *     f32 product.
- * Run once as is and once with MHLA_CPU_Q8_NO_DOT=1 (the kernels without
- * vpdpbusd / sdot). usage: test_q4_kernels [1] (1: one thread only, for
- * qemu-user)
+ *   - every row count from 1 to 40 on odd shapes (N not a multiple of 16;
+ *     K = 32, 64, 1056; groups of 32 and 64) gives the defined bits: AMX's
+ *     16-row tiles, their tails, a padded tile below 16 rows and vpdpbusd
+ *     below the tiles' threshold; where AMX is expected (amx_expect.h) the
+ *     avx512 path must be running it.
+ * Run once as is, once with MHLA_CPU_Q8_NO_AMX=1 (vpdpbusd alone) and once
+ * with MHLA_CPU_Q8_NO_DOT=1 (the kernels without vpdpbusd / sdot / AMX). usage: test_q4_kernels [1]
+ * (1: one thread only, for qemu-user)
  */
 #include "cpu/kernels.h"
 #include "cpu/kernels_q4.h"
@@ -28,6 +33,8 @@
 
 #define TEST_RNG_SEED 0x5eed0004ull
 #include "check.h"
+
+#include "amx_expect.h"
 
 /* Groups of very different magnitudes, some all zero, some with one spike, some tiny enough
  * for subnormal or zero scales. */
@@ -271,6 +278,71 @@ static void products(int N, int K, int wg, tp_pool **pools, int n_pools)
     free(y);
 }
 
+/* The avx512 path's kernel is the tiles exactly where amx_expect.h expects them */
+static void amx_case(const char *path)
+{
+    if (strcmp(path, "avx512") != 0)
+        return;
+    const char *why = "", *name = k_q4_kernel_name();
+    int on = strstr(name, "amx") != NULL;
+    if (amx_expected(&why))
+        CHECK(on, "AMX-INT8 expected on this CPU, the avx512 path runs %s", name);
+    else
+        printf("AMX case skipped: %s (the avx512 path runs %s)\n", why, name);
+}
+
+/* Each row count n from 1 to T: y's first n rows, on every path and pool */
+static void rows_1_to(int T, const float *x, const k_q8_matrix *m, const float *ref, float *y,
+                      tp_pool **pools, int n_pools)
+{
+    int N = m->N, K = m->K;
+    char paths[64], err[200];
+    k_matrix km = {NULL, NULL, m, 0};
+    snprintf(paths, sizeof paths, "%s", k_isa_runnable());
+    for (char *p = strtok(paths, " "); p; p = strtok(NULL, " ")) {
+        if (k_isa_select(p, err, sizeof err)) {
+            CHECK(0, "select %s: %s", p, err);
+            continue;
+        }
+        amx_case(p);
+        for (int th = 0; th < n_pools; th++)
+            for (int n = 1; n <= T; n++) {
+                memset(y, 0xff, (size_t)T * N * sizeof *y);
+                k_linear(x, n, K, km, N, y, N, pools[th]);
+                CHECK(memcmp(y, ref, (size_t)n * N * sizeof *y) == 0,
+                      "%s (%s), %d threads, [%d, %d] / %d x %d rows: not the defined bits", p,
+                      k_q4_kernel_name(), th + 1, N, K, m->wgroup, n);
+            }
+        printf("%s (%s): [%d, %d] / %d x 1 to %d rows, the defined bits\n", p, k_q4_kernel_name(),
+               N, K, m->wgroup, T);
+    }
+}
+
+static void row_counts(int N, int K, int wg, tp_pool **pools, int n_pools)
+{
+    const int T = 40;
+    float *w = malloc((size_t)N * K * sizeof *w), *x = malloc((size_t)T * K * sizeof *x);
+    fill(w, (size_t)N * K);
+    fill(x, (size_t)T * K);
+    size_t qb, sb;
+    k_q4_sizes(N, K, wg, &qb, &sb);
+    uint8_t *q = malloc(qb);
+    uint16_t *s = malloc(sb);
+    float *ref = malloc((size_t)T * N * sizeof *ref), *y = malloc((size_t)T * N * sizeof *y);
+    k_q8_matrix m;
+    char err[200];
+    if (k_q4_quantize(w, N, K, wg, q, s, &m, err, sizeof err))
+        die("quantize: %s", err);
+    reference(x, T, &m, ref);
+    rows_1_to(T, x, &m, ref, y, pools, n_pools);
+    free(w);
+    free(x);
+    free(q);
+    free(s);
+    free(ref);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     int n_pools = argc > 1 && !strcmp(argv[1], "1") ? 1 : 2;
@@ -292,6 +364,10 @@ int main(int argc, char **argv)
     products(100, 256, 64, pools, n_pools);
     products(300, 128, 128, pools, n_pools);
     products(20, 384, 128, pools, n_pools);
+    row_counts(17, 32, 32, pools, n_pools);
+    row_counts(33, 64, 64, pools, n_pools);
+    row_counts(45, 1024 + 32, 32, pools, n_pools);
+    row_counts(45, 1024 + 128, 128, pools, n_pools);
     for (int i = 0; i < n_pools; i++)
         tp_free(pools[i]);
     if (failures)

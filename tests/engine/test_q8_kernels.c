@@ -8,8 +8,13 @@
  *     computed here in plain C, for a row alone, in a batch of 37 rows, and
  *     with 1 or 2 threads; and it stays within the quantization error of the
  *     f32 product.
- * Run once as is and once with MHLA_CPU_Q8_NO_DOT=1 (the kernels without
- * vpdpbusd / sdot).
+ *   - every row count from 1 to 40 on odd shapes (N not a multiple of 16;
+ *     K = 32, 64, 1056) gives the canonical bits: AMX's 16-row tiles, their
+ *     tails, a padded tile below 16 rows and the vpdpbusd kernel below the
+ *     tiles' threshold; where AMX is expected (amx_expect.h) the avx512
+ *     path must be running it.
+ * Run once as is, once with MHLA_CPU_Q8_NO_AMX=1 (vpdpbusd alone) and once
+ * with MHLA_CPU_Q8_NO_DOT=1 (the kernels without vpdpbusd / sdot / AMX).
  */
 #include "cpu/kernels.h"
 #include "cpu/kernels_q8.h"
@@ -21,6 +26,8 @@
 
 #define TEST_RNG_SEED 0x5eed0008ull
 #include "check.h"
+
+#include "amx_expect.h"
 
 /* Groups of very different magnitudes, some all zero, some with one spike. */
 static void fill(float *v, size_t n)
@@ -203,6 +210,70 @@ static void products(int N, int K, tp_pool *pools[2])
     free(y);
 }
 
+/* The avx512 path's kernel is the tiles exactly where amx_expect.h expects them */
+static void amx_case(const char *path)
+{
+    if (strcmp(path, "avx512") != 0)
+        return;
+    const char *why = "", *name = k_q8_kernel_name();
+    int on = strstr(name, "amx") != NULL;
+    if (amx_expected(&why))
+        CHECK(on, "AMX-INT8 expected on this CPU, the avx512 path runs %s", name);
+    else
+        printf("AMX case skipped: %s (the avx512 path runs %s)\n", why, name);
+}
+
+/* y's first n rows: row_counts's check on one path and pool */
+static void rows_1_to(int T, const float *x, const k_q8_matrix *m, const float *ref, float *y,
+                      tp_pool *pool, const char *path, int threads)
+{
+    int N = m->N, K = m->K;
+    k_matrix km = {NULL, NULL, m, 0};
+    for (int n = 1; n <= T; n++) {
+        memset(y, 0xff, (size_t)T * N * sizeof *y);
+        k_linear(x, n, K, km, N, y, N, pool);
+        CHECK(memcmp(y, ref, (size_t)n * N * sizeof *y) == 0,
+              "%s (%s), %d threads, [%d, %d] x %d rows: not the canonical bits", path,
+              k_q8_kernel_name(), threads, N, K, n);
+    }
+}
+
+static void row_counts(int N, int K, tp_pool *pools[2])
+{
+    const int T = 40;
+    float *w = malloc((size_t)N * K * sizeof *w), *x = malloc((size_t)T * K * sizeof *x);
+    fill(w, (size_t)N * K);
+    fill(x, (size_t)T * K);
+    size_t qb, sb;
+    k_q8_sizes(N, K, &qb, &sb);
+    int8_t *q = malloc(qb);
+    float *s = malloc(sb), *ref = malloc((size_t)T * N * sizeof *ref);
+    float *y = malloc((size_t)T * N * sizeof *y);
+    k_q8_matrix m;
+    char err[200], paths[64];
+    if (k_q8_quantize(w, N, K, q, s, &m, err, sizeof err))
+        die("quantize: %s", err);
+    reference(x, T, &m, ref);
+    snprintf(paths, sizeof paths, "%s", k_isa_runnable());
+    for (char *p = strtok(paths, " "); p; p = strtok(NULL, " ")) {
+        if (k_isa_select(p, err, sizeof err)) {
+            CHECK(0, "select %s: %s", p, err);
+            continue;
+        }
+        amx_case(p);
+        for (int th = 0; th < 2; th++)
+            rows_1_to(T, x, &m, ref, y, pools[th], p, th + 1);
+        printf("%s (%s): [%d, %d] x 1 to %d rows, the canonical bits\n", p, k_q8_kernel_name(), N,
+               K, T);
+    }
+    free(w);
+    free(x);
+    free(q);
+    free(s);
+    free(ref);
+    free(y);
+}
+
 int main(void)
 {
     round_trip(1, 32);
@@ -219,6 +290,9 @@ int main(void)
     products(37, 96, pools);
     products(100, 256, pools);
     products(300, 64, pools);
+    row_counts(17, 32, pools);
+    row_counts(33, 64, pools);
+    row_counts(45, 1024 + 32, pools);
     tp_free(pools[0]);
     tp_free(pools[1]);
     if (failures)
