@@ -96,6 +96,8 @@ void kv_mem_release_page(const kv_pool *p, void *ptr);
  * only read the pool's memory hooks and page size, which never change. */
 void *kv_mem_alloc_page_unpopulated(const kv_pool *p);
 void kv_mem_populate_page(const kv_pool *p, void *ptr);
+/* Piece k (2 MiB) of that: 1 when there was one to fault in, 0 past the page's end. */
+int kv_mem_populate_piece(const kv_pool *p, void *ptr, int k);
 /* 1 where faulting in a new page is slow enough to do ahead (host pages from 2 MiB on) */
 int kv_mem_page_slow(const kv_pool *p);
 /* the same, for buffers swept every step: the memory's alloc_swept where it has one */

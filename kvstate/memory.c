@@ -183,15 +183,23 @@ int kv_mem_page_slow(const kv_pool *p) { return host_pool(p) && p->page_bytes >=
 /* A huge page at a time: the populate holds the process's memory map for reading, and a
  * thread that maps or unmaps memory meanwhile waits for it; whole, a fresh 12 MiB page held
  * it ~30 ms on a 2-vCPU guest (bench/kvstate/bench_page_take.c), in pieces ~4 ms at most. */
-void kv_mem_populate_page(const kv_pool *p, void *ptr)
+int kv_mem_populate_piece(const kv_pool *p, void *ptr, int k)
 {
     if (!host_pool(p) || p->page_bytes < HUGE_BYTES)
-        return;
+        return 0;
     size_t span = huge_span(p->page_bytes), bytes = span ? span : p->page_bytes;
-    for (size_t off = 0; off < bytes; off += HUGE_BYTES) {
-        size_t n = bytes - off < HUGE_BYTES ? bytes - off : HUGE_BYTES;
-        (void)madvise((unsigned char *)ptr + off, n, MADV_POPULATE_WRITE);
-    }
+    size_t off = (size_t)k * HUGE_BYTES;
+    if (k < 0 || off >= bytes)
+        return 0;
+    size_t n = bytes - off < HUGE_BYTES ? bytes - off : HUGE_BYTES;
+    (void)madvise((unsigned char *)ptr + off, n, MADV_POPULATE_WRITE);
+    return 1;
+}
+
+void kv_mem_populate_page(const kv_pool *p, void *ptr)
+{
+    for (int k = 0; kv_mem_populate_piece(p, ptr, k); k++)
+        ;
 }
 
 void kv_mem_release_page(const kv_pool *p, void *ptr)
