@@ -133,16 +133,16 @@ static int after_starts(const srv_plan_limits *l, const srv_step_cost *c, int st
 static int closes(int C, int fed, int take) { return (fed + take) / C - fed / C; }
 
 /* A block's close costs time of its own (step_cost.c), close_tok prompt
- * tokens' worth beside decode rows: take shrinks until its tokens and its
- * closes fit the budget, keeping its closes where fewer tokens still reach
+ * tokens' worth beside decode rows: take (at most budget) shrinks until its
+ * tokens and its closes fit the budget, keeping its closes where fewer tokens still reach
  * them, else stopping short of the last block end (the next step closes
  * it, beside fewer tokens). Where not even that is left (the prompt stands
  * at a block's last token), the close happens now with the tokens up to
  * the block's end: a prompt always moves. Returns the tokens; *cost gets
  * their share of the budget. */
-static int fit_closes(int C, int fed, int take, double close_tok, int *cost)
+static int fit_closes(int C, int fed, int take, int budget, double close_tok, int *cost)
 {
-    int budget = take, first = take;
+    int first = take;
     for (;;) {
         int k = closes(C, fed, take);
         double need = take + k * close_tok;
@@ -172,7 +172,7 @@ static int prompt_take(const srv_plan_limits *l, const srv_step_cost *c, int dec
     if (l->target_s <= 0 || decode_rows == 0 || l->block_tokens <= 0 || per_token <= 0 ||
         per_close <= 0 || closes(l->block_tokens, pr->fed, take) == 0)
         return take;
-    return fit_closes(l->block_tokens, pr->fed, take, per_close / per_token, cost);
+    return fit_closes(l->block_tokens, pr->fed, take, budget, per_close / per_token, cost);
 }
 
 int srv_plan_prefill(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows,

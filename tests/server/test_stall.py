@@ -80,6 +80,8 @@ class Server:
     def costs(self):
         m = server_metrics.fetch(self.port, PACE.limit("token", 100, 10))
         part = lambda p: m['mhla_step_cost_seconds{part="%s"}' % p]  # noqa: E731
+        close = m.get('mhla_step_cost_seconds{part="per_block_close"}', -1)
+        check(close >= 0, "/metrics gives the learned cost of a block's close (%g s)" % close)
         return part("fixed"), part("per_decode_row"), part("per_prefill_token")
 
     def stop(self):

@@ -559,6 +559,62 @@ static void test_block_closes(void)
     close_s = 0;
 }
 
+/* One prompt's chunk for a set of costs: decode 30 ms a row, a prompt token 2 ms, a close
+ * close_ms, the target 100 ms (35 tokens' budget beside one row). */
+static int close_chunk(double close_ms, int decode_closes, int remaining, int fed)
+{
+    srv_plan_limits l = {.target_s = 0.1,
+                         .max_tokens = 512,
+                         .block_tokens = 64,
+                         .decode_closes = decode_closes};
+    srv_step_cost c;
+    srv_step_cost_reset(&c, 0);
+    c.decode_steps = 1;
+    c.mixed_steps = 5;
+    c.since_decode = 1;
+    c.last_prefill = 100;
+    c.theta[SRV_COST_FIXED] = c.theta[SRV_COST_PER_ROW] = 0.015;
+    c.theta[SRV_COST_PER_TOKEN] = 0.002;
+    c.theta[SRV_COST_PER_CLOSE] = close_ms * 1e-3;
+    srv_plan_prompt in[2] = {{remaining, fed, 0.01}, {4000, 0, 0.0}}; /* the first goes first */
+    int order[2], chunk[2];
+    srv_plan_prefill(&l, &c, 1, in, 2, order, chunk);
+    int closes = (fed + chunk[0]) / 64 - fed / 64 + chunk[1] / 64 + decode_closes;
+    double ms = 30 + 2.0 * (chunk[0] + chunk[1]) + close_ms * closes;
+    /* within the target, but for a close dearer than the budget with 1 token and nothing else */
+    CHECK(ms <= 100.0 + 1e-9 || (chunk[0] == 1 && chunk[1] == 0),
+          "a close of %.0f ms at %d: %d + %d tokens and %d closes plan %.1f ms", close_ms, fed,
+          chunk[0], chunk[1], closes, ms);
+    return chunk[0];
+}
+
+/* The chunk rules at a block's end (fit_closes): a chunk keeps its close with fewer
+ * tokens where that fits, or stops short of the block's end; a prompt at a block's last
+ * token closes it with that token even where the close costs more than the budget; a
+ * prompt's last tokens close their block within the step's budget, not their own count;
+ * the decode rows' closes come off the budget first. */
+static void test_close_chunks(void)
+{
+    struct {
+        double close_ms;
+        int decode_closes, remaining, fed, want;
+        const char *what;
+    } cases[] = {
+        {20, 0, 1000, 0, 35, "no block end in reach: the whole budget"},
+        {20, 0, 1000, 40, 25, "a close of 10 tokens' worth: kept, with 25 tokens"},
+        {50, 0, 1000, 50, 13, "a close of 25 tokens' worth that does not fit: short of the end"},
+        {50, 0, 1000, 63, 10, "at the block's last token: the close with 10 tokens"},
+        {80, 0, 1000, 63, 1, "a close dearer than the budget: with the block's last token"},
+        {50, 0, 10, 60, 10, "a prompt's last 10 tokens and a close within the budget"},
+        {50, 1, 1000, 0, 10, "a decode row's close: the budget less its 50 ms"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = close_chunk(cases[i].close_ms, cases[i].decode_closes, cases[i].remaining,
+                              cases[i].fed);
+        CHECK(got == cases[i].want, "%s: %d tokens, want %d", cases[i].what, got, cases[i].want);
+    }
+}
+
 static void test_token_budget(void)
 {
     sim s;
@@ -590,6 +646,7 @@ int main(void)
     test_slow_moments();
     test_busy_machine();
     test_block_closes();
+    test_close_chunks();
     test_token_budget();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
