@@ -151,6 +151,13 @@ def main(argv=None):
         print("side_by_side: %s not built" % ctx.bench_decode, file=sys.stderr)
         return 2
     ctx.prepare_model()
+    if "served" in a.points and not os.path.exists(os.path.join(a.model, "tokenizer.json")):
+        # without one the server's stand-in codec gives ids above 255 no text, so every
+        # chunk's text waits for the end: mhla-bench's TTFT would be the whole request's
+        print("side_by_side: served needs a tokenizer.json in %s (e.g. the Llama-2 one, "
+              "bench/side_by_side/README.md): without it no token has text until the end "
+              "and TTFT means nothing" % a.model, file=sys.stderr)
+        return 2
     res = tb.Results()
     for blk in plan(a):
         run_block(a, ctx, res, blk)
