@@ -27,6 +27,8 @@
  */
 #include "kvstate_internal.h"
 
+#include "base.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -52,13 +54,6 @@ static int room(const kv_stash *s)
     return s->n_ready + s->making < s->want && s->created + s->n_ready + s->making < s->limit;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* A page faulted in a piece at a time. While another page is ready the pieces are
  * paced, PACE × each piece's time apart: the work is the same, but on a machine whose
  * cores the engine's threads fill it takes a share of many steps, not a third of the
@@ -68,13 +63,13 @@ static void *make_page(kv_stash *s)
 {
     void *page = kv_mem_alloc_page_unpopulated(s->pool);
     for (int k = 0; page; k++) {
-        double t0 = now_s();
+        double t0 = mhla_now();
         if (!kv_mem_populate_piece(s->pool, page, k))
             break;
         pthread_mutex_lock(&s->mu);
         int calm = s->n_ready > 0 && !s->stop;
         pthread_mutex_unlock(&s->mu);
-        double pause = calm ? PACE * (now_s() - t0) : 0;
+        double pause = calm ? PACE * (mhla_now() - t0) : 0;
         if (pause > 0)
             nanosleep(&(struct timespec){.tv_sec = (time_t)pause,
                                          .tv_nsec = (long)((pause - (double)(time_t)pause) * 1e9)},
