@@ -182,7 +182,7 @@ int kv_mem_page_slow(const kv_pool *p) { return host_pool(p) && p->page_bytes >=
 
 /* A huge page at a time: the populate holds the process's memory map for reading, and a
  * thread that maps or unmaps memory meanwhile waits for it; whole, a fresh 12 MiB page held
- * it ~30 ms on a 2-vCPU guest (bench/kvstate/bench_page_take.c), in pieces ~4 ms at most. */
+ * it ~30 ms on a 2-vCPU guest (bench/kvstate/bench_page_take.c), in pieces ~5 ms each. */
 int kv_mem_populate_piece(const kv_pool *p, void *ptr, int k)
 {
     if (!host_pool(p) || p->page_bytes < HUGE_BYTES)
