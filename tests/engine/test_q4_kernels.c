@@ -250,34 +250,6 @@ static void on_every_path(const float *x, int T, const k_q8_matrix *m, const flo
     }
 }
 
-static void products(int N, int K, int wg, tp_pool **pools, int n_pools)
-{
-    const int T = 37;
-    float *w = malloc((size_t)N * K * sizeof *w), *x = malloc((size_t)T * K * sizeof *x);
-    fill(w, (size_t)N * K);
-    fill(x, (size_t)T * K);
-    size_t qb, sb;
-    k_q4_sizes(N, K, wg, &qb, &sb);
-    uint8_t *q = malloc(qb);
-    uint16_t *s = malloc(sb);
-    k_q8_matrix m;
-    char err[200];
-    float *ref = malloc((size_t)T * N * sizeof *ref), *y = malloc((size_t)T * N * sizeof *y);
-    if (k_q4_quantize(w, N, K, wg, q, s, &m, err, sizeof err)) {
-        CHECK(0, "quantize: %s", err);
-    } else {
-        reference(x, T, &m, ref);
-        near_exact(x, w, ref, &m, T);
-        on_every_path(x, T, &m, ref, y, pools, n_pools);
-    }
-    free(w);
-    free(x);
-    free(q);
-    free(s);
-    free(ref);
-    free(y);
-}
-
 /* The avx512 path's kernel is the tiles exactly where amx_expect.h expects them */
 static void amx_case(const char *path)
 {
@@ -318,9 +290,11 @@ static void rows_1_to(int T, const float *x, const k_q8_matrix *m, const float *
     }
 }
 
-static void row_counts(int N, int K, int wg, tp_pool **pools, int n_pools)
+/* A random [N, K] matrix in groups of wg and T random rows of x, quantized, and the defined
+ * product's bits: rows_only, every row count from 1 to T on every path (rows_1_to); else
+ * the accuracy and the T-row product on every path (near_exact, on_every_path). */
+static void q4_case(int N, int K, int wg, int T, int rows_only, tp_pool **pools, int n_pools)
 {
-    const int T = 40;
     float *w = malloc((size_t)N * K * sizeof *w), *x = malloc((size_t)T * K * sizeof *x);
     fill(w, (size_t)N * K);
     fill(x, (size_t)T * K);
@@ -331,16 +305,33 @@ static void row_counts(int N, int K, int wg, tp_pool **pools, int n_pools)
     float *ref = malloc((size_t)T * N * sizeof *ref), *y = malloc((size_t)T * N * sizeof *y);
     k_q8_matrix m;
     char err[200];
-    if (k_q4_quantize(w, N, K, wg, q, s, &m, err, sizeof err))
-        die("quantize: %s", err);
-    reference(x, T, &m, ref);
-    rows_1_to(T, x, &m, ref, y, pools, n_pools);
+    if (k_q4_quantize(w, N, K, wg, q, s, &m, err, sizeof err)) {
+        CHECK(0, "quantize: %s", err);
+    } else {
+        reference(x, T, &m, ref);
+        if (rows_only) {
+            rows_1_to(T, x, &m, ref, y, pools, n_pools);
+        } else {
+            near_exact(x, w, ref, &m, T);
+            on_every_path(x, T, &m, ref, y, pools, n_pools);
+        }
+    }
     free(w);
     free(x);
     free(q);
     free(s);
     free(ref);
     free(y);
+}
+
+static void products(int N, int K, int wg, tp_pool **pools, int n_pools)
+{
+    q4_case(N, K, wg, 37, 0, pools, n_pools);
+}
+
+static void row_counts(int N, int K, int wg, tp_pool **pools, int n_pools)
+{
+    q4_case(N, K, wg, 40, 1, pools, n_pools);
 }
 
 int main(int argc, char **argv)
