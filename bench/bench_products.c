@@ -136,8 +136,8 @@ static int make_weights(bench *b, uint16_t *wh, uint16_t *wd, int8_t *q, float *
     for (size_t i = 0; i < (size_t)b->N * b->K; i++) {
         wf[i] = (float)(rand() % 2001 - 1000) / 3e4f;
         wh[i] = mhla_bf16_from_f32(wf[i]);
-        wd[i] = k_bd_round(wf[i]);
     }
+    k_bd_pack(wf, b->N, b->K, wd);
     b->m[F_F32] = (k_matrix){wf, NULL, NULL, 0};
     b->m[F_BF16] = (k_matrix){NULL, wh, NULL, 0};
     b->m[F_BD] = (k_matrix){NULL, wd, NULL, 1};
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
     k_q8_sizes(b.N, b.K, &qb, &sb);
     float *x = malloc((size_t)b.T * b.K * 4), *wf = malloc((size_t)b.N * b.K * 4);
     b.y = malloc((size_t)b.T * b.N * 4);
-    uint16_t *wh = malloc((size_t)b.N * b.K * 2), *wd = malloc((size_t)b.N * b.K * 2);
+    uint16_t *wh = malloc((size_t)b.N * b.K * 2), *wd = malloc(k_bd_packed_count(b.N, b.K) * 2);
     int8_t *q = malloc(qb);
     float *sc = malloc(sb);
     if (!x || !wf || !b.y || !wh || !wd || !q || !sc) {

@@ -293,21 +293,27 @@ static void release_owned(mhla_model *m, const void *p)
         }
 }
 
-/* Narrows one matrix to bf16 (round to nearest even; for bf16 dot products
- * as kernels_bd.h rounds, tiny values to zero); the f32 copy, if converted
- * rather than mapped, is released — except the embeddings, which a tied head
- * shares and the forward pass still gathers. */
-static int to_bf16(mhla_model *m, weight_arena *a, k_matrix *w, size_t n, int dot, mhla_error *err)
+/* Narrows one [N, K] matrix to bf16 (round to nearest even; for bf16 dot
+ * products as kernels_bd.h rounds, tiny values to zero, and packed in its
+ * panels); the f32 copy, if converted rather than mapped, is released —
+ * except the embeddings, which a tied head shares and the forward pass still
+ * gathers. */
+static int to_bf16(mhla_model *m, weight_arena *a, k_matrix *w, size_t N, size_t K, int dot,
+                   mhla_error *err)
 {
     if (!w->f32)
         return 0;
+    size_t n = dot ? k_bd_packed_count((int)N, (int)K) : N * K;
     uint16_t *h = arena_take(a, n * sizeof *h);
     if (!a->base)
         return 0;
     if (!h)
         return eng_fail(err, "the bf16 weights outgrew the region counted for them");
-    for (size_t i = 0; i < n; i++)
-        h[i] = dot ? k_bd_round(w->f32[i]) : mhla_bf16_from_f32(w->f32[i]);
+    if (dot)
+        k_bd_pack(w->f32, (int)N, (int)K, h);
+    else
+        for (size_t i = 0; i < n; i++)
+            h[i] = mhla_bf16_from_f32(w->f32[i]);
     if (w->f32 != m->embeddings)
         release_owned(m, w->f32);
     *w = (k_matrix){NULL, h, NULL, dot};
@@ -382,7 +388,7 @@ static int convert_one(mhla_model *m, weight_arena *a, mhla_weight_dtype wd, k_m
 {
     return wd == MHLA_WEIGHTS_Q8   ? to_q8(m, a, w, N, K, name, err)
            : wd == MHLA_WEIGHTS_Q4 ? to_q4(m, a, w, N, K, name, err)
-                                   : to_bf16(m, a, w, N * K, wd == MHLA_WEIGHTS_BF16DOT, err);
+                                   : to_bf16(m, a, w, N, K, wd == MHLA_WEIGHTS_BF16DOT, err);
 }
 
 /* Every matrix converted into the arena, in the order a step reads them (an

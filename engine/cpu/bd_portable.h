@@ -1,6 +1,6 @@
 /*
- * bd_portable.h — bf16 dot products (kernels_bd.h) in plain C: each of the
- * 16 lanes runs its chain with fmaf, odd element of the pair first.
+ * bd_portable.h — bf16 dot products (kernels_bd.h) in plain C: 16 outputs
+ * to a vec16, each lane's two chains run with fmaf.
  * Included by isa_portable.c before kernels_body.h.
  */
 #include "kernels_bd.h"
@@ -18,14 +18,13 @@ static inline bd_c_pair bd_c_load_tail(const uint16_t *p, int n)
     return r;
 }
 #define BD_TILE_T 2
-#define BD_TILE_J 2
+#define BD_TILE_J 1
 #define BD_FN bd_linear
 #define BD_TILE_FN bd_tile_c
+#define BD_PART_FN bd_part_c
 #define BD_ATTR
 #define bd_op bd_c_pair
 #define BD_LOAD(p) bd_c_load_tail((p), 32)
-#define BD_LOAD_TAIL(p, n) bd_c_load_tail((p), (n))
-#define BD_MAC(acc, a, b) V_FMA((a).e, (b).e, V_FMA((a).o, (b).o, (acc)))
 #include "kernels_bd_body.h"
 
 static const char *bd_kernel(void) { return "fma"; }

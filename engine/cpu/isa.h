@@ -8,6 +8,7 @@
 #ifndef MHLA_CPU_ISA_H
 #define MHLA_CPU_ISA_H
 
+#include "kernels_bd.h"
 #include "kernels_q8.h"
 
 #include <stddef.h>
@@ -35,11 +36,10 @@ typedef struct {
     void (*linear_q4)(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
                       int ldy);
     const char *(*q4_kernel)(void);
-    /* bf16 dot products (kernels_bd.h): y[t*ldy + j] for t < T, j0 <= j < j1, x's rows rounded
-     * (Kp apart, zero past K), w [N, K] in bf16 */
-    void (*linear_bd)(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,
-                      float *y, int ldy);
-    const char *(*bd_kernel)(void); /* "vdpbf16ps" or "fma", chosen at run time */
+    /* bf16 dot products (kernels_bd.h): y[t*ldy + j] for t < x->T, j0 <= j < j1, x's rows
+     * rounded, w [N, x->K] packed in panels */
+    void (*linear_bd)(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy);
+    const char *(*bd_kernel)(void); /* "amx-bf16" or "fma", chosen at run time */
     /* the sum of n floats (n % 64 == 0) read as weights are streamed, with or
      * without their software prefetch: the memory-bandwidth measurement */
     float (*stream_sum)(const float *p, size_t n, int prefetch);
@@ -62,8 +62,7 @@ float *k_x_pack_buffer(size_t n);
 /* A bf16 dot-product kernel (k_ops.linear_bd) checked against the definition
  * (kernels_bd.h k_bd_dot_ref) on values that tell the orders and roundings
  * apart: 1 where every value has the same bits (NaN for NaN). */
-typedef void (*k_bd_fn)(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,
-                        float *y, int ldy);
+typedef void (*k_bd_fn)(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy);
 int k_bd_agrees(k_bd_fn fn);
 
 /* The chosen path's table (the best the CPU runs until k_isa_select). */

@@ -94,6 +94,7 @@ typedef struct {
     const k_ops *ops;
     const float *x;
     int T, K, n_parts, groups, n_tasks;
+    int cols; /* output columns per group: 4, or a panel (16) for bf16-dot weights */
     linear_part part[LINEAR_MAX_PARTS];
     /* k_linear_pair: both parts cut by the same columns, then `after` */
     k_cols_fn after;
@@ -107,7 +108,7 @@ static void linear_cols(const k_ops *ops, const float *x, const k_bd_rows *bd, i
                         k_matrix w, int j0, int j1, float *y, int ldy)
 {
     if (w.bf16 && w.bf16_dot)
-        ops->linear_bd(bd->x, T, bd->Kp, w.bf16, K, j0, j1, y, ldy);
+        ops->linear_bd(bd, w.bf16, j0, j1, y, ldy);
     else if (w.bf16)
         ops->linear_bf16(x, T, K, w.bf16, j0, j1, y, ldy);
     else
@@ -119,7 +120,7 @@ static void linear_rows(const linear_job *j, const linear_part *p, int j0, int j
     linear_cols(j->ops, j->x, j->bd, j->T, j->K, p->w, j0, j1, p->y, p->ldy);
 }
 
-/* A task's groups of 4 output columns, counted over the parts one after
+/* A task's groups of output columns, counted over the parts one after
  * the other: each part's share is computed on its own. */
 static void linear_task(void *ctx, int task)
 {
@@ -127,7 +128,7 @@ static void linear_task(void *ctx, int task)
     int g0 = (int)((long)j->groups * task / j->n_tasks);
     int g1 = (int)((long)j->groups * (task + 1) / j->n_tasks);
     if (j->after) { /* k_linear_pair: the same columns of both, then the epilogue */
-        int c0 = g0 * 4, c1 = g1 * 4 < j->part[0].N ? g1 * 4 : j->part[0].N;
+        int c = j->cols, c0 = g0 * c, c1 = g1 * c < j->part[0].N ? g1 * c : j->part[0].N;
         if (c0 < c1) {
             linear_rows(j, &j->part[0], c0, c1);
             linear_rows(j, &j->part[1], c0, c1);
@@ -139,11 +140,12 @@ static void linear_task(void *ctx, int task)
         const linear_part *p = &j->part[i];
         int a = g0 > base ? g0 - base : 0, b = g1 - base < p->groups ? g1 - base : p->groups;
         if (a < b)
-            linear_rows(j, p, a * 4, b * 4 < p->N ? b * 4 : p->N);
+            linear_rows(j, p, a * j->cols, b * j->cols < p->N ? b * j->cols : p->N);
     }
 }
 
-/* Output columns go to tasks in groups of 4 (every path's tiles divide 4).
+/* Output columns go to tasks in groups of 4 (every path's tiles divide 4),
+ * or of 16 where a part has bf16-dot weights (a panel, kernels_bd.h).
  * A job is cut into a few tasks per thread, so a thread the OS has taken
  * away holds up only a small part of it; a task still streams at least
  * ~256 KiB of weights, so handing it out costs nothing measurable. */
@@ -154,8 +156,12 @@ static void linear_run(linear_job *j, tp_pool *pool)
 {
     long n = 0;
     j->groups = 0;
+    j->cols = 4;
+    for (int i = 0; i < j->n_parts; i++)
+        if (j->part[i].w.bf16_dot)
+            j->cols = K_BD_PANEL;
     for (int i = 0; i < j->n_parts; i++) {
-        j->part[i].groups = (j->part[i].N + 3) / 4;
+        j->part[i].groups = (j->part[i].N + j->cols - 1) / j->cols;
         j->groups += j->part[i].groups;
         n += j->part[i].N;
     }
@@ -299,7 +305,7 @@ void k_prod_cols(const k_prod *p, k_matrix w, int j0, int j1, float *y, int ldy)
         linear_cols(k_isa_ops(), p->x, &p->bd, p->T, p->K, w, j0, j1, y, ldy);
 }
 
-int k_prod_step(k_matrix w) { return w.q8 ? KQ_ROWS : 1; }
+int k_prod_step(k_matrix w) { return w.q8 ? KQ_ROWS : w.bf16_dot ? K_BD_PANEL : 1; }
 
 void k_prod_end(k_prod *p)
 {

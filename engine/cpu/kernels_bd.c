@@ -1,7 +1,8 @@
 /*
  * kernels_bd.c — bf16 dot products (kernels_bd.h): the rounding of values,
- * the reference chain, and activation rows rounded on the pool for the
- * instruction-set path's kernel (isa.h linear_bd).
+ * the reference chains, the packing of weights into panels, activation rows
+ * rounded on the pool for the instruction-set path's kernel (isa.h
+ * linear_bd), and the check at start a kernel must pass.
  */
 #include "kernels_bd.h"
 
@@ -39,25 +40,49 @@ void k_bd_round_row(const float *x, int K, int Kp, uint16_t *out)
 
 float k_bd_dot_ref(const uint16_t *x, const uint16_t *w, int K)
 {
-    float lane[16] = {0};
-    for (int s = 0; s < K; s += K_BD_STEP)
-        for (int l = 0; l < 16; l++)
-            for (int i = 1; i >= 0; i--) {
-                int k = s + 2 * l + i;
-                float wv = k < K ? mhla_f32_from_bf16(w[k]) : 0.0f;
-                lane[l] = fmaf(mhla_f32_from_bf16(x[k]), wv, lane[l]);
-            }
-    for (int h = 8; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++)
-            lane[l] = lane[l] + lane[l + h];
-    return lane[0];
+    float acc = 0.0f;
+    for (int s = 0; s < K; s += K_BD_STEP) {
+        float chain[2] = {0.0f, 0.0f}; /* the even elements' and the odd ones' */
+        for (int k = s; k < s + K_BD_STEP; k++) {
+            float wv = k < K ? mhla_f32_from_bf16(w[k]) : 0.0f;
+            chain[k % 2] = fmaf(mhla_f32_from_bf16(x[k]), wv, chain[k % 2]);
+        }
+        acc = acc + (chain[0] + chain[1]);
+    }
+    return acc;
 }
 
-size_t k_bd_rows_bytes(int T, int K) { return (size_t)T * (size_t)k_bd_padded(K) * 2; }
+void k_bd_pack_bits(const uint16_t *w, int N, int K, uint16_t *out)
+{
+    memset(out, 0, k_bd_packed_count(N, K) * sizeof *out);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++)
+            out[k_bd_packed_at(K, n, k)] = w[(size_t)n * K + k];
+}
+
+void k_bd_pack(const float *w, int N, int K, uint16_t *out)
+{
+    memset(out, 0, k_bd_packed_count(N, K) * sizeof *out);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++)
+            out[k_bd_packed_at(K, n, k)] = k_bd_round(w[(size_t)n * K + k]);
+}
+
+/* The bf16 rows (whole tiles of 16) first, then the f32 ones, each on a cache line. */
+static size_t rows_bf16_bytes(int T, int K)
+{
+    return ((size_t)k_bd_rows_tiled(T) * (size_t)k_bd_padded(K) * 2 + 63) / 64 * 64;
+}
+
+size_t k_bd_rows_bytes(int T, int K)
+{
+    return rows_bf16_bytes(T, K) + (size_t)T * (size_t)k_bd_padded(K) * 4;
+}
 
 typedef struct {
     const float *x;
     uint16_t *out;
+    float *outf;
     int T, K, Kp, n_tasks;
 } round_job;
 
@@ -66,23 +91,35 @@ static void round_task(void *ctx, int task)
     const round_job *j = ctx;
     int t0 = (int)((long)j->T * task / j->n_tasks),
         t1 = (int)((long)j->T * (task + 1) / j->n_tasks);
-    for (int t = t0; t < t1; t++)
-        k_bd_round_row(j->x + (size_t)t * j->K, j->K, j->Kp, j->out + (size_t)t * j->Kp);
+    for (int t = t0; t < t1; t++) {
+        uint16_t *row = j->out + (size_t)t * j->Kp;
+        float *rowf = j->outf + (size_t)t * j->Kp;
+        k_bd_round_row(j->x + (size_t)t * j->K, j->K, j->Kp, row);
+        for (int k = 0; k < j->Kp; k++)
+            rowf[k] = mhla_f32_from_bf16(row[k]);
+    }
 }
 
 int k_bd_rows_make(const float *x, int T, int K, tp_pool *pool, int slot, k_bd_rows *out)
 {
     int Kp = k_bd_padded(K);
     size_t bytes = k_bd_rows_bytes(T, K);
-    unsigned char *buf = tp_scratch(pool, slot, bytes), *own = NULL;
-    if (!buf && !(buf = own = malloc(bytes ? bytes : 1)))
+    unsigned char *buf = pool ? tp_scratch(pool, slot, bytes) : NULL, *own = NULL;
+    if (!buf && !(buf = own = aligned_alloc(64, (bytes + 63) / 64 * 64)))
         return -1;
-    int threads = tp_threads(pool);
-    round_job j = {x, (uint16_t *)buf, T, K, Kp, threads > 1 && (long)T * K >= 16384 ? threads : 1};
+    uint16_t *xb = (uint16_t *)buf;
+    float *xf = (float *)(buf + rows_bf16_bytes(T, K));
+    memset(xb + (size_t)T * Kp, 0, (size_t)(k_bd_rows_tiled(T) - T) * Kp * sizeof *xb);
+    int threads = pool ? tp_threads(pool) : 1;
+    round_job j = {x, xb, xf, T, K, Kp, threads > 1 && (long)T * K >= 16384 ? threads : 1};
     if (j.n_tasks > T)
         j.n_tasks = T > 0 ? T : 1;
-    tp_run(pool, j.n_tasks, round_task, &j);
-    *out = (k_bd_rows){.x = (uint16_t *)buf, .T = T, .K = K, .Kp = Kp, .buf = buf, .own = own};
+    if (pool)
+        tp_run(pool, j.n_tasks, round_task, &j);
+    else
+        for (int i = 0; i < j.n_tasks; i++)
+            round_task(&j, i);
+    *out = (k_bd_rows){.x = xb, .xf = xf, .T = T, .K = K, .Kp = Kp, .buf = buf, .own = own};
     return 0;
 }
 
@@ -95,7 +132,7 @@ void k_bd_rows_free(k_bd_rows *r)
 void k_bd_cols(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy)
 {
     if (j0 < j1)
-        k_isa_ops()->linear_bd(x->x, x->T, x->Kp, w, x->K, j0, j1, y, ldy);
+        k_isa_ops()->linear_bd(x, w, j0, j1, y, ldy);
 }
 
 const char *k_bd_kernel_name(void) { return k_isa_ops()->bd_kernel(); }
@@ -120,7 +157,7 @@ static uint16_t check_value(uint32_t *s)
 }
 
 #define CHECK_T 5
-#define CHECK_N 6
+#define CHECK_N 20  /* a whole panel and part of one */
 #define CHECK_K 103 /* three whole steps and a tail */
 
 static int same_bits(float a, float b)
@@ -134,8 +171,9 @@ static int same_bits(float a, float b)
 int k_bd_agrees(k_bd_fn fn)
 {
     enum { KP = (CHECK_K + K_BD_STEP - 1) / K_BD_STEP * K_BD_STEP };
+    float xf[CHECK_T * CHECK_K], y[CHECK_T * CHECK_N];
     uint16_t x[CHECK_T * KP], w[CHECK_N * CHECK_K];
-    float y[CHECK_T * CHECK_N];
+    uint16_t wp[(CHECK_N + K_BD_PANEL - 1) / K_BD_PANEL * K_BD_PANEL * KP];
     uint32_t s = 0x9e3779b9u;
     for (int round = 0; round < 16; round++) {
         memset(x, 0, sizeof x);
@@ -144,16 +182,23 @@ int k_bd_agrees(k_bd_fn fn)
                 x[t * KP + k] = check_value(&s);
         for (int i = 0; i < CHECK_N * CHECK_K; i++)
             w[i] = check_value(&s);
-        /* row 1 of w: each odd element's product undoes the lane's sum of
-         * the step before (x[0]'s value times w's, negated), so the sums
-         * cancel to a few bits */
-        for (int k = 33; k < CHECK_K; k += 2) {
-            w[CHECK_K + k] = (uint16_t)(x[k - 32] ^ 0x8000u);
-            x[k] = w[CHECK_K + k - 32];
+        /* row 1 of w: each product undoes the one before it in its chain
+         * (x's value times w's, negated), so the sums cancel to a few bits */
+        for (int k = 2; k < CHECK_K; k++) {
+            w[CHECK_K + k] = (uint16_t)(x[k - 2] ^ 0x8000u);
+            x[k] = w[CHECK_K + k - 2];
         }
         x[4 * KP + round] = round & 1 ? 0xff80u : 0x7f80u; /* infinities in the last row */
         x[4 * KP + 40 + round] = 0x7f80u;
-        fn(x, CHECK_T, KP, w, CHECK_K, 0, CHECK_N, y, CHECK_N);
+        for (int t = 0; t < CHECK_T; t++)
+            for (int k = 0; k < CHECK_K; k++)
+                xf[t * CHECK_K + k] = mhla_f32_from_bf16(x[t * KP + k]);
+        k_bd_rows rows;
+        if (k_bd_rows_make(xf, CHECK_T, CHECK_K, NULL, 0, &rows))
+            return 0;
+        k_bd_pack_bits(w, CHECK_N, CHECK_K, wp);
+        fn(&rows, wp, 0, CHECK_N, y, CHECK_N);
+        k_bd_rows_free(&rows);
         for (int t = 0; t < CHECK_T; t++)
             for (int j = 0; j < CHECK_N; j++)
                 if (!same_bits(y[t * CHECK_N + j],

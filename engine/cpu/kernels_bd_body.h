@@ -1,96 +1,119 @@
 /*
- * kernels_bd_body.h — the loops of a bf16 dot product (kernels_bd.h),
- * written once. Included by an isa_*.c once per variant of its kernel,
- * after kernels_body.h's vec16, V_ZERO, V_STORE and v_reduce, defining:
- *   BD_FN          the name of the function to define
- *   BD_ATTR        its attributes (a target, or nothing)
- *   bd_op, BD_LOAD(p), BD_LOAD_TAIL(p, n), BD_MAC(acc, a, b)
- *                  an operand of 32 bf16 (a step), loaded whole or its first
- *                  n (zero past them), and the step of 16 lanes' chains:
- *                  acc_l = fma(a[2l+1], b[2l+1], acc_l), then the even pair
- *   BD_TILE_T x BD_TILE_J   the register tile (rows of x by rows of w)
- *   BD_TILE_STORE(acc, y, ldy)   optional: a whole tile reduced at once, in
- *                  v_reduce's tree
- * Each value is its own chain whatever tile it fell in, so the bits do not
- * depend on the batch, the tile or the thread.
+ * kernels_bd_body.h — the loops of a bf16 dot product (kernels_bd.h) with
+ * fmas, written once. Included by an isa_*.c after kernels_body.h's vec16,
+ * V_ZERO, V_SET1, V_FMA and V_STORE, defining:
+ *   BD_FN, BD_TILE_FN   the names of the functions to define
+ *   BD_ATTR             their attributes (a target, or nothing)
+ *   bd_op, BD_LOAD(p)   32 bf16 of a panel (one pair of K for its 16 rows)
+ *                       loaded as two vec16 of f32: .e the even elements,
+ *                       .o the odd ones
+ *   BD_TILE_T x BD_TILE_J   the register tile (rows of x by panels of w)
+ * Lane l of a vector is output column 16 p + l of panel p: every output's
+ * two chains and its accumulator are its own whatever tile, batch or thread
+ * it fell in, so the bits depend on none of them.
  */
 
 #ifndef BD_X_BLOCK_BYTES
 #define BD_X_BLOCK_BYTES (256 * 1024)
 #endif
 
-/* M rows of x (rounded, Kp apart) by MJ rows of w (K apart): M and MJ are
- * constants at every call site. */
+/* M rows of x (f32, Kp apart) by MJ whole panels of w (Kp * 16 apart), into
+ * y's 16 * MJ columns from y: M and MJ are constants at every call site. */
 BD_ATTR static inline __attribute__((always_inline)) void
-BD_TILE_FN(const uint16_t *x, int Kp, const uint16_t *w, int K, float *y, int ldy, int M, int MJ)
+BD_TILE_FN(const float *xf, int Kp, const uint16_t *w, float *y, int ldy, int M, int MJ)
 {
+    const vec16 one = V_SET1(1.0f); /* fma(1, a, b): a + b, one rounding */
+    const size_t panel = (size_t)Kp * K_BD_PANEL;
     vec16 acc[BD_TILE_T][BD_TILE_J];
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
             acc[t][j] = V_ZERO();
-    int s = 0;
-    for (; s + 32 <= K; s += 32) {
-        bd_op xv[BD_TILE_T];
+    for (int s = 0; s < Kp; s += K_BD_STEP) {
+        vec16 e[BD_TILE_T][BD_TILE_J], o[BD_TILE_T][BD_TILE_J];
         for (int t = 0; t < M; t++)
-            xv[t] = BD_LOAD(x + (size_t)t * Kp + s);
-        for (int j = 0; j < MJ; j++) {
-            bd_op wv = BD_LOAD(w + (size_t)j * K + s);
-            for (int t = 0; t < M; t++)
-                acc[t][j] = BD_MAC(acc[t][j], xv[t], wv);
+            for (int j = 0; j < MJ; j++)
+                e[t][j] = o[t][j] = V_ZERO();
+        const uint16_t *ws = w + (size_t)s * K_BD_PANEL;
+        for (int i = 0; i < K_BD_STEP / 2; i++) {
+            bd_op wv[BD_TILE_J];
+            for (int j = 0; j < MJ; j++)
+                wv[j] = BD_LOAD(ws + (size_t)j * panel + (size_t)i * 2 * K_BD_PANEL);
+            for (int t = 0; t < M; t++) {
+                vec16 xe = V_SET1(xf[(size_t)t * Kp + s + 2 * i]);
+                vec16 xo = V_SET1(xf[(size_t)t * Kp + s + 2 * i + 1]);
+                for (int j = 0; j < MJ; j++) {
+                    e[t][j] = V_FMA(xe, wv[j].e, e[t][j]);
+                    o[t][j] = V_FMA(xo, wv[j].o, o[t][j]);
+                }
+            }
         }
-    }
-    if (s < K) { /* x is zero past K already */
-        bd_op xv[BD_TILE_T];
         for (int t = 0; t < M; t++)
-            xv[t] = BD_LOAD(x + (size_t)t * Kp + s);
-        for (int j = 0; j < MJ; j++) {
-            bd_op wv = BD_LOAD_TAIL(w + (size_t)j * K + s, K - s);
-            for (int t = 0; t < M; t++)
-                acc[t][j] = BD_MAC(acc[t][j], xv[t], wv);
-        }
+            for (int j = 0; j < MJ; j++)
+                acc[t][j] = V_FMA(one, V_FMA(one, e[t][j], o[t][j]), acc[t][j]);
     }
-#ifdef BD_TILE_STORE
-    if (M == BD_TILE_T && MJ == BD_TILE_J) {
-        BD_TILE_STORE(acc, y, ldy);
-        return;
-    }
-#endif
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
-            y[(size_t)t * ldy + j] = v_reduce(acc[t][j]);
+            V_STORE(y + (size_t)t * ldy + (size_t)j * K_BD_PANEL, acc[t][j]);
 }
 
-/* Rows of x in blocks that stay in L2 while a task's rows of w stream past
- * them; whole tiles, then the rows of x and of w left over. */
-BD_ATTR static void BD_FN(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0,
-                          int j1, float *y, int ldy)
+/* Columns [c0, c1) of panel p (c0 > 0 or c1 < 16) for rows [t0, t1), through a tile of its own. */
+BD_ATTR static void BD_PART_FN(const k_bd_rows *x, const uint16_t *w, int p, int c0, int c1, int t0,
+                               int t1, float *y, int ldy)
 {
-    int tb = (int)(BD_X_BLOCK_BYTES / ((size_t)Kp * 2));
+    float tmp[K_BD_PANEL];
+    const uint16_t *wp = w + (size_t)p * x->Kp * K_BD_PANEL;
+    for (int t = t0; t < t1; t++) {
+        BD_TILE_FN(x->xf + (size_t)t * x->Kp, x->Kp, wp, tmp, K_BD_PANEL, 1, 1);
+        for (int c = c0; c < c1; c++)
+            y[(size_t)t * ldy + (size_t)p * K_BD_PANEL + c] = tmp[c];
+    }
+}
+
+/* Rows of x in blocks that stay in L2 while a task's panels stream past
+ * them; whole tiles, then the rows and panels left over, and the panels
+ * [j0, j1) only cuts. */
+BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy)
+{
+    const int Kp = x->Kp, T = x->T, P = K_BD_PANEL;
+    const size_t panel = (size_t)Kp * P;
+    int tb = (int)(BD_X_BLOCK_BYTES / ((size_t)Kp * 4));
     tb = tb < 16 ? 16 : tb > 128 ? 128 : tb;
+    int pa = (j0 + P - 1) / P, pb = j1 / P; /* the whole panels */
     for (int t0 = 0; t0 < T; t0 += tb) {
         int t1 = t0 + tb < T ? t0 + tb : T;
-        int j = j0;
-        for (; j + BD_TILE_J <= j1; j += BD_TILE_J) {
-            const uint16_t *wj = w + (size_t)j * K;
+        if (pa > pb) { /* [j0, j1) within one panel */
+            BD_PART_FN(x, w, j0 / P, j0 % P, j1 - j0 / P * P, t0, t1, y, ldy);
+            continue;
+        }
+        if (j0 % P)
+            BD_PART_FN(x, w, j0 / P, j0 % P, P, t0, t1, y, ldy);
+        int p = pa;
+        for (; p + BD_TILE_J <= pb; p += BD_TILE_J) {
             int t = t0;
             for (; t + BD_TILE_T <= t1; t += BD_TILE_T)
-                BD_TILE_FN(x + (size_t)t * Kp, Kp, wj, K, y + (size_t)t * ldy + j, ldy, BD_TILE_T,
-                           BD_TILE_J);
+                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
+                           ldy, BD_TILE_T, BD_TILE_J);
             for (; t < t1; t++)
-                BD_TILE_FN(x + (size_t)t * Kp, Kp, wj, K, y + (size_t)t * ldy + j, ldy, 1,
-                           BD_TILE_J);
+                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
+                           ldy, 1, BD_TILE_J);
         }
-        for (; j < j1; j++)
-            for (int t = t0; t < t1; t++)
-                BD_TILE_FN(x + (size_t)t * Kp, Kp, w + (size_t)j * K, K, y + (size_t)t * ldy + j,
+        for (; p < pb; p++) {
+            int t = t0;
+            for (; t + BD_TILE_T <= t1; t += BD_TILE_T)
+                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
+                           ldy, BD_TILE_T, 1);
+            for (; t < t1; t++)
+                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
                            ldy, 1, 1);
+        }
+        if (j1 % P)
+            BD_PART_FN(x, w, pb, 0, j1 % P, t0, t1, y, ldy);
     }
 }
 
 #undef BD_FN
 #undef BD_TILE_FN
+#undef BD_PART_FN
 #undef BD_ATTR
 #undef bd_op
 #undef BD_LOAD
-#undef BD_LOAD_TAIL
-#undef BD_MAC

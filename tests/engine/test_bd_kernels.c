@@ -2,9 +2,9 @@
  * The bf16 dot products' arithmetic (engine/cpu/kernels_bd.h), white-box:
  *   - rounding: nearest even, NaN stays NaN, |b| < 2^-56 (denormals too) to
  *     +0 and 2^-56 kept; the row form gives the scalar form's bits;
- *   - the check at start (k_bd_agrees) accepts the definition and refuses a
- *     chain with the pair's other element first, and one that rounds each
- *     product before adding it, so a kernel whose arithmetic differs is
+ *   - the check at start (k_bd_agrees) accepts the definition and refuses
+ *     one chain per step, vdpbf16ps's 16 lanes, and the two chains added to
+ *     the accumulator one at a time, so a kernel whose arithmetic differs is
  *     caught;
  *   - k_linear with bf16-dot weights on every kernel path this CPU runs
  *     equals, to the bit, the definition computed here in plain C
@@ -12,7 +12,7 @@
  *     threads, K with and without a tail, values from 2^-56 to 2^60 with
  *     infinities and cancelling sums; and it stays within bf16's rounding of
  *     the f32 product.
- * Run once as is and once with MHLA_CPU_BF16_NO_DOT=1 (without vdpbf16ps).
+ * Run once as is and once with MHLA_CPU_BF16_NO_DOT=1 (without AMX tiles).
  */
 #include "cpu/isa.h"
 #include "cpu/kernels.h"
@@ -56,53 +56,61 @@ static void rounding(void)
         CHECK(out[i] == (i < 70 ? k_bd_round(row[i]) : 0), "row value %d", i);
 }
 
-/* Wrong arithmetic for the check to refuse: the even element first; each
- * product rounded to f32 before it is added (the same but where a product
- * needs more than 24 bits: never for bf16 pairs, so rounded sums instead:
- * both products added in double, one rounding) */
-static void chain_fn(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,
-                     float *y, int ldy, int kind)
+/* Arithmetics for the check: the definition, and wrong ones it must
+ * refuse — all 32 elements of a step in one chain, the 16-lane order of a
+ * vdpbf16ps (each lane the odd element of its pair first, the lanes summed
+ * at the end), and the two chains added to the accumulator one at a time. */
+static void chain_fn(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy,
+                     int kind)
 {
-    for (int t = 0; t < T; t++)
+    int K = x->K, Kp = x->Kp;
+    for (int t = 0; t < x->T; t++)
         for (int j = j0; j < j1; j++) {
-            float lane[16] = {0};
-            for (int s = 0; s < K; s += 32)
-                for (int l = 0; l < 16; l++) {
-                    int k = s + 2 * l;
-                    float a[2], b[2];
-                    for (int i = 0; i < 2; i++) {
-                        a[i] = mhla_f32_from_bf16(x[(size_t)t * Kp + k + i]);
-                        b[i] = k + i < K ? mhla_f32_from_bf16(w[(size_t)j * K + k + i]) : 0.0f;
-                    }
-                    if (kind == 0)
-                        lane[l] = fmaf(a[1], b[1], fmaf(a[0], b[0], lane[l]));
-                    else if (kind == 1)
-                        lane[l] =
-                            (float)((double)lane[l] + (double)a[0] * b[0] + (double)a[1] * b[1]);
-                    else
-                        lane[l] = fmaf(a[0], b[0], fmaf(a[1], b[1], lane[l]));
+            float acc = 0.0f, lane[16] = {0};
+            for (int s = 0; s < Kp; s += 32) {
+                float ch[2] = {0.0f, 0.0f}, one = 0.0f;
+                for (int k = s; k < s + 32; k++) {
+                    float a = mhla_f32_from_bf16(x->x[(size_t)t * Kp + k]);
+                    float b = k < K ? mhla_f32_from_bf16(w[k_bd_packed_at(K, j, k)]) : 0.0f;
+                    ch[k % 2] = fmaf(a, b, ch[k % 2]);
+                    one = fmaf(a, b, one);
+                    if (k % 2)
+                        lane[(k - s) / 2] = fmaf(a, b, lane[(k - s) / 2]);
                 }
-            for (int h = 8; h >= 1; h /= 2)
-                for (int l = 0; l < h; l++)
-                    lane[l] += lane[l + h];
-            y[(size_t)t * ldy + j] = lane[0];
+                for (int k = s; k < s + 32 && kind == 2; k += 2) {
+                    float a = mhla_f32_from_bf16(x->x[(size_t)t * Kp + k]);
+                    float b = k < K ? mhla_f32_from_bf16(w[k_bd_packed_at(K, j, k)]) : 0.0f;
+                    lane[(k - s) / 2] = fmaf(a, b, lane[(k - s) / 2]);
+                }
+                acc = kind == 0   ? acc + (ch[0] + ch[1])
+                      : kind == 1 ? acc + one
+                                  : (acc + ch[0]) + ch[1];
+            }
+            if (kind == 2) {
+                for (int h = 8; h >= 1; h /= 2)
+                    for (int l = 0; l < h; l++)
+                        lane[l] += lane[l + h];
+                acc = lane[0];
+            }
+            y[(size_t)t * ldy + j] = acc;
         }
 }
 #define CHAIN(name, kind)                                                                          \
-    static void name(const uint16_t *x, int T, int Kp, const uint16_t *w, int K, int j0, int j1,   \
-                     float *y, int ldy)                                                            \
+    static void name(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy)     \
     {                                                                                              \
-        chain_fn(x, T, Kp, w, K, j0, j1, y, ldy, kind);                                            \
+        chain_fn(x, w, j0, j1, y, ldy, kind);                                                      \
     }
-CHAIN(even_first, 0)
-CHAIN(one_rounding, 1)
-CHAIN(defined, 2)
+CHAIN(defined, 0)
+CHAIN(one_chain, 1)
+CHAIN(lanes, 2)
+CHAIN(added_apart, 3)
 
 static void self_check(void)
 {
     CHECK(k_bd_agrees(defined), "the check refuses the definition");
-    CHECK(!k_bd_agrees(even_first), "the check accepts the even element first");
-    CHECK(!k_bd_agrees(one_rounding), "the check accepts one rounding per pair");
+    CHECK(!k_bd_agrees(one_chain), "the check accepts one chain of a step's 32 elements");
+    CHECK(!k_bd_agrees(lanes), "the check accepts 16 lanes summed at the end");
+    CHECK(!k_bd_agrees(added_apart), "the check accepts the chains added one at a time");
 }
 
 /* Values from 2^-60 (rounded to 0) to 2^60, mostly near 1, a few infinite. */
@@ -137,7 +145,9 @@ static void products(int T, int N, int K, tp_pool *pools[2])
             ref[(size_t)t * N + j] = k_bd_dot_ref(xb + (size_t)t * Kp, w + (size_t)j * K, K);
     char paths[64], err[200];
     snprintf(paths, sizeof paths, "%s", k_isa_runnable());
-    k_matrix km = {NULL, w, NULL, 1};
+    uint16_t *wp = malloc(k_bd_packed_count(N, K) * sizeof *wp);
+    k_bd_pack_bits(w, N, K, wp);
+    k_matrix km = {NULL, wp, NULL, 1};
     for (char *p = strtok(paths, " "); p; p = strtok(NULL, " ")) {
         if (k_isa_select(p, err, sizeof err)) {
             CHECK(0, "select %s: %s", p, err);
@@ -163,6 +173,7 @@ static void products(int T, int N, int K, tp_pool *pools[2])
     free(x);
     free(wf);
     free(w);
+    free(wp);
     free(xb);
     free(ref);
     free(y);
@@ -208,6 +219,11 @@ int main(int argc, char **argv)
     products(37, 13, 1024, pools);
     products(130, 9, 96, pools);
     products(3, 17, 31, pools);
+    /* whole panels and the tiles of 2 panels by 2 blocks of 16 rows */
+    products(1, 40, 1024, pools);
+    products(33, 48, 64, pools);
+    products(70, 53, 288, pools);
+    products(150, 35, 96, pools); /* past a block of 128 rows */
     tp_free(pools[0]);
     if (!one)
         tp_free(pools[1]);

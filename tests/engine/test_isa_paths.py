@@ -9,7 +9,7 @@ For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
      weights in memory, q8 and q4 also with MHLA_CPU_Q8_NO_DOT=1, the kernels without
      vpdpbusd / sdot, and with MHLA_CPU_Q8_NO_AMX=1, vpdpbusd where the default runs
      AMX-INT8 tiles for products of 6 rows or more (q4: 12), and
-     bf16dot also with MHLA_CPU_BF16_NO_DOT=1, the kernel without vdpbf16ps;
+     bf16dot also with MHLA_CPU_BF16_NO_DOT=1, the kernel without AMX tiles;
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
      portable path (--ref-isa), or with the logits another build wrote (--ref-dir: an
