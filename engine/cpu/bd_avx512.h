@@ -1,12 +1,19 @@
 /*
- * bd_avx512.h — bf16 dot products (kernels_bd.h) on AVX-512: with AMX-BF16,
- * tiles (tdpbf16ps computes the definition's two chains and its sum per
- * output); without it, fmas — a pair of a panel's 16 rows is one zmm, word
- * l the pair of lane l, split into the odd element (the word's high half,
- * masked) and the even one (shifted up) as f32. The tiles are used only
- * where CPUID reports AMX-BF16, Linux grants the tile state, and they gave
- * the definition's bits on the check at start (k_bd_agrees). Included by
- * isa_avx512.c after q8_amx.h (its AMX setup) and before kernels_body.h.
+ * bd_avx512.h — bf16 dot products (kernels_bd.h) on AVX-512, three ways:
+ *  - AMX-BF16 tiles from 2 rows of x: tdpbf16ps computes the definition's
+ *    two chains and their sum per output;
+ *  - AVX512-BF16's vdpbf16ps: a lane adds the product of its word's high
+ *    halves, then of its low halves, so a word holding elements k (high)
+ *    and k + 2 (low) runs two steps of one chain; the panel's pairs are
+ *    regrouped so in registers (two loads, a shift and a blend a word) and
+ *    x's rows so once a call;
+ *  - fmas: a pair of a panel's 16 rows is one zmm, word l the pair of lane
+ *    l, split into the odd element (the word's high half, masked) and the
+ *    even one (shifted up) as f32.
+ * An instruction is used only where CPUID reports it (and Linux grants the
+ * tile state) and it gave the definition's bits on the check at start
+ * (k_bd_agrees). Included by isa_avx512.c after q8_amx.h (its AMX setup) and
+ * before kernels_body.h.
  */
 #include "kernels_bd.h"
 
@@ -31,6 +38,83 @@ static inline __attribute__((always_inline)) bd512_pair bd512_split(__m512i v)
 #define BD_ATTR
 #define bd_op bd512_pair
 #define BD_LOAD(p) bd512_split(_mm512_loadu_si512((const void *)(p)))
+#include "kernels_bd_body.h"
+
+/* x's rows for vdpbf16ps, in the calling thread's pack buffer: for each 4
+ * elements k..k+3 the words (k << 16 | k+2) and (k+1 << 16 | k+3), steps of
+ * the even chain and of the odd one, the first in the high half (the one the
+ * instruction adds first). NULL where the buffer cannot be had. */
+static const uint32_t *bd_dot_rows(const k_bd_rows *x)
+{
+    const size_t half = (size_t)x->Kp / 2;
+    uint32_t *buf = (uint32_t *)k_x_pack_buffer((size_t)x->T * half);
+    if (!buf)
+        return NULL;
+    for (int t = 0; t < x->T; t++) {
+        const uint16_t *r = x->x + (size_t)t * x->Kp;
+        uint32_t *o = buf + (size_t)t * half;
+        for (int k = 0; k < x->Kp; k += 4) {
+            o[k / 2] = (uint32_t)r[k] << 16 | r[k + 2];
+            o[k / 2 + 1] = (uint32_t)r[k + 1] << 16 | r[k + 3];
+        }
+    }
+    return buf;
+}
+
+#define BD_DOT_ATTR __attribute__((target("avx512bf16")))
+
+/* M rows of x (regrouped, Kp / 2 words apart) by MJ whole panels: the fma
+ * tile's loops with a step of each chain's pairs per instruction */
+BD_DOT_ATTR static inline __attribute__((always_inline)) void
+bd_tile_dot(const uint32_t *xr, int Kp, const uint16_t *w, float *y, int ldy, int M, int MJ)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const size_t panel = (size_t)Kp * K_BD_PANEL, xs = (size_t)Kp / 2;
+    __m512 acc[BD_TILE_T][BD_TILE_J];
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < MJ; j++)
+            acc[t][j] = _mm512_setzero_ps();
+    for (int s = 0; s < Kp; s += K_BD_STEP) {
+        __m512 e[BD_TILE_T][BD_TILE_J], o[BD_TILE_T][BD_TILE_J];
+        for (int t = 0; t < M; t++)
+            for (int j = 0; j < MJ; j++)
+                e[t][j] = o[t][j] = _mm512_setzero_ps();
+        for (int q = 0; q < K_BD_STEP / 4; q++) {
+            __m512i we[BD_TILE_J], wo[BD_TILE_J];
+            for (int j = 0; j < MJ; j++) { /* pairs k, k+1 and k+2, k+3 of the panel's rows */
+                const uint16_t *r =
+                    w + (size_t)j * panel + (size_t)(s / 2 + 2 * q) * 2 * K_BD_PANEL;
+                __m512i r0 = _mm512_loadu_si512((const void *)r);
+                __m512i r1 = _mm512_loadu_si512((const void *)(r + 2 * K_BD_PANEL));
+                we[j] = _mm512_mask_blend_epi16(0x55555555u, _mm512_slli_epi32(r0, 16), r1);
+                wo[j] = _mm512_mask_blend_epi16(0x55555555u, r0, _mm512_srli_epi32(r1, 16));
+            }
+            for (int t = 0; t < M; t++) {
+                __m512i xe = _mm512_set1_epi32((int)xr[(size_t)t * xs + s / 2 + 2 * q]);
+                __m512i xo = _mm512_set1_epi32((int)xr[(size_t)t * xs + s / 2 + 2 * q + 1]);
+                for (int j = 0; j < MJ; j++) {
+                    e[t][j] = _mm512_dpbf16_ps(e[t][j], (__m512bh)xe, (__m512bh)we[j]);
+                    o[t][j] = _mm512_dpbf16_ps(o[t][j], (__m512bh)xo, (__m512bh)wo[j]);
+                }
+            }
+        }
+        for (int t = 0; t < M; t++)
+            for (int j = 0; j < MJ; j++)
+                acc[t][j] = _mm512_fmadd_ps(one, _mm512_fmadd_ps(one, e[t][j], o[t][j]), acc[t][j]);
+    }
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < MJ; j++)
+            _mm512_storeu_ps(y + (size_t)t * ldy + (size_t)j * K_BD_PANEL, acc[t][j]);
+}
+#define BD_OWN_TILE
+#define BD_XT uint32_t
+#define BD_X_ROWS(x) bd_dot_rows(x)
+#define BD_X_STRIDE(Kp) ((Kp) / 2)
+#define BD_FALLBACK bd_linear_fma
+#define BD_FN bd_linear_dot
+#define BD_TILE_FN bd_tile_dot
+#define BD_PART_FN bd_part_dot
+#define BD_ATTR BD_DOT_ATTR
 #include "kernels_bd_body.h"
 
 #if KQ_HAVE_AMX
@@ -144,16 +228,33 @@ static int bd_amx_ready(void)
 }
 #endif
 
-/* MHLA_CPU_BF16_NO_DOT=1 leaves the tiles unused even where the CPU has
- * them, so that tests can run the other kernel on the same machine. */
+static int bd_env_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && v[0] == '1';
+}
+
+/* MHLA_CPU_BF16_NO_DOT=1 leaves both instructions unused even where the CPU
+ * has them, MHLA_CPU_BF16_NO_AMX=1 the tiles only, so that tests can run the
+ * other kernels on the same machine. */
+static int bd_use_dot(void)
+{
+    static _Atomic int v = -1; /* set once; every thread finds the same answer */
+    if (v < 0) {
+        unsigned a = 0, b, c, d; /* cpuid 7.1 eax bit 5: AVX512_BF16 (the path checked zmm) */
+        int has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
+        v = has && !bd_env_set("MHLA_CPU_BF16_NO_DOT") && k_bd_agrees(bd_linear_dot);
+    }
+    return v;
+}
+
 static int bd_use_amx(void)
 {
 #if KQ_HAVE_AMX
-    static _Atomic int v = -1; /* set once; every thread finds the same answer */
-    if (v < 0) {
-        const char *off = getenv("MHLA_CPU_BF16_NO_DOT");
-        v = !(off && off[0] == '1') && bd_amx_ready() && k_bd_agrees(bd_linear_amx);
-    }
+    static _Atomic int v = -1;
+    if (v < 0)
+        v = !bd_env_set("MHLA_CPU_BF16_NO_DOT") && !bd_env_set("MHLA_CPU_BF16_NO_AMX") &&
+            bd_amx_ready() && k_bd_agrees(bd_linear_amx);
     return v;
 #else
     return 0;
@@ -168,7 +269,12 @@ static void bd_linear(const k_bd_rows *x, const uint16_t *w, int j0, int j1, flo
         return;
     }
 #endif
-    bd_linear_fma(x, w, j0, j1, y, ldy);
+    (bd_use_dot() ? bd_linear_dot : bd_linear_fma)(x, w, j0, j1, y, ldy);
 }
 
-static const char *bd_kernel(void) { return bd_use_amx() ? "amx-bf16" : "fma"; }
+/* From 2 rows the tiles, below them (batch-1 decode) the other kernel */
+static const char *bd_kernel(void)
+{
+    int dot = bd_use_dot();
+    return bd_use_amx() ? (dot ? "amx-bf16+vdpbf16ps" : "amx-bf16+fma") : dot ? "vdpbf16ps" : "fma";
+}

@@ -8,6 +8,10 @@
  *                       loaded as two vec16 of f32: .e the even elements,
  *                       .o the odd ones
  *   BD_TILE_T x BD_TILE_J   the register tile (rows of x by panels of w)
+ * or, for a tile function of the path's own (BD_OWN_TILE), BD_XT the type of
+ * an element of x's rows as that function reads them, BD_X_ROWS(x) the rows
+ * (NULL where they could not be had: the fma paths' BD_FALLBACK then runs)
+ * and BD_X_STRIDE(Kp) their stride in elements.
  * Lane l of a vector is output column 16 p + l of panel p: every output's
  * two chains and its accumulator are its own whatever tile, batch or thread
  * it fell in, so the bits depend on none of them.
@@ -16,6 +20,11 @@
 #ifndef BD_X_BLOCK_BYTES
 #define BD_X_BLOCK_BYTES (256 * 1024)
 #endif
+
+#ifndef BD_OWN_TILE
+#define BD_XT float
+#define BD_X_ROWS(x) ((x)->xf)
+#define BD_X_STRIDE(Kp) (Kp)
 
 /* M rows of x (f32, Kp apart) by MJ whole panels of w (Kp * 16 apart), into
  * y's 16 * MJ columns from y: M and MJ are constants at every call site. */
@@ -55,15 +64,16 @@ BD_TILE_FN(const float *xf, int Kp, const uint16_t *w, float *y, int ldy, int M,
         for (int j = 0; j < MJ; j++)
             V_STORE(y + (size_t)t * ldy + (size_t)j * K_BD_PANEL, acc[t][j]);
 }
+#endif
 
 /* Columns [c0, c1) of panel p (c0 > 0 or c1 < 16) for rows [t0, t1), through a tile of its own. */
-BD_ATTR static void BD_PART_FN(const k_bd_rows *x, const uint16_t *w, int p, int c0, int c1, int t0,
-                               int t1, float *y, int ldy)
+BD_ATTR static void BD_PART_FN(const BD_XT *xr, int Kp, const uint16_t *w, int p, int c0, int c1,
+                               int t0, int t1, float *y, int ldy)
 {
     float tmp[K_BD_PANEL];
-    const uint16_t *wp = w + (size_t)p * x->Kp * K_BD_PANEL;
+    const uint16_t *wp = w + (size_t)p * Kp * K_BD_PANEL;
     for (int t = t0; t < t1; t++) {
-        BD_TILE_FN(x->xf + (size_t)t * x->Kp, x->Kp, wp, tmp, K_BD_PANEL, 1, 1);
+        BD_TILE_FN(xr + (size_t)t * BD_X_STRIDE(Kp), Kp, wp, tmp, K_BD_PANEL, 1, 1);
         for (int c = c0; c < c1; c++)
             y[(size_t)t * ldy + (size_t)p * K_BD_PANEL + c] = tmp[c];
     }
@@ -75,39 +85,45 @@ BD_ATTR static void BD_PART_FN(const k_bd_rows *x, const uint16_t *w, int p, int
 BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy)
 {
     const int Kp = x->Kp, T = x->T, P = K_BD_PANEL;
-    const size_t panel = (size_t)Kp * P;
+    const size_t panel = (size_t)Kp * P, xs = (size_t)BD_X_STRIDE(Kp);
+    const BD_XT *xr = BD_X_ROWS(x);
+#ifdef BD_FALLBACK
+    if (!xr) {
+        BD_FALLBACK(x, w, j0, j1, y, ldy);
+        return;
+    }
+#endif
     int tb = (int)(BD_X_BLOCK_BYTES / ((size_t)Kp * 4));
     tb = tb < 16 ? 16 : tb > 128 ? 128 : tb;
     int pa = (j0 + P - 1) / P, pb = j1 / P; /* the whole panels */
     for (int t0 = 0; t0 < T; t0 += tb) {
         int t1 = t0 + tb < T ? t0 + tb : T;
         if (pa > pb) { /* [j0, j1) within one panel */
-            BD_PART_FN(x, w, j0 / P, j0 % P, j1 - j0 / P * P, t0, t1, y, ldy);
+            BD_PART_FN(xr, Kp, w, j0 / P, j0 % P, j1 - j0 / P * P, t0, t1, y, ldy);
             continue;
         }
         if (j0 % P)
-            BD_PART_FN(x, w, j0 / P, j0 % P, P, t0, t1, y, ldy);
+            BD_PART_FN(xr, Kp, w, j0 / P, j0 % P, P, t0, t1, y, ldy);
         int p = pa;
         for (; p + BD_TILE_J <= pb; p += BD_TILE_J) {
             int t = t0;
             for (; t + BD_TILE_T <= t1; t += BD_TILE_T)
-                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
-                           ldy, BD_TILE_T, BD_TILE_J);
+                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
+                           BD_TILE_T, BD_TILE_J);
             for (; t < t1; t++)
-                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
-                           ldy, 1, BD_TILE_J);
+                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1,
+                           BD_TILE_J);
         }
         for (; p < pb; p++) {
             int t = t0;
             for (; t + BD_TILE_T <= t1; t += BD_TILE_T)
-                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
-                           ldy, BD_TILE_T, 1);
+                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
+                           BD_TILE_T, 1);
             for (; t < t1; t++)
-                BD_TILE_FN(x->xf + (size_t)t * Kp, Kp, w + p * panel, y + (size_t)t * ldy + p * P,
-                           ldy, 1, 1);
+                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1, 1);
         }
         if (j1 % P)
-            BD_PART_FN(x, w, pb, 0, j1 % P, t0, t1, y, ldy);
+            BD_PART_FN(xr, Kp, w, pb, 0, j1 % P, t0, t1, y, ldy);
     }
 }
 
@@ -117,3 +133,8 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
 #undef BD_ATTR
 #undef bd_op
 #undef BD_LOAD
+#undef BD_OWN_TILE
+#undef BD_XT
+#undef BD_X_ROWS
+#undef BD_X_STRIDE
+#undef BD_FALLBACK

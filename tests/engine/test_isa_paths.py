@@ -9,7 +9,8 @@ For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
      weights in memory, q8 and q4 also with MHLA_CPU_Q8_NO_DOT=1, the kernels without
      vpdpbusd / sdot, and with MHLA_CPU_Q8_NO_AMX=1, vpdpbusd where the default runs
      AMX-INT8 tiles for products of 6 rows or more (q4: 12), and
-     bf16dot also with MHLA_CPU_BF16_NO_DOT=1, the kernel without AMX tiles;
+     bf16dot also with MHLA_CPU_BF16_NO_DOT=1 (fmas alone) and MHLA_CPU_BF16_NO_AMX=1
+     (vdpbf16ps without the tiles);
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
      portable path (--ref-isa), or with the logits another build wrote (--ref-dir: an
@@ -47,7 +48,7 @@ CONFIGS = [
 ]
 FEEDS = [["--feed", "prefill"], ["--feed", "decode"], ["--feed", "splits", "--split-seed", "3"],
          ["--feed", "prefill", "--threads", "1"]]
-WEIGHTS = ["f32", "bf16", "bf16dot", "bf16dot-nodot"]
+WEIGHTS = ["f32", "bf16", "bf16dot", "bf16dot-nodot", "bf16dot-noamx"]
 # weight modes per config: "q8-nodot" is q8 with MHLA_CPU_Q8_NO_DOT=1; its reference logits
 # are the q8 ones (every q8 kernel gives the same bits); "bf16dot-nodot" and "q4-nodot" the
 # same for bf16dot and q4; "q8-noamx" and "q4-noamx" with MHLA_CPU_Q8_NO_AMX=1
@@ -66,6 +67,8 @@ def weight_run(w, env):
         return w[:2], dict(env, MHLA_CPU_Q8_NO_AMX="1")
     if w == "bf16dot-nodot":
         return "bf16dot", dict(env, MHLA_CPU_BF16_NO_DOT="1")
+    if w == "bf16dot-noamx":
+        return "bf16dot", dict(env, MHLA_CPU_BF16_NO_AMX="1")
     return w, env
 
 
