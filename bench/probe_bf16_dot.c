@@ -1,6 +1,6 @@
 /*
  * probe_bf16_dot — what this CPU's vdpbf16ps computes, lane by lane, against candidate
- * definitions (docs/architecture.md, "bf16 dot products: the instruction's arithmetic"):
+ * definitions (docs/architecture.md, "bf16 dot products: the tiles' arithmetic"):
  *   A  acc = ftz(fma(daz(a1), daz(b1), daz(acc))), then the same with the even pair
  *      (the odd element first; flush of what fmaf rounds to)
  *   B  as A, the even element first

@@ -268,7 +268,8 @@ static const mhla_opt rows[] = {
              "int8 per group of 32, 0.28x the bytes of f32, logits\n"
              "change slightly (docs/model.md); bf16dot (CPU only):\n"
              "bf16 weights and bf16 dot products, activations rounded\n"
-             "to bf16 (vdpbf16ps where the CPU has it); q4 (CPU only):\n"
+             "to bf16 (AMX tiles or vdpbf16ps where the CPU has\n"
+             "them: fastest prefill on such CPUs); q4 (CPU only):\n"
              "4-bit per group of 32 with f16 scales, 0.14x the bytes\n"
              "of f32, logits change more than q8's (default f32)"},
     {.name = "device",

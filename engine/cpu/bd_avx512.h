@@ -19,6 +19,7 @@
 
 #include <cpuid.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct {
     __m512 o, e; /* the odd and the even elements of the pairs, as f32 */
@@ -29,9 +30,11 @@ static inline __attribute__((always_inline)) bd512_pair bd512_split(__m512i v)
                     _mm512_castsi512_ps(_mm512_slli_epi32(v, 16))};
     return p;
 }
-/* 8 accumulators, 16 chains, 4 operands of w and 2 of x: 30 of the 32 zmm */
+/* 8 accumulators, 16 chains, 4 operands of w and 2 of x: 30 of the 32 zmm; a
+ * single row against 4 panels: 8 chains (bf16dot_prefill.sh's batch 1) */
 #define BD_TILE_T 4
 #define BD_TILE_J 2
+#define BD_TILE_J1 4
 #define BD_FN bd_linear_fma
 #define BD_TILE_FN bd_tile_fma
 #define BD_PART_FN bd_part_fma
@@ -62,6 +65,8 @@ static const uint32_t *bd_dot_rows(const k_bd_rows *x)
 }
 
 #define BD_DOT_ATTR __attribute__((target("avx512bf16")))
+#define BD_TILE_J1 4
+#define BD_TILE_JMAX 4
 
 /* M rows of x (regrouped, Kp / 2 words apart) by MJ whole panels: the fma
  * tile's loops with a step of each chain's pairs per instruction */
@@ -70,17 +75,17 @@ bd_tile_dot(const uint32_t *xr, int Kp, const uint16_t *w, float *y, int ldy, in
 {
     const __m512 one = _mm512_set1_ps(1.0f);
     const size_t panel = (size_t)Kp * K_BD_PANEL, xs = (size_t)Kp / 2;
-    __m512 acc[BD_TILE_T][BD_TILE_J];
+    __m512 acc[BD_TILE_T][BD_TILE_JMAX];
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
             acc[t][j] = _mm512_setzero_ps();
     for (int s = 0; s < Kp; s += K_BD_STEP) {
-        __m512 e[BD_TILE_T][BD_TILE_J], o[BD_TILE_T][BD_TILE_J];
+        __m512 e[BD_TILE_T][BD_TILE_JMAX], o[BD_TILE_T][BD_TILE_JMAX];
         for (int t = 0; t < M; t++)
             for (int j = 0; j < MJ; j++)
                 e[t][j] = o[t][j] = _mm512_setzero_ps();
         for (int q = 0; q < K_BD_STEP / 4; q++) {
-            __m512i we[BD_TILE_J], wo[BD_TILE_J];
+            __m512i we[BD_TILE_JMAX], wo[BD_TILE_JMAX];
             for (int j = 0; j < MJ; j++) { /* pairs k, k+1 and k+2, k+3 of the panel's rows */
                 const uint16_t *r =
                     w + (size_t)j * panel + (size_t)(s / 2 + 2 * q) * 2 * K_BD_PANEL;
@@ -235,8 +240,9 @@ static int bd_env_set(const char *name)
 }
 
 /* MHLA_CPU_BF16_NO_DOT=1 leaves both instructions unused even where the CPU
- * has them, MHLA_CPU_BF16_NO_AMX=1 the tiles only, so that tests can run the
- * other kernels on the same machine. */
+ * has them, MHLA_CPU_BF16_NO_AMX=1 the tiles only, and MHLA_CPU_BF16_DOT=1
+ * takes vdpbf16ps where it is slower than the fmas, so that tests can run
+ * every kernel on the same machine. */
 static int bd_use_dot(void)
 {
     static _Atomic int v = -1; /* set once; every thread finds the same answer */
@@ -261,6 +267,56 @@ static int bd_use_amx(void)
 #endif
 }
 
+/* Which of vdpbf16ps and the fmas computes a product of `rows` rows faster on
+ * this CPU, timed once in the thread's CPU time (both give the same bits): on
+ * this project's Intel Xeon the fmas were (its vdpbf16ps issues at half the
+ * rate of its FMAs), where AMD's Zen 4 issues it at the FMAs' rate. 1: the
+ * instruction. */
+static int bd_dot_faster(int rows)
+{
+    enum { K = 512, N = 4 * K_BD_PANEL, REPS = 8 };
+    static float x[4 * K], wf[N * K];
+    uint16_t *w = malloc(k_bd_packed_count(N, K) * sizeof *w);
+    float y[4 * N];
+    k_bd_rows r;
+    if (!w || k_bd_rows_make(x, rows, K, NULL, 0, &r)) {
+        free(w);
+        return 0;
+    }
+    for (int i = 0; i < 4 * K; i++) /* any values: the time does not depend on them */
+        x[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < N * K; i++)
+        wf[i] = (float)(i % 5) - 2.0f;
+    k_bd_pack(wf, N, K, w);
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 3; round++)
+        for (int k = 0; k < 2; k++) {
+            struct timespec a, b;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+            for (int i = 0; i < REPS; i++)
+                (k ? bd_linear_dot : bd_linear_fma)(&r, w, 0, N, y, N);
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+            double dt = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+            best[k] = dt < best[k] ? dt : best[k];
+        }
+    k_bd_rows_free(&r);
+    free(w);
+    return best[1] < best[0];
+}
+
+/* The kernel for `rows` rows of x without the tiles: 0 fmas, 1 vdpbf16ps
+ * (where the CPU has it, it gave the definition's bits, and it is faster or
+ * MHLA_CPU_BF16_DOT=1 asks for it). */
+static int bd_pick_dot(int rows)
+{
+    static _Atomic int pick[2] = {-1, -1}; /* a single row; a tile's 4 */
+    int i = rows > 1;
+    if (pick[i] < 0)
+        pick[i] =
+            bd_use_dot() && (bd_env_set("MHLA_CPU_BF16_DOT") || bd_dot_faster(i ? BD_TILE_T : 1));
+    return pick[i];
+}
+
 static void bd_linear(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy)
 {
 #if KQ_HAVE_AMX
@@ -269,12 +325,16 @@ static void bd_linear(const k_bd_rows *x, const uint16_t *w, int j0, int j1, flo
         return;
     }
 #endif
-    (bd_use_dot() ? bd_linear_dot : bd_linear_fma)(x, w, j0, j1, y, ldy);
+    (bd_pick_dot(x->T) ? bd_linear_dot : bd_linear_fma)(x, w, j0, j1, y, ldy);
 }
 
-/* From 2 rows the tiles, below them (batch-1 decode) the other kernel */
+/* The kernel of products of several rows, then of a single row (batch-1 decode) where it
+ * differs */
 static const char *bd_kernel(void)
 {
-    int dot = bd_use_dot();
-    return bd_use_amx() ? (dot ? "amx-bf16+vdpbf16ps" : "amx-bf16+fma") : dot ? "vdpbf16ps" : "fma";
+    static const char *const name[2][2][2] = {{{"fma", "fma+vdpbf16ps"},
+                                               {"vdpbf16ps+fma", "vdpbf16ps"}},
+                                              {{"amx-bf16+fma", "amx-bf16+vdpbf16ps"},
+                                               {"amx-bf16+fma", "amx-bf16+vdpbf16ps"}}};
+    return name[bd_use_amx()][bd_pick_dot(2)][bd_pick_dot(1)];
 }

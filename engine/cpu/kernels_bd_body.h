@@ -17,6 +17,12 @@
  * it fell in, so the bits depend on none of them.
  */
 
+#ifndef BD_TILE_J1
+#define BD_TILE_J1 BD_TILE_J /* panels against a single row of x */
+#endif
+#ifndef BD_TILE_JMAX
+#define BD_TILE_JMAX (BD_TILE_J1 > BD_TILE_J ? BD_TILE_J1 : BD_TILE_J)
+#endif
 #ifndef BD_X_BLOCK_BYTES
 #define BD_X_BLOCK_BYTES (256 * 1024)
 #endif
@@ -33,18 +39,18 @@ BD_TILE_FN(const float *xf, int Kp, const uint16_t *w, float *y, int ldy, int M,
 {
     const vec16 one = V_SET1(1.0f); /* fma(1, a, b): a + b, one rounding */
     const size_t panel = (size_t)Kp * K_BD_PANEL;
-    vec16 acc[BD_TILE_T][BD_TILE_J];
+    vec16 acc[BD_TILE_T][BD_TILE_JMAX];
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
             acc[t][j] = V_ZERO();
     for (int s = 0; s < Kp; s += K_BD_STEP) {
-        vec16 e[BD_TILE_T][BD_TILE_J], o[BD_TILE_T][BD_TILE_J];
+        vec16 e[BD_TILE_T][BD_TILE_JMAX], o[BD_TILE_T][BD_TILE_JMAX];
         for (int t = 0; t < M; t++)
             for (int j = 0; j < MJ; j++)
                 e[t][j] = o[t][j] = V_ZERO();
         const uint16_t *ws = w + (size_t)s * K_BD_PANEL;
         for (int i = 0; i < K_BD_STEP / 2; i++) {
-            bd_op wv[BD_TILE_J];
+            bd_op wv[BD_TILE_JMAX];
             for (int j = 0; j < MJ; j++)
                 wv[j] = BD_LOAD(ws + (size_t)j * panel + (size_t)i * 2 * K_BD_PANEL);
             for (int t = 0; t < M; t++) {
@@ -104,24 +110,24 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
         }
         if (j0 % P)
             BD_PART_FN(xr, Kp, w, j0 / P, j0 % P, P, t0, t1, y, ldy);
-        int p = pa;
-        for (; p + BD_TILE_J <= pb; p += BD_TILE_J) {
-            int t = t0;
-            for (; t + BD_TILE_T <= t1; t += BD_TILE_T)
+        /* whole tiles of rows, then the rows left over (all of them at batch 1) against
+         * BD_TILE_J1 panels at a time: chains enough to hide the instructions' latency */
+        int tt = t0 + (t1 - t0) / BD_TILE_T * BD_TILE_T, p = pa;
+        for (; p + BD_TILE_J <= pb; p += BD_TILE_J)
+            for (int t = t0; t < tt; t += BD_TILE_T)
                 BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
                            BD_TILE_T, BD_TILE_J);
-            for (; t < t1; t++)
-                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1,
-                           BD_TILE_J);
-        }
-        for (; p < pb; p++) {
-            int t = t0;
-            for (; t + BD_TILE_T <= t1; t += BD_TILE_T)
+        for (; p < pb; p++)
+            for (int t = t0; t < tt; t += BD_TILE_T)
                 BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
                            BD_TILE_T, 1);
-            for (; t < t1; t++)
+        for (p = pa; p + BD_TILE_J1 <= pb; p += BD_TILE_J1)
+            for (int t = tt; t < t1; t++)
+                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1,
+                           BD_TILE_J1);
+        for (; p < pb; p++)
+            for (int t = tt; t < t1; t++)
                 BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1, 1);
-        }
         if (j1 % P)
             BD_PART_FN(xr, Kp, w, pb, 0, j1 % P, t0, t1, y, ldy);
     }
@@ -138,3 +144,5 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
 #undef BD_X_ROWS
 #undef BD_X_STRIDE
 #undef BD_FALLBACK
+#undef BD_TILE_J1
+#undef BD_TILE_JMAX

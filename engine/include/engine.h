@@ -76,8 +76,8 @@ typedef struct mhla_engine mhla_engine;
  * memory. With f32 and bf16 the arithmetic is f32; bf16 halves the bytes
  * each decode step streams, and for a checkpoint stored in bf16 the two give
  * the same bits. bf16dot holds them as bf16 too and rounds the activations
- * to bf16 for the products (bf16 pairs, f32 sums: vdpbf16ps where the CPU
- * has it); CPU only. q8 holds them as int8 with an f32 scale per group of 32
+ * to bf16 for the products (bf16 pairs, f32 sums: AMX tiles or vdpbf16ps
+ * where the CPU has them); CPU only. q8 holds them as int8 with an f32 scale per group of 32
  * (1.125 bytes a weight) and quantizes the activations the same way; q4 as
  * 4-bit integers with an f16 scale per group of 32 (0.5625 bytes a weight),
  * the activations quantized as for q8. With bf16dot, q8 and q4 the logits

@@ -10,7 +10,7 @@ For one path (--isa avx512 | avx2 | neon | portable), when this CPU runs it:
      vpdpbusd / sdot, and with MHLA_CPU_Q8_NO_AMX=1, vpdpbusd where the default runs
      AMX-INT8 tiles for products of 6 rows or more (q4: 12), and
      bf16dot also with MHLA_CPU_BF16_NO_DOT=1 (fmas alone) and MHLA_CPU_BF16_NO_AMX=1
-     (vdpbf16ps without the tiles);
+     MHLA_CPU_BF16_DOT=1 (vdpbf16ps without the tiles);
      GQA, MQA, elu + normalize, NaN in the unread upper triangle, tails of every length
      below 16) for every feed mode, compared byte for byte with the same runs on the
      portable path (--ref-isa), or with the logits another build wrote (--ref-dir: an
@@ -68,7 +68,7 @@ def weight_run(w, env):
     if w == "bf16dot-nodot":
         return "bf16dot", dict(env, MHLA_CPU_BF16_NO_DOT="1")
     if w == "bf16dot-noamx":
-        return "bf16dot", dict(env, MHLA_CPU_BF16_NO_AMX="1")
+        return "bf16dot", dict(env, MHLA_CPU_BF16_NO_AMX="1", MHLA_CPU_BF16_DOT="1")
     return w, env
 
 
