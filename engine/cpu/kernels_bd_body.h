@@ -51,8 +51,14 @@ BD_TILE_FN(const float *xf, int Kp, const uint16_t *w, float *y, int ldy, int M,
         const uint16_t *ws = w + (size_t)s * K_BD_PANEL;
         for (int i = 0; i < K_BD_STEP / 2; i++) {
             bd_op wv[BD_TILE_JMAX];
-            for (int j = 0; j < MJ; j++)
+            for (int j = 0; j < MJ; j++) {
                 wv[j] = BD_LOAD(ws + (size_t)j * panel + (size_t)i * 2 * K_BD_PANEL);
+#ifdef BD_PREFETCH
+                if (M == 1) /* a single row streams its panels from memory */
+                    BD_PREFETCH(ws + (size_t)j * panel + (size_t)i * 2 * K_BD_PANEL +
+                                BD_PREFETCH_BYTES / 2);
+#endif
+            }
             for (int t = 0; t < M; t++) {
                 vec16 xe = V_SET1(xf[(size_t)t * Kp + s + 2 * i]);
                 vec16 xo = V_SET1(xf[(size_t)t * Kp + s + 2 * i + 1]);
@@ -146,3 +152,4 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
 #undef BD_FALLBACK
 #undef BD_TILE_J1
 #undef BD_TILE_JMAX
+#undef BD_PREFETCH

@@ -17,6 +17,9 @@
 #include <immintrin.h>
 
 #define K4_TILE_T 4
+#ifndef K4_PREFETCH_BYTES
+#define K4_PREFETCH_BYTES 2048
+#endif
 
 /* The 8 units of group g's packed weights: the low nibbles of the four loads, then the high */
 static inline __attribute__((always_inline)) void k4_unpack512(const uint8_t *wg, __m512i w[8])
@@ -45,6 +48,10 @@ k4_tile_vnni(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *s
         acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
         __m512i w[8];
+        if (M == 1) /* a single row streams the weights from memory */
+            for (int l = 0; l < 256; l += 64)
+                _mm_prefetch((const char *)wb + (size_t)g * 256 + K4_PREFETCH_BYTES + l,
+                             _MM_HINT_T0);
         k4_unpack512(wb + (size_t)g * 256, w);
         const uint16_t *sg = sh + (size_t)(g >> shift) * KQ_ROWS;
         for (int m = 0; m < M; m++) {
