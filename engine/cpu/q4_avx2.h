@@ -68,6 +68,7 @@ static inline __attribute__((always_inline)) void k4_tile_madd(const kq_act *x, 
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
+        KQ256_PREFETCH(M, wb + (size_t)g * 256, 256);
         const int8_t *xg[K4_TILE_T];
         __m256i lo[K4_TILE_T], hi[K4_TILE_T], w[4];
         k4_start(x, t, M, g, G, xg, lo, hi);
@@ -95,6 +96,7 @@ k4_tile_avxvnni(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
+        KQ256_PREFETCH(M, wb + (size_t)g * 256, 256);
         const int8_t *xg[K4_TILE_T];
         __m256i lo[K4_TILE_T], hi[K4_TILE_T], w[4];
         k4_start(x, t, M, g, G, xg, lo, hi);
