@@ -286,19 +286,23 @@ static int bd_use_amx(void)
 static int bd_dot_faster(int rows)
 {
     enum { K = 512, N = 4 * K_BD_PANEL, REPS = 8 };
-    static float x[4 * K], wf[N * K];
+    float *x = malloc(sizeof(float) * 4 * K), *wf = malloc(sizeof(float) * N * K), y[4 * N];
     uint16_t *w = malloc(k_bd_packed_count(N, K) * sizeof *w);
-    float y[4 * N];
-    k_bd_rows r;
-    if (!w || k_bd_rows_make(x, rows, K, NULL, 0, &r)) {
+    k_bd_rows r = {0};
+    if (x && wf) /* any values: the time does not depend on them */
+        for (int i = 0; i < N * K; i++) {
+            wf[i] = (float)(i % 5) - 2.0f;
+            if (i < 4 * K)
+                x[i] = (float)(i % 7) - 3.0f;
+        }
+    if (!x || !wf || !w || k_bd_rows_make(x, rows, K, NULL, 0, &r)) {
+        free(x);
+        free(wf);
         free(w);
         return 0;
     }
-    for (int i = 0; i < 4 * K; i++) /* any values: the time does not depend on them */
-        x[i] = (float)(i % 7) - 3.0f;
-    for (int i = 0; i < N * K; i++)
-        wf[i] = (float)(i % 5) - 2.0f;
     k_bd_pack(wf, N, K, w);
+    free(wf);
     double best[2] = {1e30, 1e30};
     for (int round = 0; round < 3; round++)
         for (int k = 0; k < 2; k++) {
@@ -311,6 +315,7 @@ static int bd_dot_faster(int rows)
             best[k] = dt < best[k] ? dt : best[k];
         }
     k_bd_rows_free(&r);
+    free(x);
     free(w);
     return best[1] < best[0];
 }
