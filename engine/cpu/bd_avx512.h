@@ -73,59 +73,34 @@ static const uint32_t *bd_dot_rows(const k_bd_rows *x)
 
 #define BD_DOT_ATTR __attribute__((target("avx512bf16")))
 #define BD_TILE_J1 4
-#define BD_TILE_JMAX 4
 
-/* M rows of x (regrouped, Kp / 2 words apart) by MJ whole panels: the fma
- * tile's loops with a step of each chain's pairs per instruction */
-BD_DOT_ATTR static inline __attribute__((always_inline)) void
-bd_tile_dot(const uint32_t *xr, int Kp, const uint16_t *w, float *y, int ldy, int M, int MJ)
+/* A unit of two pairs of K (k, k+1 and k+2, k+3) for vdpbf16ps: the panel's
+ * two rows regrouped into the even chain's words (k << 16 | k+2) and the odd
+ * chain's, a shift and a blend each; x's two words broadcast. */
+typedef struct {
+    __m512i e, o;
+} bd_dot_op;
+static inline bd_dot_op bd_dot_load(const uint16_t *r)
 {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    const size_t panel = (size_t)Kp * K_BD_PANEL, xs = (size_t)Kp / 2;
-    __m512 acc[BD_TILE_T][BD_TILE_JMAX];
-    for (int t = 0; t < M; t++)
-        for (int j = 0; j < MJ; j++)
-            acc[t][j] = _mm512_setzero_ps();
-    for (int s = 0; s < Kp; s += K_BD_STEP) {
-        __m512 e[BD_TILE_T][BD_TILE_JMAX], o[BD_TILE_T][BD_TILE_JMAX];
-        for (int t = 0; t < M; t++)
-            for (int j = 0; j < MJ; j++)
-                e[t][j] = o[t][j] = _mm512_setzero_ps();
-        for (int q = 0; q < K_BD_STEP / 4; q++) {
-            __m512i we[BD_TILE_JMAX], wo[BD_TILE_JMAX];
-            for (int j = 0; j < MJ; j++) { /* pairs k, k+1 and k+2, k+3 of the panel's rows */
-                const uint16_t *r =
-                    w + (size_t)j * panel + (size_t)(s / 2 + 2 * q) * 2 * K_BD_PANEL;
-                __m512i r0 = _mm512_loadu_si512((const void *)r);
-                __m512i r1 = _mm512_loadu_si512((const void *)(r + 2 * K_BD_PANEL));
-                if (M == 1) { /* a single row streams its panels from memory */
-                    _mm_prefetch((const char *)r + BD_PREFETCH_BYTES, _MM_HINT_T0);
-                    _mm_prefetch((const char *)r + BD_PREFETCH_BYTES + 64, _MM_HINT_T0);
-                }
-                we[j] = _mm512_mask_blend_epi16(0x55555555u, _mm512_slli_epi32(r0, 16), r1);
-                wo[j] = _mm512_mask_blend_epi16(0x55555555u, r0, _mm512_srli_epi32(r1, 16));
-            }
-            for (int t = 0; t < M; t++) {
-                __m512i xe = _mm512_set1_epi32((int)xr[(size_t)t * xs + s / 2 + 2 * q]);
-                __m512i xo = _mm512_set1_epi32((int)xr[(size_t)t * xs + s / 2 + 2 * q + 1]);
-                for (int j = 0; j < MJ; j++) {
-                    e[t][j] = _mm512_dpbf16_ps(e[t][j], (__m512bh)xe, (__m512bh)we[j]);
-                    o[t][j] = _mm512_dpbf16_ps(o[t][j], (__m512bh)xo, (__m512bh)wo[j]);
-                }
-            }
-        }
-        for (int t = 0; t < M; t++)
-            for (int j = 0; j < MJ; j++)
-                acc[t][j] = _mm512_fmadd_ps(one, _mm512_fmadd_ps(one, e[t][j], o[t][j]), acc[t][j]);
-    }
-    for (int t = 0; t < M; t++)
-        for (int j = 0; j < MJ; j++)
-            _mm512_storeu_ps(y + (size_t)t * ldy + (size_t)j * K_BD_PANEL, acc[t][j]);
+    __m512i r0 = _mm512_loadu_si512((const void *)r);
+    __m512i r1 = _mm512_loadu_si512((const void *)(r + 2 * K_BD_PANEL));
+    return (bd_dot_op){_mm512_mask_blend_epi16(0x55555555u, _mm512_slli_epi32(r0, 16), r1),
+                       _mm512_mask_blend_epi16(0x55555555u, r0, _mm512_srli_epi32(r1, 16))};
 }
-#define BD_OWN_TILE
 #define BD_XT uint32_t
 #define BD_X_ROWS(x) bd_dot_rows(x)
 #define BD_X_STRIDE(Kp) ((Kp) / 2)
+#define BD_UNIT 2
+#define bd_xop bd_dot_op
+#define BD_X_LOAD(xrow, s, u)                                                                      \
+    ((bd_dot_op){_mm512_set1_epi32((int)(xrow)[(s) / 2 + 2 * (u)]),                                \
+                 _mm512_set1_epi32((int)(xrow)[(s) / 2 + 2 * (u) + 1])})
+#define BD_MAC(ce, co, xv, wv)                                                                     \
+    ((ce) = _mm512_dpbf16_ps((ce), (__m512bh)(xv).e, (__m512bh)(wv).e),                            \
+     (co) = _mm512_dpbf16_ps((co), (__m512bh)(xv).o, (__m512bh)(wv).o))
+#define bd_op bd_dot_op
+#define BD_LOAD(p) bd_dot_load(p)
+#define BD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define BD_FALLBACK bd_linear_fma
 #define BD_FN bd_linear_dot
 #define BD_TILE_FN bd_tile_dot

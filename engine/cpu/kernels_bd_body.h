@@ -7,11 +7,15 @@
  *   bd_op, BD_LOAD(p)   32 bf16 of a panel (one pair of K for its 16 rows)
  *                       loaded as two vec16 of f32: .e the even elements,
  *                       .o the odd ones
- *   BD_TILE_T x BD_TILE_J   the register tile (rows of x by panels of w)
- * or, for a tile function of the path's own (BD_OWN_TILE), BD_XT the type of
- * an element of x's rows as that function reads them, BD_X_ROWS(x) the rows
- * (NULL where they could not be had: the fma paths' BD_FALLBACK then runs)
- * and BD_X_STRIDE(Kp) their stride in elements.
+ *   BD_TILE_T x BD_TILE_J   the register tile (rows of x by panels of w);
+ *                  BD_TILE_J1 the panels against a single row (default J)
+ *   BD_PREFETCH(p), BD_PREFETCH_BYTES   optional: a single row's prefetch
+ * and, for x in another form than f32 rows a pair of K at a time (the
+ * default): BD_XT an element of x's rows, BD_X_ROWS(x) the rows (NULL where
+ * they could not be had: BD_FALLBACK then runs), BD_X_STRIDE(Kp) their
+ * stride, BD_UNIT the pairs of K a unit takes, bd_xop and BD_X_LOAD(row, s,
+ * u) the x operands of unit u of step s, and BD_MAC(ce, co, xv, wv) the unit's
+ * step of the two chains.
  * Lane l of a vector is output column 16 p + l of panel p: every output's
  * two chains and its accumulator are its own whatever tile, batch or thread
  * it fell in, so the bits depend on none of them.
@@ -27,18 +31,31 @@
 #define BD_X_BLOCK_BYTES (256 * 1024)
 #endif
 
-#ifndef BD_OWN_TILE
+#ifndef BD_XT /* the fma kernels' x: rows of f32, one pair of K a unit */
 #define BD_XT float
 #define BD_X_ROWS(x) ((x)->xf)
 #define BD_X_STRIDE(Kp) (Kp)
+#define BD_UNIT 1
+#define bd_xop bd_fma_x
+typedef struct {
+    vec16 e, o;
+} bd_fma_x;
+#define BD_X_LOAD(xrow, s, u)                                                                      \
+    ((bd_fma_x){V_SET1((xrow)[(s) + 2 * (u)]), V_SET1((xrow)[(s) + 2 * (u) + 1])})
+#define BD_MAC(ce, co, xv, wv)                                                                     \
+    ((ce) = V_FMA((xv).e, (wv).e, (ce)), (co) = V_FMA((xv).o, (wv).o, (co)))
+#endif
 
-/* M rows of x (f32, Kp apart) by MJ whole panels of w (Kp * 16 apart), into
- * y's 16 * MJ columns from y: M and MJ are constants at every call site. */
+/* M rows of x (BD_X_STRIDE(Kp) apart) by MJ whole panels of w (Kp * 16
+ * apart), into y's 16 * MJ columns from y: M and MJ are constants at every
+ * call site. A unit (BD_UNIT pairs of K) at a time, each output's two chains
+ * run a step, then their sum goes to its accumulator. */
 BD_ATTR static inline __attribute__((always_inline)) void
-BD_TILE_FN(const float *xf, int Kp, const uint16_t *w, float *y, int ldy, int M, int MJ)
+BD_TILE_FN(const BD_XT *xr, int Kp, const uint16_t *w, float *y, int ldy, int M, int MJ)
 {
     const vec16 one = V_SET1(1.0f); /* fma(1, a, b): a + b, one rounding */
-    const size_t panel = (size_t)Kp * K_BD_PANEL;
+    const size_t panel = (size_t)Kp * K_BD_PANEL, xs = (size_t)BD_X_STRIDE(Kp);
+    const int unit = BD_UNIT * 2 * K_BD_PANEL; /* a unit's values in a panel */
     vec16 acc[BD_TILE_T][BD_TILE_JMAX];
     for (int t = 0; t < M; t++)
         for (int j = 0; j < MJ; j++)
@@ -49,23 +66,21 @@ BD_TILE_FN(const float *xf, int Kp, const uint16_t *w, float *y, int ldy, int M,
             for (int j = 0; j < MJ; j++)
                 e[t][j] = o[t][j] = V_ZERO();
         const uint16_t *ws = w + (size_t)s * K_BD_PANEL;
-        for (int i = 0; i < K_BD_STEP / 2; i++) {
+        for (int u = 0; u < K_BD_STEP / 2 / BD_UNIT; u++) {
             bd_op wv[BD_TILE_JMAX];
             for (int j = 0; j < MJ; j++) {
-                wv[j] = BD_LOAD(ws + (size_t)j * panel + (size_t)i * 2 * K_BD_PANEL);
+                const uint16_t *wu = ws + (size_t)j * panel + (size_t)u * unit;
+                wv[j] = BD_LOAD(wu);
 #ifdef BD_PREFETCH
                 if (M == 1) /* a single row streams its panels from memory */
-                    BD_PREFETCH(ws + (size_t)j * panel + (size_t)i * 2 * K_BD_PANEL +
-                                BD_PREFETCH_BYTES / 2);
+                    for (int l = 0; l < unit; l += 32)
+                        BD_PREFETCH(wu + BD_PREFETCH_BYTES / 2 + l);
 #endif
             }
             for (int t = 0; t < M; t++) {
-                vec16 xe = V_SET1(xf[(size_t)t * Kp + s + 2 * i]);
-                vec16 xo = V_SET1(xf[(size_t)t * Kp + s + 2 * i + 1]);
-                for (int j = 0; j < MJ; j++) {
-                    e[t][j] = V_FMA(xe, wv[j].e, e[t][j]);
-                    o[t][j] = V_FMA(xo, wv[j].o, o[t][j]);
-                }
+                bd_xop xv = BD_X_LOAD(xr + (size_t)t * xs, s, u);
+                for (int j = 0; j < MJ; j++)
+                    BD_MAC(e[t][j], o[t][j], xv, wv[j]);
             }
         }
         for (int t = 0; t < M; t++)
@@ -76,7 +91,6 @@ BD_TILE_FN(const float *xf, int Kp, const uint16_t *w, float *y, int ldy, int M,
         for (int j = 0; j < MJ; j++)
             V_STORE(y + (size_t)t * ldy + (size_t)j * K_BD_PANEL, acc[t][j]);
 }
-#endif
 
 /* Columns [c0, c1) of panel p (c0 > 0 or c1 < 16) for rows [t0, t1), through a tile of its own. */
 BD_ATTR static void BD_PART_FN(const BD_XT *xr, int Kp, const uint16_t *w, int p, int c0, int c1,
@@ -145,8 +159,11 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
 #undef BD_ATTR
 #undef bd_op
 #undef BD_LOAD
-#undef BD_OWN_TILE
 #undef BD_XT
+#undef BD_UNIT
+#undef bd_xop
+#undef BD_X_LOAD
+#undef BD_MAC
 #undef BD_X_ROWS
 #undef BD_X_STRIDE
 #undef BD_FALLBACK
