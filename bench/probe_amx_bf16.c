@@ -24,6 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "probe_bits.h"
+
 #define AMX __attribute__((target("amx-tile,amx-bf16")))
 
 typedef struct {
@@ -32,27 +34,7 @@ typedef struct {
     uint8_t rows[16];
 } tile_cfg;
 
-static uint64_t rng = 88172645463325252ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-static float f_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-static uint16_t bf_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return (uint16_t)(u >> 16);
-}
-static float bf(uint16_t h) { return f_of((uint32_t)h << 16); }
+static uint16_t bf_of(float x) { return (uint16_t)(u_of(x) >> 16); }
 static int same(float a, float b) { return memcmp(&a, &b, 4) == 0 || (isnan(a) && isnan(b)); }
 
 /* a bf16 with exponent in [-e, e], 7 random mantissa bits, random sign; zero one time in 8 */

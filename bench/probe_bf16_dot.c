@@ -23,28 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float f_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-static uint32_t u_of(float x)
-{
-    uint32_t v;
-    memcpy(&v, &x, 4);
-    return v;
-}
-static float bf(uint16_t h) { return f_of((uint32_t)h << 16); }
+#include "probe_bits.h"
+
 static float flush(float x) { return x != 0 && fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
-static uint64_t rng = 88172645463325252ull;
-static uint64_t next(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 typedef float (*lane_fn)(float acc, const float a[2], const float b[2]);
 static float em_a(float c, const float a[2], const float b[2])
