@@ -12,7 +12,8 @@
  * (every thread's work; the engine's idle workers spin 30 µs, OpenBLAS's longer, so each
  * run starts after a pause of 200 ms in which the last one's threads go to sleep).
  * The kernel path: MHLA_CPU_ISA (default the best this CPU runs); MHLA_CPU_BF16_NO_DOT=1
- * computes the bf16 dot products without vdpbf16ps, MHLA_CPU_Q8_NO_DOT=1 the q8 and q4
+ * computes the bf16 dot products with fmas (no AMX tiles, no vdpbf16ps), MHLA_CPU_BF16_NO_AMX=1
+ * MHLA_CPU_BF16_DOT=1 with vdpbf16ps, MHLA_CPU_Q8_NO_DOT=1 the q8 and q4
  * products without vpdpbusd / sdot; MHLA_Q4_GROUP the q4 group size (default 32). OpenBLAS picks
  * its kernels by the CPU or by OPENBLAS_CORETYPE (Haswell: its AVX2 kernels, the bound for the avx2
  * path).
