@@ -11,6 +11,13 @@
  * round of each is kept, so a burst of load from elsewhere on a shared
  * machine does not land on one side of the ratio only.
  *
+ * Before a batch size's rounds, --warmup windows (default 1) at ~100 run
+ * untimed, as llama-bench and llama-batched-bench run a warm-up decode over
+ * a cache they allocated and cleared before timing: the first window of a
+ * fresh process otherwise pays for memory new to it (the state pages its
+ * block boundary takes: on a 2-vCPU KVM guest one boundary step of 16
+ * sequences took ~530 ms the first time and ~70 ms after, bench/RESULTS.md).
+ *
  * Next to each rate it prints the bound memory bandwidth sets: a decode step
  * reads every weight once (the bytes the device holds them in) and, per
  * sequence, P_i plus on average C/2 rows of the current block; the bound is
@@ -30,7 +37,8 @@
  * mhla_engine_product_rate): what the products reach of the bound, and what
  * the rest of a step costs beside them.
  *
- * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--threads N]
+ * usage: bench_decode MODEL_DIR [--batch 1,16] [--steps 64] [--rounds 3] [--warmup 1]
+ *                    [--threads N]
  *                    [--weights f32|bf16|q8|bf16dot|q4] [--device cpu|cuda|auto] [--gpu-weights
  * bf16|f16|f32]
  *                    [--state f32|bf16] [--state-memory MB] [--no-graphs 1]
@@ -314,7 +322,7 @@ typedef struct {
     mhla_engine_options o;
     int weights; /* mhla_weight_dtype */
     int batches[MAX_LIST], prefills[MAX_LIST];
-    int n_batches, n_prefills, steps, rounds;
+    int n_batches, n_prefills, steps, rounds, warmup;
     long state_mb;
 } bench_args;
 
@@ -361,6 +369,13 @@ static const mhla_opt rows[] = {
      .hi = 1000,
      .metavar = "3",
      .help = "rounds of each position, the best kept"},
+    {.name = "warmup",
+     .kind = MHLA_OPT_INT,
+     .off = ARG(warmup),
+     .lo = 0,
+     .hi = 1000,
+     .metavar = "1",
+     .help = "untimed windows @~100 before a batch size's rounds"},
     {.name = "threads",
      .kind = MHLA_OPT_INT,
      .off = ENG(n_threads),
@@ -438,7 +453,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
                       .n_batches = 2,
                       .n_prefills = 2,
                       .steps = 64,
-                      .rounds = 3};
+                      .rounds = 3,
+                      .warmup = 1};
     if (argc < 2 || argv[1][0] == '-') {
         mhla_opts_help(&spec, stderr);
         return 2;
@@ -578,6 +594,10 @@ int main(int argc, char **argv)
         double r_lo = 0, r_hi = 0, m_lo = 0, m_hi = 0, c_lo = 1e30, c_hi = 1e30;
         bw_reading before = read_bandwidth(e);
         double cb_before = COMPUTE_BOUND_NOW();
+        for (int r = 0; r < a.warmup; r++) {
+            double wm, wc;
+            (void)decode_rate(e, at_lo, batch, steps, V, &seed, &wm, &wc);
+        }
         for (int r = 0; r < (rounds > 0 ? rounds : 1); r++) {
             double ma, mb, ca, cb_;
             double a = decode_rate(e, at_lo, batch, steps, V, &seed, &ma, &ca);

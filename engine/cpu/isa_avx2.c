@@ -453,16 +453,18 @@ panel_tiles_bf16(const float *xp, int T, int K, const uint16_t *wh, float *y, in
 #define HALF_PF_TILES 8
 #define KB_TILE_PF_SHARE(M, MJ) ((M) * (MJ) > 4 ? HALF_PF_TILES : 0)
 /* tiles of 4 x 3 in half passes (above); against a single row of x
- * (batch-1 decode), 2 rows of bf16 w prefetched 8 KiB ahead in address order,
- * as on the avx512 path: fewer weight streams read memory faster. Against 4
- * rows prefetched 16 KiB ahead, in-process A/B on the 340M shape, batch-1
- * bf16 decode measured 1.05-1.09x with two threads and 1.05 with one; 2 rows
- * 16 KiB or 4 KiB ahead were 9-12 % slower than 8 KiB (bench/RESULTS.md,
- * 2026-12-03) */
+ * (batch-1 decode), 2 rows of bf16 w prefetched 4 KiB ahead in address order
+ * into L2, as on the avx512 path: fewer weight streams read memory faster.
+ * Against 4 rows prefetched 16 KiB ahead (into L1), in-process A/B on the
+ * 340M shape, batch-1 bf16 decode measured 1.05-1.09x with two threads and
+ * 1.05 with one (bench/RESULTS.md, 2026-12-03); into L2 instead of L1 the
+ * step went from 54-55 % to 78-81 % of the memory rate read beside it (2 KiB
+ * ahead 77-81 %, 8 KiB 73-74 %, 16 KiB 73 %: bench/RESULTS.md, "The batch-1
+ * prefetch into L2"). */
 #define KB_TILE_T HALF_T
 #define KB_TILE_J HALF_J
 #define KB_TILE_J1 2
-#define KB_NARROW_PF_BYTES (8 * 1024)
+#define KB_NARROW_PF_BYTES (4 * 1024)
 /* A half pass computes while the other streams nothing new: below 8 rows
  * of x the steps are bound by memory, and 2 x 2 tiles of two-half vectors
  * (8 accumulator halves, one pass) stream the weights better (batch 2-4
@@ -472,6 +474,8 @@ panel_tiles_bf16(const float *xp, int T, int K, const uint16_t *wh, float *y, in
 #define KB_SMALL_TILE_T 2
 #define KB_SMALL_TILE_J 2
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* a single row's prefetch goes to L2 (measured faster than to L1: above) */
+#define KB_PREFETCH_NARROW(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
 /* AVX2-only parts have smaller L2s (Zen 2/3: 512 KiB per core) */
 #define KB_X_BLOCK_BYTES (256 * 1024)
 #define KB_OPS k_ops_avx2

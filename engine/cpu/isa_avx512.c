@@ -165,19 +165,24 @@ static const float *x_pack(const float *x, int T, int K)
 #define KB_TILE_PF_SHARE(M, MJ) ((M) == 4 && (MJ) == 4 ? F32_PF_TILES : 0)
 
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers. Against a
- * single row of x (batch-1 decode), 2 rows of bf16 w, prefetched 8 KiB ahead
- * in address order: with the prefetch, fewer weight streams read memory
- * faster (8 rows slower than 4, 4 slower than 2, though 2 FMA chains compute
- * slower than 4: bench/RESULTS.md, "Batch-1 tiles of 2 rows"). */
+ * single row of x (batch-1 decode), 2 rows of bf16 w, prefetched 4 KiB ahead
+ * in address order into L2 (prefetcht1): with the prefetch, fewer weight
+ * streams read memory faster (8 rows slower than 4, 4 slower than 2, though
+ * 2 FMA chains compute slower than 4: bench/RESULTS.md, "Batch-1 tiles of 2
+ * rows"); into L1 (8 KiB ahead) the 340M shape's bf16 step ran at 61-62 % of
+ * the memory rate read beside it, into L2 at 88-89 % (bench/RESULTS.md, "The
+ * batch-1 prefetch into L2"). */
 #define KB_TILE_T 4
 #define KB_TILE_J 4
 #define KB_TILE_J1 2
-#define KB_NARROW_PF_BYTES (8 * 1024)
+#define KB_NARROW_PF_BYTES (4 * 1024)
 /* 2 or 3 rows of x go against each row pair twice or three times: those tiles
  * compute more per byte, and 4 rows of w (prefetched as the wider tiles are)
  * measured faster for them (bench/RESULTS.md) */
 #define KB_TILE_JN 4
 #define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* a single row's prefetch goes to L2 (measured faster than to L1, above) */
+#define KB_PREFETCH_NARROW(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
 /* kb_gemm: 4 rows by 4 vectors, 16 accumulators + 4 rows of B + 1 */
 #define KB_GEMM_M 4
 #define KB_GEMM_NV 4

@@ -17,6 +17,7 @@
  *   KB_TILE_J1 (rows of w per tile against a
  * single row of x: the weight streams of batch-1 decode; KB_TILE_J1_F32 for f32
  *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches),
+ *   KB_PREFETCH_NARROW(p) (a single row's: KB_PREFETCH unless defined),
  *   KB_NARROW_PF_BYTES (how far ahead batch-1 bf16 tiles prefetch, at least
  *   one tile; default: as the wider tiles, at least KB_TILE_MAX_J rows), KB_TILE_JN
  *   (rows of bf16 w per tile for 2 to KB_NARROW_T - 1 rows of x; default KB_TILE_J1),
@@ -42,6 +43,9 @@
 #endif
 #ifndef KB_TILE_JN
 #define KB_TILE_JN KB_TILE_J1
+#endif
+#ifndef KB_PREFETCH_NARROW
+#define KB_PREFETCH_NARROW(p) KB_PREFETCH(p)
 #endif
 #ifndef KB_PREFETCH
 #define KB_PREFETCH(p) ((void)0)
@@ -234,8 +238,8 @@ static inline __attribute__((always_inline)) void kb_tile(const float *x, const 
             size_t at = pf + (size_t)i * MJ;
             (void)at; /* a path without a prefetch instruction */
             for (int j = 0; j < MJ; j++)
-                KB_PREFETCH(bf16 ? (const void *)(w.h + at + (size_t)j * 32)
-                                 : (const void *)(w.f + at + (size_t)j * 16));
+                KB_PREFETCH_NARROW(bf16 ? (const void *)(w.h + at + (size_t)j * 32)
+                                        : (const void *)(w.f + at + (size_t)j * 16));
         } else if (pf && (!bf16 || (i & 16) == 0))
             for (int j = 0; j < MJ; j++)
                 KB_PREFETCH(bf16 ? (const void *)(w.h + (size_t)j * K + i + pf)

@@ -17,8 +17,15 @@
 #include <immintrin.h>
 
 #define K4_TILE_T 4
+/* A single row prefetches its weights 4 KiB ahead into L2: the 340M shape's batch-1 products
+ * ran at 80-81 % of the memory rate read beside them prefetched 2 KiB ahead into L1, at 84-86 %
+ * like this (q8's, with twice the bytes a group, stay best 2 KiB ahead into L1: bench/RESULTS.md,
+ * "The batch-1 prefetch into L2") */
 #ifndef K4_PREFETCH_BYTES
-#define K4_PREFETCH_BYTES 2048
+#define K4_PREFETCH_BYTES 4096
+#endif
+#ifndef K4_PF_HINT
+#define K4_PF_HINT _MM_HINT_T1
 #endif
 
 /* The 8 units of group g's packed weights: the low nibbles of the four loads, then the high */
@@ -51,7 +58,7 @@ k4_tile_vnni(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *s
         if (M == 1) /* a single row streams the weights from memory */
             for (int l = 0; l < 256; l += 64)
                 _mm_prefetch((const char *)wb + (size_t)g * 256 + K4_PREFETCH_BYTES + l,
-                             _MM_HINT_T0);
+                             K4_PF_HINT);
         k4_unpack512(wb + (size_t)g * 256, w);
         const uint16_t *sg = sh + (size_t)(g >> shift) * KQ_ROWS;
         for (int m = 0; m < M; m++) {

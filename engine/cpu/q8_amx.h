@@ -57,7 +57,7 @@
 #define KQ_AMX_MIN_T_Q8 6
 #endif
 #ifndef KQ_AMX_MIN_T_Q4
-#define KQ_AMX_MIN_T_Q4 12
+#define KQ_AMX_MIN_T_Q4 8
 #endif
 /* Rows of x per pass over a task's weights (a multiple of 16): 16 to 128
  * measured, 64 the fastest within the noise (bench/RESULTS.md) */
@@ -166,9 +166,19 @@ KQ_AMX_ATTR static inline __attribute__((always_inline)) __m512 kq_amx_scale(con
         (const __m256i *)((const uint16_t *)s + (size_t)(g >> shift) * KQ_ROWS)));
 }
 
-/* One group's tile product into C tile i (a compile-time constant) */
+/* A pass's first tile reads its weights from memory: q8's are asked for this far ahead, q4's
+ * (unpacked a block at a time) a block ahead */
+#ifndef KQ_AMX_PREFETCH_BYTES
+#define KQ_AMX_PREFETCH_BYTES 2048
+#endif
+
+/* One group's tile product into C tile i (a compile-time constant), and the prefetch of the
+ * group's share of the weights ahead (pf: NULL for none; pfs bytes a group) */
 #define KQ_AMX_DOT(i, ta, tb, g)                                                                   \
     do {                                                                                           \
+        if (pf)                                                                                    \
+            for (int l_ = 0; l_ < pfs; l_ += 64)                                                   \
+                _mm_prefetch(pf + (size_t)(g)*pfs + l_, _MM_HINT_T0);                              \
         _tile_zero(i);                                                                             \
         _tile_loadd(ta, a + (size_t)(g)*512, 32);                                                  \
         _tile_loadd(tb, wb + (size_t)(g)*512, 64);                                                 \
@@ -213,7 +223,7 @@ static inline int kq_amx_left(int G, int g) { return G - g < 0 ? 0 : G - g < 2 ?
  * take the last one's float step, in group order for every row. */
 KQ_AMX_ATTR static inline __attribute__((always_inline)) void
 kq_amx_tile(const int8_t *a, const float *d, const int8_t *wb, const void *s, int shift, int G,
-            __m512 acc[16])
+            const char *pf, int pfs, __m512 acc[16])
 {
     int32_t c[2][2][16][16] __attribute__((aligned(64)));
     for (int m = 0; m < 16; m++)
@@ -284,8 +294,11 @@ kq_amx_blocks(const k_q8_matrix *w, int q4, int b0, int b1, int t0, int t1, cons
 {
     const int G = w->groups, shift = q4 ? k4_shift(w->wgroup) : -1;
     const size_t ss = (size_t)(q4 ? w->K / w->wgroup : G) * KQ_ROWS; /* a block's scales */
+    const int pfs = q4 ? 256 : 512;
     for (int b = b0; b < b1; b++) {
         const int8_t *wb = w->q + (size_t)b * G * 512;
+        const char *pf = q4 ? (const char *)w->q + (size_t)(b + 1) * G * 256
+                            : (const char *)wb + KQ_AMX_PREFETCH_BYTES;
         const void *s = w->scale + b * ss;
         if (q4) {
             kq_amx_unpack4((const uint8_t *)w->q + (size_t)b * G * 256, G, wbuf);
@@ -296,7 +309,8 @@ kq_amx_blocks(const k_q8_matrix *w, int q4, int b0, int b1, int t0, int t1, cons
         __mmask16 mk = (__mmask16)((1u << cols) - 1u);
         for (int u = 0; 16 * u < t1 - t0; u++) {
             __m512 acc[16];
-            kq_amx_tile(qp + (size_t)u * G * 512, dp + (size_t)u * G * 16, wb, s, shift, G, acc);
+            kq_amx_tile(qp + (size_t)u * G * 512, dp + (size_t)u * G * 16, wb, s, shift, G,
+                        u == 0 && (!q4 || b + 1 < b1) ? pf : NULL, pfs, acc);
             for (int m = 0; m < 16 && t0 + 16 * u + m < t1; m++)
                 _mm512_mask_storeu_ps(y + (size_t)(t0 + 16 * u + m) * ldy + (size_t)b * KQ_ROWS, mk,
                                       acc[m]);
