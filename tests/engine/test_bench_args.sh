@@ -35,9 +35,10 @@ expect 2 "--batch takes a list" "$model" --batch 16,
 expect 2 "--prefill takes an integer" "$model" --prefill 512,abc
 expect 2 "--state takes f32 or bf16" "$model" --state f16
 expect 2 "--no-graphs takes an integer from 0 to 1" "$model" --no-graphs 2
+expect 2 "--warmup takes an integer from 0" "$model" --warmup -1
 expect 2 "unknown option '--stpes'" "$model" --stpes 4
 # all valid: the checks pass, and the model directory is what fails
-expect 1 "nonexistent-model-dir" "$model" --batch 1,16 --steps 4 --rounds 1 --threads 2 \
-  --prefill 64 --state bf16 --state-memory 64
+expect 1 "nonexistent-model-dir" "$model" --batch 1,16 --steps 4 --rounds 1 --warmup 0 \
+  --threads 2 --prefill 64 --state bf16 --state-memory 64
 [ "$fails" -eq 0 ] || { echo "FAIL: $fails case(s)"; exit 1; }
 echo "PASS"
