@@ -15,7 +15,11 @@
 
 #include <immintrin.h>
 
-#define K4_TILE_T 2
+/* 3 rows of x a tile share each group's unpacked nibbles and widened scales: at batch 16 on the
+ * 340M shape 220-230 tok/s against 198-216 with 2 (vpmaddubsw; 4 rows spill and ran 194-200),
+ * and with AVX-VNNI 298-319 against 288 (4 rows: 316-333); bench/RESULTS.md, "q4 on AVX2:
+ * tiles of 3 rows" */
+#define K4_TILE_T 3
 
 /* 8 f16 scales as f32, exactly */
 static inline __attribute__((always_inline)) __m256 k4_f16x8(const uint16_t *p)
