@@ -18,7 +18,7 @@
 
 #define K4_TILE_T 4
 /* A single row prefetches its weights 4 KiB ahead into L2: the 340M shape's batch-1 products
- * ran at 80-81 % of the memory rate read beside them prefetched 2 KiB ahead into L1, at 84-86 %
+ * ran at 79-81 % of the memory rate read beside them prefetched 2 KiB ahead into L1, at 84-86 %
  * like this (q8's, with twice the bytes a group, stay best 2 KiB ahead into L1: bench/RESULTS.md,
  * "The batch-1 prefetch into L2") */
 #ifndef K4_PREFETCH_BYTES

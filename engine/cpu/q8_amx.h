@@ -56,6 +56,8 @@
 #ifndef KQ_AMX_MIN_T_Q8
 #define KQ_AMX_MIN_T_Q8 6
 #endif
+/* q4 from 8 rows: batch-8 decode of the 340M shape 1.06x with the tiles, batch 6 no faster
+ * (bench/RESULTS.md, "Weights prefetched where they stream") */
 #ifndef KQ_AMX_MIN_T_Q4
 #define KQ_AMX_MIN_T_Q4 8
 #endif
