@@ -5,6 +5,8 @@
 #ifndef MHLA_BENCH_PROBE_BITS_H
 #define MHLA_BENCH_PROBE_BITS_H
 
+#include "base.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -20,7 +22,7 @@ static inline uint32_t u_of(float x)
     memcpy(&v, &x, 4);
     return v;
 }
-static inline float bf(uint16_t h) { return f_of((uint32_t)h << 16); }
+static inline float bf(uint16_t h) { return mhla_f32_from_bf16(h); }
 
 static uint64_t rng = 88172645463325252ull;
 static inline uint64_t next(void)
