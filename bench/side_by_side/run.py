@@ -68,7 +68,12 @@ def parse(argv):
     p.add_argument("--points", default=",".join(ALL_POINTS), help="of " + ",".join(ALL_POINTS))
     p.add_argument("--reps", type=int, default=1, help="repetitions (best kept per side)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--served-seconds", type=int, default=20)
+    p.add_argument("--served-requests", type=int, default=48,
+                   help="served: requests measured per side, after 8 left out (48: six rounds "
+                   "of 8 streams, the same work on a fast machine as on a slow one)")
+    p.add_argument("--served-seconds", type=int, default=0,
+                   help="served: measure for this many seconds (after 3 left out) instead "
+                   "of a count of requests")
     p.add_argument("--llama-formats", help="restrict llama.cpp's formats, e.g. BF16,Q8_0")
     p.add_argument("--llama-omp", default="default",
                    help="OMP_WAIT_POLICY for llama.cpp's tools ('default' leaves it unset, as "
@@ -88,6 +93,8 @@ def parse(argv):
            ("default", "avx2")] + [x for x in a.points if x not in ALL_POINTS])
     if bad:
         p.error("unknown: %s" % ", ".join(bad))
+    if a.served_requests < 1 or a.served_seconds < 0:
+        p.error("--served-requests must be at least 1 and --served-seconds at least 0")
     return a
 
 

@@ -200,8 +200,15 @@ def check_script(src, binp):
     check(rc == 0 and len(lines) == 4, "dry run: rc %d, %d plan lines" % (rc, len(lines)))
     rc, out = run_script(src, ["--points", "pp999"])
     check(rc == 2, "an unknown point: rc %d" % rc)
+    rc, out = run_script(src, ["--served-requests", "0"])
+    check(rc == 2 and "--served-requests" in out, "--served-requests 0: rc %d" % rc)
     sys.path.insert(0, os.path.join(src, "bench/side_by_side"))
     import sbs_measure as ms
+    import run as sbs_run
+    span = ms.served_span(sbs_run.parse(["--served-requests", "40"]))
+    check(span == ["--requests", "40", "--warmup-requests", "8"], "served by count: %s" % span)
+    span = ms.served_span(sbs_run.parse(["--served-seconds", "30"]))
+    check(span[:2] == ["--duration", "30"], "served by time: %s" % span)
     exe = os.path.join(binp, "bench_decode")
     if not os.access(exe, os.X_OK):
         check(False, "%s not built" % exe)
