@@ -4,8 +4,9 @@
 Two servers on the demo model, one with --speculate ngram and one with --speculate off
 (same --cpu-isa path, same state pool), get the same requests; every answer must be the
 same: text, finish_reason, usage, and every token's logprob and top list. The prompts
-are copy-heavy (a ~1,000-token text, then its start again), so the ngram server drafts
-and verifies many tokens, and spans cross block (= page) boundaries (blocks of 64):
+are copy-heavy (a ~1,000-token text, 400 on the portable path, then its start again), so
+the ngram server drafts and verifies many tokens, and spans cross block (= page)
+boundaries (blocks of 64):
   1. greedy with logprobs;
   2. seeded temperature 0.7 with top_p, the three penalties and a logit bias, logprobs;
      n = 2 seeded choices;
@@ -25,7 +26,8 @@ and verifies many tokens, and spans cross block (= page) boundaries (blocks of 6
      alone and 6 at once, equal plain decoding's, and /metrics counts drafts taken back
      to before a block start they had crossed (the test fails if there were none);
  10. --speculate draft without --draft-model is refused with a message that says so
-     (the draft-model mode has its own test, test_spec_draft.py).
+     (the draft-model mode has its own test, test_spec_draft.py);
+ 12. a --cpu-isa path this build lacks is refused with the message the skips below key on.
 Exit 77 when this CPU cannot run the --cpu-isa path.
 
 usage: test_spec.py --bin BUILD/bin --work DIR [--cpu-isa P]
@@ -34,6 +36,7 @@ import argparse
 import http.client
 import json
 import os
+import platform
 import random
 import subprocess
 import sys
@@ -72,7 +75,7 @@ class Server:
                                                     PACE.limit("load", 1, 60))
         if self.port is None:
             server_proc.stop(self.proc, 5)
-            if isa and "cannot run here" in (why or ""):
+            if isa and server_proc.isa_refused(why):
                 print("skipped: this CPU cannot run the %s path" % isa)
                 sys.exit(77)
             raise RuntimeError("server did not start: %s" % why)
@@ -125,11 +128,23 @@ def answer(resp):
              for c in resp["choices"]], usage)
 
 
+# How much text the cases copy, and which seeds take the long sampled runs. The portable
+# path is the scalar reference, several times slower than the vector paths, and runs the
+# same speculation code in the server: its leg takes the same cases over copy prompts of
+# 400 tokens (still 7 blocks of 64) and one long sampled run instead of three.
+SIZE = {"copy": 1000, "long_seeds": (1, 2, 3)}
+
+
+def size_for(isa):
+    if isa == "portable":
+        SIZE.update(copy=400, long_seeds=(1,))
+
+
 def copy_prompt(shift=0):
     vocab = json.load(open(os.path.join(MODEL, "config.json")))["vocab_size"]
     ids = [int(x) % vocab for x in open(os.path.join(ROOT, "train", "val_excerpt.ids")).read()
            .split()]
-    ids = (ids[shift:] + ids[:shift])[:1000]
+    ids = (ids[shift:] + ids[:shift])[:SIZE["copy"]]
     return ids + ids[:32]
 
 
@@ -154,7 +169,7 @@ def exact_cases(spec, off):
          "seeded temperature 0.7, top_p, penalties, logit_bias, logprobs")
     same(spec, off, dict(SAMPLED, prompt=copy_prompt(300), max_tokens=120, n=2),
          "n = 2 seeded choices")
-    for seed in (1, 2, 3):  # long and sampled: drafts missed at many block starts
+    for seed in SIZE["long_seeds"]:  # long and sampled: drafts missed at many block starts
         same(spec, off, dict(SAMPLED, prompt=copy_prompt(37 * seed), max_tokens=400, seed=seed,
                              temperature=0.9), "400 tokens at temperature 0.9, seed %d" % seed)
     text = plain["choices"][0]["text"]
@@ -287,6 +302,19 @@ def refuse_draft(bin_dir):
           "--speculate draft without a draft model is refused (%r)" % r.stderr.strip()[-120:])
 
 
+def refuse_foreign_isa(bin_dir):
+    """A path this build lacks is refused with the words server_proc.isa_refused looks for:
+    the legs of every path skip on a CPU without theirs by that message, so a change to it
+    must fail here, on every machine, not turn those skips into failures elsewhere."""
+    isa = "neon" if platform.machine() in ("x86_64", "AMD64") else "avx512"
+    r = subprocess.run([os.path.join(bin_dir, "mhla-server"), "--model", MODEL, "--port", "0",
+                        "--cpu-isa", isa], capture_output=True, text=True,
+                       timeout=PACE.limit("load", 1, 60))
+    check(r.returncode != 0 and server_proc.isa_refused(r.stderr),
+          "--cpu-isa %s is refused as a path that cannot run here (%r)"
+          % (isa, r.stderr.strip()[-120:]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -294,6 +322,7 @@ def main():
     ap.add_argument("--cpu-isa", default="")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    size_for(args.cpu_isa)
     # --draft-min 2: every path drafts wherever lookup finds a match, so the answers below
     # compare verified drafts with plain decoding whether or not drafting pays on this
     # path (on the compute-bound portable path the cost rule alone may draft nothing)
@@ -319,6 +348,7 @@ def main():
             off.stop()
     stress(args)
     refuse_draft(args.bin)
+    refuse_foreign_isa(args.bin)
     if FAILURES:
         print("%d checks failed" % len(FAILURES))
         return 1

@@ -186,6 +186,7 @@ def main():
     ap.add_argument("--cpu-isa", default="")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    ts.size_for(args.cpu_isa)
     refusals(args)
     main_cases(args)
     stress(args)

@@ -74,7 +74,7 @@ class Server:
         PROCS.append(self.proc)
         self.port, why = server_proc.listening_port(self.proc, self.log, pace.limit("start", 1, 60))
         if self.port is None:
-            if "cannot run here" in (why or ""):
+            if server_proc.isa_refused(why):
                 server_proc.stop(self.proc, 5)
                 raise CannotRun(why)
             sys.exit("FAIL: %s did not start: %s" % (name, why))

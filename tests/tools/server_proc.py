@@ -32,6 +32,13 @@ def listening_port(proc, log_path, limit_s):
     return None, "did not listen"
 
 
+def isa_refused(why):
+    """Whether a server that did not start (listening_port's why) refused its --cpu-isa path
+    because this CPU lacks it: the message engine/cpu/isa.c gives, which a test of every
+    path takes as "skip", not "fail"."""
+    return "cannot run here" in (why or "")
+
+
 def stop(proc, grace):
     """SIGTERM, then SIGKILL after grace seconds. Returns (exit code, seconds taken), or
     (None, grace) when it had to be killed."""
