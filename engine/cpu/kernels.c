@@ -95,6 +95,7 @@ typedef struct {
     const float *x;
     int T, K, n_parts, groups, n_tasks;
     int cols; /* output columns per group: 4, or a panel (16) for bf16-dot weights */
+    int rows; /* > 0: tasks cut by rows of x, this many each, every column (linear_run) */
     linear_part part[LINEAR_MAX_PARTS];
     /* k_linear_pair: both parts cut by the same columns, then `after` */
     k_cols_fn after;
@@ -125,6 +126,15 @@ static void linear_rows(const linear_job *j, const linear_part *p, int j0, int j
 static void linear_task(void *ctx, int task)
 {
     const linear_job *j = ctx;
+    if (j->rows) { /* rows [t0, t1) of x against every column of every part */
+        int t0 = task * j->rows, t1 = t0 + j->rows < j->T ? t0 + j->rows : j->T;
+        for (int i = 0; i < j->n_parts; i++) {
+            const linear_part *p = &j->part[i];
+            linear_cols(j->ops, j->x + (size_t)t0 * j->K, NULL, t1 - t0, j->K, p->w, 0, p->N,
+                        p->y + (size_t)t0 * p->ldy, p->ldy);
+        }
+        return;
+    }
     int g0 = (int)((long)j->groups * task / j->n_tasks);
     int g1 = (int)((long)j->groups * (task + 1) / j->n_tasks);
     if (j->after) { /* k_linear_pair: the same columns of both, then the epilogue */
@@ -151,6 +161,14 @@ static void linear_task(void *ctx, int task)
  * ~256 KiB of weights, so handing it out costs nothing measurable. */
 #define TASKS_PER_THREAD 4
 #define MIN_TASK_MACS (64L * 1024)
+/* A job of f32 or bf16 weights with at least this many rows of x a task (a prefill's) is
+ * cut by rows of x instead, a multiple of 16 rows each (every path's tiles divide it): the
+ * tiles pack each block of their rows of x before they use it, so cut by columns every
+ * task packed all of x for itself (the avx2 path's down projection at 512 rows, two
+ * threads: ~9 % of its time). Cut by rows, each row is packed once, and every task streams
+ * all of w over its rows, from L3 where w fits. A value's chain of products does not
+ * depend on which rows share its tile, so the bits do not change. */
+#define ROW_TASK_MIN 32
 
 static void linear_run(linear_job *j, tp_pool *pool)
 {
@@ -175,6 +193,12 @@ static void linear_run(linear_job *j, tp_pool *pool)
     if (want > j->groups)
         want = j->groups;
     j->n_tasks = want < 1 ? 1 : want;
+    j->rows = 0;
+    if (!j->after && !j->bd && j->n_tasks > 1 && j->T >= ROW_TASK_MIN * j->n_tasks) {
+        j->rows = (j->T + j->n_tasks - 1) / j->n_tasks;
+        j->rows = (j->rows + 15) / 16 * 16;
+        j->n_tasks = (j->T + j->rows - 1) / j->rows;
+    }
     tp_run(pool, j->n_tasks, linear_task, j);
 }
 

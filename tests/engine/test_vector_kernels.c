@@ -116,10 +116,11 @@ static void *must_alloc(size_t bytes)
 static void check_linear(const char *path, tp_pool *const pools[2])
 {
     /* rows: batch 1, the narrow and small tiles, whole and short tiles of 4, two cache
-     * blocks (128 rows at K <= 513, 60 at K = 1029); K: a tail, one vector, on both sides
-     * of a block of K (the avx2 half passes: 512; its packed rows of w: 1024) and over
-     * three and five of them */
-    static const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33, 70, 131};
+     * blocks (128 rows at K <= 513, 60 at K = 1029), a job cut by rows of x (300: tasks of
+     * 48 rows and a short last one, kernels.c ROW_TASK_MIN); K: a tail, one vector, on
+     * both sides of a block of K (the avx2 half passes: 512; its packed rows of w: 1024)
+     * and over three and five of them */
+    static const int Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33, 70, 131, 300};
     static const int Ks[] = {1, 15, 16, 17, 128, 129, 300, 512, 513, 1024, 1029, 2063};
     int cases = 0;
     for (size_t a = 0; a < sizeof Ts / sizeof *Ts; a++)
