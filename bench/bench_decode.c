@@ -22,10 +22,11 @@
  * reads every weight once (the bytes the device holds them in) and, per
  * sequence, P_i plus on average C/2 rows of the current block; the bound is
  * batch * bandwidth / those bytes (a GPU: device-to-device copy, bytes read +
- * written per second; the CPU: a read of 256 MiB with the engine's threads,
- * streamed as the kernels stream weights). A shared machine's bandwidth moves
- * between runs and within one, so it is measured BW_REPS times at start and
- * again right before and right after each batch size's decode rounds; each
+ * written per second; the CPU: a read of at least 256 MiB and 3 times the
+ * L3 with the engine's threads, streamed as the kernels stream weights). A
+ * shared machine's bandwidth moves between runs and within one, so it is
+ * measured BW_REPS times at start and again right before and right after
+ * each batch size's decode rounds; each
  * reading is printed as best / median / worst, and a batch's bound takes the
  * best of its before and after readings, the highest rate the machine showed
  * around that decode, so a rate's fraction of it is never flattered by a

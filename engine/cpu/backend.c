@@ -151,9 +151,22 @@ static void cpu_threads(const void *ctx, mhla_cpu_threads *out)
     out->reductions = st.reductions;
 }
 
-/* The bandwidth measurement's buffer: 8 times the 32 MiB L3 of the largest
- * CPUs it runs on, so a read of it comes from memory. */
-#define BW_BYTES ((size_t)256 << 20)
+/* The bandwidth measurement's buffer, large enough that a read of it comes
+ * from memory: at least 256 MiB (8 times a desktop CPU's 32 MiB L3), and
+ * 3 times the L3 the C library reports. A server CPU's L3 of 300 MiB held
+ * much of a 256 MiB buffer: the reading was 68 GB/s there, 39.5 GB/s from
+ * 1 GiB (bench/RESULTS.md, 2026-12-07). */
+#define BW_MIN_BYTES ((size_t)256 << 20)
+static size_t bw_bytes(void)
+{
+    size_t bytes = BW_MIN_BYTES;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0 && (size_t)l3 <= ((size_t)16 << 30) && (size_t)l3 * 3 > bytes)
+        bytes = (size_t)l3 * 3;
+#endif
+    return bytes;
+}
 /* Tasks per thread, as k_linear cuts its jobs: each a contiguous part. */
 #define BW_TASKS_PER_THREAD 4
 
@@ -188,7 +201,7 @@ static double seconds_of(tp_pool *pool, int n_tasks, read_job *j)
 }
 
 /* The CPU streams weights, it does not copy them: each repetition reads
- * 256 MiB with the backend's threads, cut into tasks as k_linear cuts a
+ * bw_bytes() with the backend's threads, cut into tasks as k_linear cuts a
  * matrix, from memory placed as the weights are (2 MiB-aligned, advised for
  * transparent huge pages), with the vectors of the kernels' path, once with
  * and once without the bf16 tiles' software prefetch; the faster read is the
@@ -200,7 +213,7 @@ static int cpu_memory_bandwidth(void *ctx, double *rates, int reps, mhla_error *
     if (!e->bw_mem) {
         /* made once: a reading can then be a single repetition between two
          * steps, without the allocation and the page faults */
-        size_t part = BW_BYTES / sizeof(float) / (size_t)n_tasks / 64 * 64;
+        size_t part = bw_bytes() / sizeof(float) / (size_t)n_tasks / 64 * 64;
         void *mem = NULL;
         float *sums = malloc((size_t)n_tasks * sizeof *sums);
         if (!sums ||

@@ -251,7 +251,8 @@ int mhla_engine_device_memory(mhla_engine *engine, size_t *free_bytes, size_t *t
  * memory-bandwidth bounds, reps times (rates[0..reps), bytes per second;
  * a shared machine's bandwidth moves, so a caller looks at their spread): on
  * a GPU a device-to-device copy (bytes read + written), on the CPU a read of
- * 256 MiB with the engine's threads, streamed as the kernels stream weights
+ * at least 256 MiB and 3 times the L3 (a read from memory, not from cache)
+ * with the engine's threads, streamed as the kernels stream weights
  * (bytes read). The buffer is made on the first call and kept until the
  * engine is freed, so a single repetition can be read between two steps. */
 int mhla_engine_memory_bandwidth(mhla_engine *engine, double *rates, int reps, mhla_error *err);
