@@ -240,6 +240,26 @@ static int paired_products(mhla_engine *e, mhla_products which, int passes, doub
     return 0;
 }
 
+/* Whether OpenBLAS runs kernels older than AVX2 on a CPU that has it: OpenBLAS picks its
+ * kernels by the CPU's model, and one it does not know gets its SSE3 ones (core Prescott; a
+ * Xeon of family 6 model 207 under OpenBLAS 0.3.21: 89 GFLOP/s against 403 with its
+ * SkylakeX kernels), so the bound would sit far below what the vector units do. */
+static int sgemm_core_too_old(const char *core)
+{
+#if defined(__x86_64__)
+    static const char *const old[] = {"Prescott", "Core2",  "Penryn", "Dunnington", "Nehalem",
+                                      "Atom",     "Katmai", "Banias", "Northwood"};
+    if (!__builtin_cpu_supports("avx2"))
+        return 0;
+    for (size_t i = 0; i < sizeof old / sizeof *old; i++)
+        if (strcmp(core, old[i]) == 0)
+            return 1;
+#else
+    (void)core;
+#endif
+    return 0;
+}
+
 /* GFLOP/s of OpenBLAS sgemm, C[M,N] = A[M,K] B[N,K]^T, best of 5; 0 without OpenBLAS. The
  * operands are made on the first call and kept: the rate is read again around every
  * prefill and every batch's decode, so that a bound comes from the same minutes as the rate
@@ -526,6 +546,11 @@ int main(int argc, char **argv)
                "a token costs %.2f GFLOP: bound %.1f tokens/s\n",
                gflops, c->intermediate_size, c->hidden_size, nt, core, flop_tok / 1e9,
                gflops > 0 ? gflops * 1e9 / flop_tok : 0.0);
+        if (sgemm_core_too_old(core))
+            printf("compute: OpenBLAS runs its %s kernels on a CPU with AVX2 (it does not know "
+                   "this model): the bound is too low; OPENBLAS_CORETYPE=SkylakeX (AVX-512) or "
+                   "Haswell (AVX2) picks kernels that use the vector units\n",
+                   core);
     }
     /* the compute bound in tokens/s from the sgemm rate read now; 0 where there is none */
 #define COMPUTE_BOUND_NOW()                                                                        \
