@@ -464,7 +464,9 @@ panel_tiles_bf16(const float *xp, int T, int K, const uint16_t *wh, float *y, in
 #define KB_TILE_T HALF_T
 #define KB_TILE_J HALF_J
 #define KB_TILE_J1 2
+#ifndef KB_NARROW_PF_BYTES
 #define KB_NARROW_PF_BYTES (4 * 1024)
+#endif
 /* A half pass computes while the other streams nothing new: below 8 rows
  * of x the steps are bound by memory, and 2 x 2 tiles of two-half vectors
  * (8 accumulator halves, one pass) stream the weights better (batch 2-4

@@ -175,7 +175,9 @@ static const float *x_pack(const float *x, int T, int K)
 #define KB_TILE_T 4
 #define KB_TILE_J 4
 #define KB_TILE_J1 2
+#ifndef KB_NARROW_PF_BYTES
 #define KB_NARROW_PF_BYTES (4 * 1024)
+#endif
 /* 2 or 3 rows of x go against each row pair twice or three times: those tiles
  * compute more per byte, and 4 rows of w (prefetched as the wider tiles are)
  * measured faster for them (bench/RESULTS.md) */
