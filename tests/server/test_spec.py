@@ -131,7 +131,8 @@ def answer(resp):
 # How much text the cases copy, and which seeds take the long sampled runs. The portable
 # path is the scalar reference, several times slower than the vector paths, and runs the
 # same speculation code in the server: its leg takes the same cases over copy prompts of
-# 400 tokens (still 7 blocks of 64) and one long sampled run instead of three.
+# 400 tokens (432 with the start again: still past 6 blocks of 64) and one long sampled run
+# instead of three.
 SIZE = {"copy": 1000, "long_seeds": (1, 2, 3)}
 
 
