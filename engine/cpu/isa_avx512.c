@@ -144,13 +144,17 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, const
  * 2026-12-02, seventh session). Short tiles (2 or 3 rows) read x in place:
  * the kernel that takes them is kernels_body.h's own. */
 static inline size_t round16(int K) { return ((size_t)K + 15) & ~(size_t)15; }
+/* a tile's 16 sums carried between stretches of K (panel_f32), before the packed rows */
+#define PANEL_SUMS_FLOATS (16 * 16)
 static const float *x_pack(const float *x, int T, int K)
 {
     size_t Kp = round16(K);
     int tiles = (T + 3) / 4;
-    float *buf = k_x_pack_buffer((size_t)tiles * 4 * Kp);
+    size_t before = (size_t)tiles * PANEL_SUMS_FLOATS;
+    float *buf = k_x_pack_buffer(before + (size_t)tiles * 4 * Kp);
     if (!buf)
         return NULL;
+    buf += before;
     for (int u = 0; u < tiles; u++)
         for (int k = 0; k < K; k += 16) {
             __mmask16 m = K - k >= 16 ? 0xffff : (__mmask16)((1u << (K - k)) - 1);
@@ -163,6 +167,77 @@ static const float *x_pack(const float *x, int T, int K)
 #define KB_X_PACK(x, T, K) x_pack((x), (T), (K))
 #define KB_X_PACKED(xp, t, K) ((xp) + (size_t)((t) / 4) * 4 * round16(K))
 #define KB_TILE_PF_SHARE(M, MJ) ((M) == 4 && (MJ) == 4 ? F32_PF_TILES : 0)
+
+/* Elements of K a stretch of the f32 panel takes (a multiple of 16). Whole rows of f32 w at
+ * K = 2,816 (the MLP's down projection) are 44 KiB for a tile's 4, and with the tile's rows
+ * of x they left the 48 KiB L1 for every tile: that shape ran at 0.53 of OpenBLAS's sgemm
+ * where K = 1,024 ran at 0.83 (one thread, bench/RESULTS.md, 2026-12-07). A stretch of
+ * 4 rows of w (16 KiB) stays in L1 while every tile of the block takes it: 0.69 there.
+ * Stretches of 512 ran the same at K = 2,816 and slowed K = 1,024 (0.79), which whole rows
+ * still take. */
+#ifndef PANEL_KB
+#define PANEL_KB 1024
+#endif
+
+/* Whole tiles of a packed block of x (T a multiple of 4) against 4 rows of f32 w, PANEL_KB
+ * elements of K at a time, each tile's 16 sums carried in the pack buffer (x_pack) from one
+ * stretch to the next: every lane's chain of products in tile_4x4's order, so the same
+ * bits. The first tile of each stretch prefetches the next rows' stretch (pf on). */
+static __attribute__((noinline)) void panel_f32(const float *xp, int T, int K, const float *wf,
+                                                float *y, int ldy, size_t pf)
+{
+    size_t Kp = round16(K);
+    int tiles = T / 4;
+    __m512 *sums = (__m512 *)(xp - (size_t)tiles * PANEL_SUMS_FLOATS);
+    for (int k0 = 0; k0 < K; k0 += PANEL_KB) {
+        int k1 = K - k0 > PANEL_KB ? k0 + PANEL_KB : K, last = k1 == K;
+        for (int u = 0; u < tiles; u++) {
+            const float *xt = xp + (size_t)u * 4 * Kp;
+            __m512 *su = sums + (size_t)u * 16;
+            vec16 acc[4][4];
+            for (int t = 0; t < 4; t++)
+                for (int j = 0; j < 4; j++)
+                    acc[t][j] = k0 == 0 ? V_ZERO() : su[t * 4 + j];
+            if (u == 0 && pf)
+                for (int j = 0; j < 4; j++)
+                    for (int i = k0; i < k1; i += 16)
+                        _mm_prefetch((const char *)(wf + (size_t)j * K + i + pf), F32_PF_HINT);
+            int i = k0;
+            for (; i + 16 <= k1; i += 16) {
+                vec16 xv[4], wv[4];
+                for (int t = 0; t < 4; t++)
+                    xv[t] = _mm512_load_ps(xt + (size_t)4 * i + 16 * t);
+                for (int j = 0; j < 4; j++)
+                    wv[j] = V_LOAD(wf + (size_t)j * K + i);
+                for (int t = 0; t < 4; t++)
+                    for (int j = 0; j < 4; j++)
+                        acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+            }
+            if (i < k1) { /* K's tail: x packed with zeros, w loaded with them */
+                vec16 xv[4], wv[4];
+                for (int t = 0; t < 4; t++)
+                    xv[t] = _mm512_load_ps(xt + (size_t)4 * i + 16 * t);
+                for (int j = 0; j < 4; j++)
+                    wv[j] = V_LOAD_TAIL(wf + (size_t)j * K + i, k1 - i);
+                for (int t = 0; t < 4; t++)
+                    for (int j = 0; j < 4; j++)
+                        acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+            }
+            if (last)
+                tile_store_4x4(acc, y + (size_t)u * 4 * ldy, ldy);
+            else
+                for (int t = 0; t < 4; t++)
+                    for (int j = 0; j < 4; j++)
+                        su[t * 4 + j] = acc[t][j];
+        }
+    }
+}
+/* kernels_body.h: a column of tiles of a packed block of x against rows of w; f32 weights
+ * past one stretch of K, whole tiles only (the rest: the tiles above) */
+#define KB_PANEL_TILES(xp, T, K, w, y, ldy, bf16, pf)                                              \
+    (!(bf16) && (K) > PANEL_KB && (T) % 4 == 0                                                     \
+         ? (panel_f32((xp), (T), (K), (w).f, (y), (ldy), (pf)), 1)                                 \
+         : 0)
 
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers. Against a
  * single row of x (batch-1 decode), 2 rows of bf16 w, prefetched 4 KiB ahead
