@@ -144,13 +144,24 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, const
  * 2026-12-02, seventh session). Short tiles (2 or 3 rows) read x in place:
  * the kernel that takes them is kernels_body.h's own. */
 static inline size_t round16(int K) { return ((size_t)K + 15) & ~(size_t)15; }
-/* a tile's 16 sums carried between stretches of K (panel_f32), before the packed rows */
+/* Elements of K a stretch of the f32 panel takes (a multiple of 16). Whole rows of f32 w at
+ * K = 2,816 (the MLP's down projection) are 44 KiB for a tile's 4, and with the tile's rows
+ * of x they left the 48 KiB L1 for every tile: that shape ran at 0.53 of OpenBLAS's sgemm
+ * where K = 1,024 ran at 0.83 (one thread, bench/RESULTS.md, 2026-12-07). A stretch of
+ * 4 rows of w (16 KiB) stays in L1 while every tile of the block takes it: 0.69 there.
+ * Stretches of 512 ran the same at K = 2,816 and slowed K = 1,024 (0.79), which whole rows
+ * still take. */
+#ifndef PANEL_KB
+#define PANEL_KB 1024
+#endif
+/* a tile's 16 sums carried between stretches of K (panel), before the packed rows; before
+ * them, a stretch of 4 rows of bf16 w widened (4 * PANEL_KB floats) */
 #define PANEL_SUMS_FLOATS (16 * 16)
 static const float *x_pack(const float *x, int T, int K)
 {
     size_t Kp = round16(K);
     int tiles = (T + 3) / 4;
-    size_t before = (size_t)tiles * PANEL_SUMS_FLOATS;
+    size_t before = (size_t)4 * PANEL_KB + (size_t)tiles * PANEL_SUMS_FLOATS;
     float *buf = k_x_pack_buffer(before + (size_t)tiles * 4 * Kp);
     if (!buf)
         return NULL;
@@ -168,29 +179,34 @@ static const float *x_pack(const float *x, int T, int K)
 #define KB_X_PACKED(xp, t, K) ((xp) + (size_t)((t) / 4) * 4 * round16(K))
 #define KB_TILE_PF_SHARE(M, MJ) ((M) == 4 && (MJ) == 4 ? F32_PF_TILES : 0)
 
-/* Elements of K a stretch of the f32 panel takes (a multiple of 16). Whole rows of f32 w at
- * K = 2,816 (the MLP's down projection) are 44 KiB for a tile's 4, and with the tile's rows
- * of x they left the 48 KiB L1 for every tile: that shape ran at 0.53 of OpenBLAS's sgemm
- * where K = 1,024 ran at 0.83 (one thread, bench/RESULTS.md, 2026-12-07). A stretch of
- * 4 rows of w (16 KiB) stays in L1 while every tile of the block takes it: 0.69 there.
- * Stretches of 512 ran the same at K = 2,816 and slowed K = 1,024 (0.79), which whole rows
- * still take. */
-#ifndef PANEL_KB
-#define PANEL_KB 1024
-#endif
-
-/* Whole tiles of a packed block of x (T a multiple of 4) against 4 rows of f32 w, PANEL_KB
+/* Whole tiles of a packed block of x (T a multiple of 4) against 4 rows of w, PANEL_KB
  * elements of K at a time, each tile's 16 sums carried in the pack buffer (x_pack) from one
  * stretch to the next: every lane's chain of products in tile_4x4's order, so the same
- * bits. The first tile of each stretch prefetches the next rows' stretch (pf on). */
-static __attribute__((noinline)) void panel_f32(const float *xp, int T, int K, const float *wf,
-                                                float *y, int ldy, size_t pf)
+ * bits. f32 rows are read in place, the first tile of each stretch prefetching the next
+ * rows' stretch (pf on); bf16 rows are widened once a stretch into the pack buffer (exact;
+ * zeros past K, as tile_4x4's tail loads give), prefetching the next rows' as they go. */
+static inline __attribute__((always_inline)) void panel(const float *xp, int T, int K,
+                                                        const float *wf, const uint16_t *wh,
+                                                        float *y, int ldy, size_t pf)
 {
     size_t Kp = round16(K);
     int tiles = T / 4;
     __m512 *sums = (__m512 *)(xp - (size_t)tiles * PANEL_SUMS_FLOATS);
+    float *wide = (float *)sums - (size_t)4 * PANEL_KB;
     for (int k0 = 0; k0 < K; k0 += PANEL_KB) {
         int k1 = K - k0 > PANEL_KB ? k0 + PANEL_KB : K, last = k1 == K;
+        const float *wr = wf ? wf + k0 : wide; /* row j of the stretch at wr + j * ws */
+        size_t ws = wf ? (size_t)K : PANEL_KB;
+        if (!wf)
+            for (int j = 0; j < 4; j++)
+                for (int i = k0; i < k1; i += 16) {
+                    if (pf && (i & 16) == 0) /* a line holds 32 bf16 */
+                        _mm_prefetch((const char *)(wh + (size_t)j * K + i + pf), _MM_HINT_T0);
+                    _mm512_store_ps(wide + (size_t)j * PANEL_KB + (i - k0),
+                                    k1 - i >= 16
+                                        ? V_LOAD_BF16(wh + (size_t)j * K + i)
+                                        : V_LOAD_BF16_TAIL(wh + (size_t)j * K + i, k1 - i));
+                }
         for (int u = 0; u < tiles; u++) {
             const float *xt = xp + (size_t)u * 4 * Kp;
             __m512 *su = sums + (size_t)u * 16;
@@ -198,7 +214,7 @@ static __attribute__((noinline)) void panel_f32(const float *xp, int T, int K, c
             for (int t = 0; t < 4; t++)
                 for (int j = 0; j < 4; j++)
                     acc[t][j] = k0 == 0 ? V_ZERO() : su[t * 4 + j];
-            if (u == 0 && pf)
+            if (wf && u == 0 && pf)
                 for (int j = 0; j < 4; j++)
                     for (int i = k0; i < k1; i += 16)
                         _mm_prefetch((const char *)(wf + (size_t)j * K + i + pf), F32_PF_HINT);
@@ -208,17 +224,18 @@ static __attribute__((noinline)) void panel_f32(const float *xp, int T, int K, c
                 for (int t = 0; t < 4; t++)
                     xv[t] = _mm512_load_ps(xt + (size_t)4 * i + 16 * t);
                 for (int j = 0; j < 4; j++)
-                    wv[j] = V_LOAD(wf + (size_t)j * K + i);
+                    wv[j] = V_LOAD(wr + (size_t)j * ws + (i - k0));
                 for (int t = 0; t < 4; t++)
                     for (int j = 0; j < 4; j++)
                         acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
             }
-            if (i < k1) { /* K's tail: x packed with zeros, w loaded with them */
+            if (i < k1) { /* K's tail: x packed with zeros, w loaded (or widened) with them */
                 vec16 xv[4], wv[4];
                 for (int t = 0; t < 4; t++)
                     xv[t] = _mm512_load_ps(xt + (size_t)4 * i + 16 * t);
                 for (int j = 0; j < 4; j++)
-                    wv[j] = V_LOAD_TAIL(wf + (size_t)j * K + i, k1 - i);
+                    wv[j] = wf ? V_LOAD_TAIL(wf + (size_t)j * K + i, k1 - i)
+                               : V_LOAD(wide + (size_t)j * PANEL_KB + (i - k0));
                 for (int t = 0; t < 4; t++)
                     for (int j = 0; j < 4; j++)
                         acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
@@ -232,12 +249,24 @@ static __attribute__((noinline)) void panel_f32(const float *xp, int T, int K, c
         }
     }
 }
-/* kernels_body.h: a column of tiles of a packed block of x against rows of w; f32 weights
- * past one stretch of K, whole tiles only (the rest: the tiles above) */
+static __attribute__((noinline)) void panel_f32(const float *xp, int T, int K, const float *wf,
+                                                float *y, int ldy, size_t pf)
+{
+    panel(xp, T, K, wf, NULL, y, ldy, pf);
+}
+static __attribute__((noinline)) void panel_bf16(const float *xp, int T, int K, const uint16_t *wh,
+                                                 float *y, int ldy, size_t pf)
+{
+    panel(xp, T, K, NULL, wh, y, ldy, pf);
+}
+/* kernels_body.h: a column of tiles of a packed block of x against rows of w, whole tiles
+ * only (the rest: the tiles above): f32 weights past one stretch of K (whole rows of up to
+ * PANEL_KB stay in L1 as they are), bf16 weights at every K */
 #define KB_PANEL_TILES(xp, T, K, w, y, ldy, bf16, pf)                                              \
-    (!(bf16) && (K) > PANEL_KB && (T) % 4 == 0                                                     \
-         ? (panel_f32((xp), (T), (K), (w).f, (y), (ldy), (pf)), 1)                                 \
-         : 0)
+    ((T) % 4 != 0     ? 0                                                                          \
+     : (bf16)         ? (panel_bf16((xp), (T), (K), (w).h, (y), (ldy), (pf)), 1)                   \
+     : (K) > PANEL_KB ? (panel_f32((xp), (T), (K), (w).f, (y), (ldy), (pf)), 1)                    \
+                      : 0)
 
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers. Against a
  * single row of x (batch-1 decode), 2 rows of bf16 w, prefetched 4 KiB ahead
