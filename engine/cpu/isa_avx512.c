@@ -185,6 +185,60 @@ static const float *x_pack(const float *x, int T, int K)
  * bits. f32 rows are read in place, the first tile of each stretch prefetching the next
  * rows' stretch (pf on); bf16 rows are widened once a stretch into the pack buffer (exact;
  * zeros past K, as tile_4x4's tail loads give), prefetching the next rows' as they go. */
+/* Elements [k0, k1) of 4 rows of bf16 w widened into wide (row j at j * PANEL_KB), zeros
+ * past K; the next rows' stretch prefetched pf on */
+static inline __attribute__((always_inline)) void panel_widen(const uint16_t *wh, int K, int k0,
+                                                              int k1, size_t pf, float *wide)
+{
+    for (int j = 0; j < 4; j++)
+        for (int i = k0; i < k1; i += 16) {
+            if (pf && (i & 16) == 0) /* a line holds 32 bf16 */
+                _mm_prefetch((const char *)(wh + (size_t)j * K + i + pf), _MM_HINT_T0);
+            _mm512_store_ps(wide + (size_t)j * PANEL_KB + (i - k0),
+                            k1 - i >= 16 ? V_LOAD_BF16(wh + (size_t)j * K + i)
+                                         : V_LOAD_BF16_TAIL(wh + (size_t)j * K + i, k1 - i));
+        }
+}
+
+/* One tile (packed rows xt) over [k0, k1) against 4 rows of w: f32 rows wf (K apart) or
+ * the widened stretch (wf NULL); sums from su (none at k0 == 0), back into su, or at K's end
+ * reduced into y. */
+static inline __attribute__((always_inline)) void panel_tile(const float *xt, const float *wf,
+                                                             const float *wide, int K, int k0,
+                                                             int k1, __m512 *su, float *y, int ldy)
+{
+    const float *wr = wf ? wf + k0 : wide; /* row j of the stretch at wr + j * ws */
+    size_t ws = wf ? (size_t)K : PANEL_KB;
+    vec16 acc[4][4];
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 4; j++)
+            acc[t][j] = k0 == 0 ? V_ZERO() : su[t * 4 + j];
+    for (int i = k0; i < k1; i += 16) {
+        vec16 xv[4], wv[4];
+        for (int t = 0; t < 4; t++)
+            xv[t] = _mm512_load_ps(xt + (size_t)4 * i + 16 * t);
+        /* K's tail: x packed with zeros, w loaded (or widened) with them */
+        for (int j = 0; j < 4; j++)
+            wv[j] = wf && k1 - i < 16 ? V_LOAD_TAIL(wf + (size_t)j * K + i, k1 - i)
+                                      : V_LOAD(wr + (size_t)j * ws + (i - k0));
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 4; j++)
+                acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
+    }
+    if (k1 == K)
+        tile_store_4x4(acc, y, ldy);
+    else
+        for (int t = 0; t < 4; t++)
+            for (int j = 0; j < 4; j++)
+                su[t * 4 + j] = acc[t][j];
+}
+
+/* Whole tiles of a packed block of x (T a multiple of 4) against 4 rows of w, PANEL_KB
+ * elements of K at a time, each tile's 16 sums carried in the pack buffer (x_pack) from one
+ * stretch to the next: every lane's chain of products in tile_4x4's order, so the same
+ * bits. f32 rows are read in place, the first tile of each stretch prefetching the next
+ * rows' stretch (pf on); bf16 rows are widened once a stretch into the pack buffer (exact;
+ * zeros past K, as tile_4x4's tail loads give), prefetching the next rows' as they go. */
 static inline __attribute__((always_inline)) void panel(const float *xp, int T, int K,
                                                         const float *wf, const uint16_t *wh,
                                                         float *y, int ldy, size_t pf)
@@ -194,59 +248,16 @@ static inline __attribute__((always_inline)) void panel(const float *xp, int T, 
     __m512 *sums = (__m512 *)(xp - (size_t)tiles * PANEL_SUMS_FLOATS);
     float *wide = (float *)sums - (size_t)4 * PANEL_KB;
     for (int k0 = 0; k0 < K; k0 += PANEL_KB) {
-        int k1 = K - k0 > PANEL_KB ? k0 + PANEL_KB : K, last = k1 == K;
-        const float *wr = wf ? wf + k0 : wide; /* row j of the stretch at wr + j * ws */
-        size_t ws = wf ? (size_t)K : PANEL_KB;
+        int k1 = K - k0 > PANEL_KB ? k0 + PANEL_KB : K;
         if (!wf)
+            panel_widen(wh, K, k0, k1, pf, wide);
+        else if (pf)
             for (int j = 0; j < 4; j++)
-                for (int i = k0; i < k1; i += 16) {
-                    if (pf && (i & 16) == 0) /* a line holds 32 bf16 */
-                        _mm_prefetch((const char *)(wh + (size_t)j * K + i + pf), _MM_HINT_T0);
-                    _mm512_store_ps(wide + (size_t)j * PANEL_KB + (i - k0),
-                                    k1 - i >= 16
-                                        ? V_LOAD_BF16(wh + (size_t)j * K + i)
-                                        : V_LOAD_BF16_TAIL(wh + (size_t)j * K + i, k1 - i));
-                }
-        for (int u = 0; u < tiles; u++) {
-            const float *xt = xp + (size_t)u * 4 * Kp;
-            __m512 *su = sums + (size_t)u * 16;
-            vec16 acc[4][4];
-            for (int t = 0; t < 4; t++)
-                for (int j = 0; j < 4; j++)
-                    acc[t][j] = k0 == 0 ? V_ZERO() : su[t * 4 + j];
-            if (wf && u == 0 && pf)
-                for (int j = 0; j < 4; j++)
-                    for (int i = k0; i < k1; i += 16)
-                        _mm_prefetch((const char *)(wf + (size_t)j * K + i + pf), F32_PF_HINT);
-            int i = k0;
-            for (; i + 16 <= k1; i += 16) {
-                vec16 xv[4], wv[4];
-                for (int t = 0; t < 4; t++)
-                    xv[t] = _mm512_load_ps(xt + (size_t)4 * i + 16 * t);
-                for (int j = 0; j < 4; j++)
-                    wv[j] = V_LOAD(wr + (size_t)j * ws + (i - k0));
-                for (int t = 0; t < 4; t++)
-                    for (int j = 0; j < 4; j++)
-                        acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
-            }
-            if (i < k1) { /* K's tail: x packed with zeros, w loaded (or widened) with them */
-                vec16 xv[4], wv[4];
-                for (int t = 0; t < 4; t++)
-                    xv[t] = _mm512_load_ps(xt + (size_t)4 * i + 16 * t);
-                for (int j = 0; j < 4; j++)
-                    wv[j] = wf ? V_LOAD_TAIL(wf + (size_t)j * K + i, k1 - i)
-                               : V_LOAD(wide + (size_t)j * PANEL_KB + (i - k0));
-                for (int t = 0; t < 4; t++)
-                    for (int j = 0; j < 4; j++)
-                        acc[t][j] = V_FMA(xv[t], wv[j], acc[t][j]);
-            }
-            if (last)
-                tile_store_4x4(acc, y + (size_t)u * 4 * ldy, ldy);
-            else
-                for (int t = 0; t < 4; t++)
-                    for (int j = 0; j < 4; j++)
-                        su[t * 4 + j] = acc[t][j];
-        }
+                for (int i = k0; i < k1; i += 16)
+                    _mm_prefetch((const char *)(wf + (size_t)j * K + i + pf), F32_PF_HINT);
+        for (int u = 0; u < tiles; u++)
+            panel_tile(xp + (size_t)u * 4 * Kp, wf, wide, K, k0, k1, sums + (size_t)u * 16,
+                       y + (size_t)u * 4 * ldy, ldy);
     }
 }
 static __attribute__((noinline)) void panel_f32(const float *xp, int T, int K, const float *wf,
