@@ -144,7 +144,7 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, const
  * 2026-12-02, seventh session). Short tiles (2 or 3 rows) read x in place:
  * the kernel that takes them is kernels_body.h's own. */
 static inline size_t round16(int K) { return ((size_t)K + 15) & ~(size_t)15; }
-/* Elements of K a stretch of the f32 panel takes (a multiple of 16). Whole rows of f32 w at
+/* Elements of K a stretch of the panel takes (a multiple of 16). Whole rows of f32 w at
  * K = 2,816 (the MLP's down projection) are 44 KiB for a tile's 4, and with the tile's rows
  * of x they left the 48 KiB L1 for every tile: that shape ran at 0.53 of OpenBLAS's sgemm
  * where K = 1,024 ran at 0.83 (one thread, bench/RESULTS.md, 2026-12-07). A stretch of
@@ -179,12 +179,6 @@ static const float *x_pack(const float *x, int T, int K)
 #define KB_X_PACKED(xp, t, K) ((xp) + (size_t)((t) / 4) * 4 * round16(K))
 #define KB_TILE_PF_SHARE(M, MJ) ((M) == 4 && (MJ) == 4 ? F32_PF_TILES : 0)
 
-/* Whole tiles of a packed block of x (T a multiple of 4) against 4 rows of w, PANEL_KB
- * elements of K at a time, each tile's 16 sums carried in the pack buffer (x_pack) from one
- * stretch to the next: every lane's chain of products in tile_4x4's order, so the same
- * bits. f32 rows are read in place, the first tile of each stretch prefetching the next
- * rows' stretch (pf on); bf16 rows are widened once a stretch into the pack buffer (exact;
- * zeros past K, as tile_4x4's tail loads give), prefetching the next rows' as they go. */
 /* Elements [k0, k1) of 4 rows of bf16 w widened into wide (row j at j * PANEL_KB), zeros
  * past K; the next rows' stretch prefetched pf on */
 static inline __attribute__((always_inline)) void panel_widen(const uint16_t *wh, int K, int k0,
