@@ -49,10 +49,12 @@ typedef struct {
 /* M rows of x (BD_X_STRIDE(Kp) apart) by MJ whole panels of w (Kp * 16
  * apart), into y's 16 * MJ columns from y: M and MJ are constants at every
  * call site. A unit (BD_UNIT pairs of K) at a time, each output's two chains
- * run a step, then their sum goes to its accumulator. */
+ * run a step, then their sum goes to its accumulator. pf: the first tile
+ * over these panels, which reads them from memory and prefetches them. */
 BD_ATTR static inline __attribute__((always_inline)) void
-BD_TILE_FN(const BD_XT *xr, int Kp, const uint16_t *w, float *y, int ldy, int M, int MJ)
+BD_TILE_FN(const BD_XT *xr, int Kp, const uint16_t *w, float *y, int ldy, int M, int MJ, int pf)
 {
+    (void)pf;                       /* where BD_PREFETCH is defined */
     const vec16 one = V_SET1(1.0f); /* fma(1, a, b): a + b, one rounding */
     const size_t panel = (size_t)Kp * K_BD_PANEL, xs = (size_t)BD_X_STRIDE(Kp);
     const int unit = BD_UNIT * 2 * K_BD_PANEL; /* a unit's values in a panel */
@@ -72,7 +74,7 @@ BD_TILE_FN(const BD_XT *xr, int Kp, const uint16_t *w, float *y, int ldy, int M,
                 const uint16_t *wu = ws + (size_t)j * panel + (size_t)u * unit;
                 wv[j] = BD_LOAD(wu);
 #ifdef BD_PREFETCH
-                if (M == 1) /* a single row streams its panels from memory */
+                if (pf)
                     for (int l = 0; l < unit; l += 32)
                         BD_PREFETCH(wu + BD_PREFETCH_BYTES / 2 + l);
 #endif
@@ -99,7 +101,7 @@ BD_ATTR static void BD_PART_FN(const BD_XT *xr, int Kp, const uint16_t *w, int p
     float tmp[K_BD_PANEL];
     const uint16_t *wp = w + (size_t)p * Kp * K_BD_PANEL;
     for (int t = t0; t < t1; t++) {
-        BD_TILE_FN(xr + (size_t)t * BD_X_STRIDE(Kp), Kp, wp, tmp, K_BD_PANEL, 1, 1);
+        BD_TILE_FN(xr + (size_t)t * BD_X_STRIDE(Kp), Kp, wp, tmp, K_BD_PANEL, 1, 1, t == t0);
         for (int c = c0; c < c1; c++)
             y[(size_t)t * ldy + (size_t)p * K_BD_PANEL + c] = tmp[c];
     }
@@ -136,18 +138,19 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
         for (; p + BD_TILE_J <= pb; p += BD_TILE_J)
             for (int t = t0; t < tt; t += BD_TILE_T)
                 BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
-                           BD_TILE_T, BD_TILE_J);
+                           BD_TILE_T, BD_TILE_J, t == t0);
         for (; p < pb; p++)
             for (int t = t0; t < tt; t += BD_TILE_T)
                 BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
-                           BD_TILE_T, 1);
+                           BD_TILE_T, 1, t == t0);
         for (p = pa; p + BD_TILE_J1 <= pb; p += BD_TILE_J1)
             for (int t = tt; t < t1; t++)
                 BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1,
-                           BD_TILE_J1);
+                           BD_TILE_J1, t == t0);
         for (; p < pb; p++)
             for (int t = tt; t < t1; t++)
-                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1, 1);
+                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1, 1,
+                           t == t0);
         if (j1 % P)
             BD_PART_FN(xr, Kp, w, pb, 0, j1 % P, t0, t1, y, ldy);
     }

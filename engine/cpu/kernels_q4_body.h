@@ -4,11 +4,11 @@
  * Included by an isa_*.c once per variant of its q4 kernel, after it
  * defines vec16, V_STORE, V_STORE_TAIL (kernels_body.h) and:
  *   K4_FN          the name of the function to define
- *   K4_TILE        an always-inline k4_tile(x, t, M, wb, sh, shift, G, acc):
+ *   K4_TILE        an always-inline k4_tile(x, t, M, wb, sh, shift, G, pf, acc):
  *                  acc[m] (lane r) = the product of activation row t + m with
  *                  row r of the block whose packed groups start at wb and whose
  *                  f16 scales start at sh (group g's at sh + (g >> shift) * 16),
- *                  M at most K4_TILE_T
+ *                  M at most K4_TILE_T; pf as in kernels_q8_body.h
  *   K4_TILE_T      rows of x per tile
  *   K4_ATTR        attributes of the function (a target, or nothing)
  * Each lane's arithmetic is the same whatever the tile, so the result for a
@@ -36,7 +36,7 @@ K4_ATTR static void K4_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, 
             int t = t0;
             vec16 acc[K4_TILE_T];
             for (; t + K4_TILE_T <= t1; t += K4_TILE_T) {
-                K4_TILE(x, t, K4_TILE_T, wb, sh, shift, G, acc);
+                K4_TILE(x, t, K4_TILE_T, wb, sh, shift, G, t == t0, acc);
                 for (int m = 0; m < K4_TILE_T; m++) {
                     if (rows == KQ_ROWS)
                         V_STORE(yb + (size_t)(t + m) * ldy, acc[m]);
@@ -45,7 +45,7 @@ K4_ATTR static void K4_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, 
                 }
             }
             for (; t < t1; t++) {
-                K4_TILE(x, t, 1, wb, sh, shift, G, acc);
+                K4_TILE(x, t, 1, wb, sh, shift, G, t == t0, acc);
                 if (rows == KQ_ROWS)
                     V_STORE(yb + (size_t)t * ldy, acc[0]);
                 else

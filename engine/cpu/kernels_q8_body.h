@@ -4,10 +4,12 @@
  * Included by an isa_*.c once per variant of its q8 kernel, after it
  * defines vec16, V_STORE, V_STORE_TAIL (kernels_body.h) and:
  *   KQ_FN          the name of the function to define
- *   KQ_TILE        an always-inline kq_tile(x, t, M, wb, sb, groups, acc):
+ *   KQ_TILE        an always-inline kq_tile(x, t, M, wb, sb, groups, pf, acc):
  *                  acc[m] (lane r) = the product of activation row t + m with
  *                  row r of the block whose packed groups start at wb and whose
- *                  scales start at sb, M at most KQ_TILE_T
+ *                  scales start at sb, M at most KQ_TILE_T; pf is set for the
+ *                  first tile of a pass over the block, the one that reads its
+ *                  weights from memory, which a kernel may prefetch
  *   KQ_TILE_T      rows of x per tile
  *   KQ_ATTR        attributes of the function (a target, or nothing)
  * Each lane's arithmetic is the same whatever the tile, so the result for a
@@ -34,7 +36,7 @@ KQ_ATTR static void KQ_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, 
             int t = t0;
             vec16 acc[KQ_TILE_T];
             for (; t + KQ_TILE_T <= t1; t += KQ_TILE_T) {
-                KQ_TILE(x, t, KQ_TILE_T, wb, sb, G, acc);
+                KQ_TILE(x, t, KQ_TILE_T, wb, sb, G, t == t0, acc);
                 for (int m = 0; m < KQ_TILE_T; m++) {
                     if (rows == KQ_ROWS)
                         V_STORE(yb + (size_t)(t + m) * ldy, acc[m]);
@@ -43,7 +45,7 @@ KQ_ATTR static void KQ_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, 
                 }
             }
             for (; t < t1; t++) {
-                KQ_TILE(x, t, 1, wb, sb, G, acc);
+                KQ_TILE(x, t, 1, wb, sb, G, t == t0, acc);
                 if (rows == KQ_ROWS)
                     V_STORE(yb + (size_t)t * ldy, acc[0]);
                 else

@@ -66,13 +66,13 @@ k4_start(const kq_act *x, int t, int M, int g, int G, const int8_t **xg, __m256i
 static inline __attribute__((always_inline)) void k4_tile_madd(const kq_act *x, int t, int M,
                                                                const uint8_t *wb,
                                                                const uint16_t *sh, int shift, int G,
-                                                               vec16 *acc)
+                                                               int pf, vec16 *acc)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
-        KQ256_PREFETCH(M, wb + (size_t)g * 256, 256);
+        KQ256_PREFETCH(pf, wb + (size_t)g * 256, 256);
         const int8_t *xg[K4_TILE_T];
         __m256i lo[K4_TILE_T], hi[K4_TILE_T], w[4];
         k4_start(x, t, M, g, G, xg, lo, hi);
@@ -95,12 +95,12 @@ static inline __attribute__((always_inline)) void k4_tile_madd(const kq_act *x, 
 
 __attribute__((target("avxvnni"))) static inline __attribute__((always_inline)) void
 k4_tile_avxvnni(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *sh, int shift,
-                int G, vec16 *acc)
+                int G, int pf, vec16 *acc)
 {
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
-        KQ256_PREFETCH(M, wb + (size_t)g * 256, 256);
+        KQ256_PREFETCH(pf, wb + (size_t)g * 256, 256);
         const int8_t *xg[K4_TILE_T];
         __m256i lo[K4_TILE_T], hi[K4_TILE_T], w[4];
         k4_start(x, t, M, g, G, xg, lo, hi);

@@ -17,10 +17,10 @@
 #include <immintrin.h>
 
 #define K4_TILE_T 4
-/* A single row prefetches its weights 4 KiB ahead into L2: the 340M shape's batch-1 products
- * ran at 79-81 % of the memory rate read beside them prefetched 2 KiB ahead into L1, at 84-86 %
- * like this (q8's, with twice the bytes a group, stay best 2 KiB ahead into L1: bench/RESULTS.md,
- * "The batch-1 prefetch into L2") */
+/* The first tile of a pass prefetches its weights 4 KiB ahead into L2: the 340M shape's
+ * batch-1 products ran at 79-81 % of the memory rate read beside them prefetched 2 KiB ahead into
+ * L1, at 84-86 % like this (q8's, with twice the bytes a group, stay best 2 KiB ahead into L1:
+ * bench/RESULTS.md, "The batch-1 prefetch into L2") */
 #ifndef K4_PREFETCH_BYTES
 #define K4_PREFETCH_BYTES 4096
 #endif
@@ -49,16 +49,13 @@ static inline __attribute__((always_inline)) __m512 k4_combine512(__m512i s, con
 
 __attribute__((target("avx512vnni"))) static inline __attribute__((always_inline)) void
 k4_tile_vnni(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *sh, int shift, int G,
-             __m512 *acc)
+             int pf, __m512 *acc)
 {
     for (int m = 0; m < M; m++)
         acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
         __m512i w[8];
-        if (M == 1) /* a single row streams the weights from memory */
-            for (int l = 0; l < 256; l += 64)
-                _mm_prefetch((const char *)wb + (size_t)g * 256 + K4_PREFETCH_BYTES + l,
-                             K4_PF_HINT);
+        KQ512_PREFETCH(pf, wb + (size_t)g * 256, 256, K4_PREFETCH_BYTES, K4_PF_HINT);
         k4_unpack512(wb + (size_t)g * 256, w);
         const uint16_t *sg = sh + (size_t)(g >> shift) * KQ_ROWS;
         for (int m = 0; m < M; m++) {
@@ -76,13 +73,14 @@ k4_tile_vnni(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *s
 
 static inline __attribute__((always_inline)) void k4_tile_bw(const kq_act *x, int t, int M,
                                                              const uint8_t *wb, const uint16_t *sh,
-                                                             int shift, int G, __m512 *acc)
+                                                             int shift, int G, int pf, __m512 *acc)
 {
     const __m512i ones = _mm512_set1_epi16(1);
     for (int m = 0; m < M; m++)
         acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
         __m512i w[8];
+        KQ512_PREFETCH(pf, wb + (size_t)g * 256, 256, K4_PREFETCH_BYTES, K4_PF_HINT);
         k4_unpack512(wb + (size_t)g * 256, w);
         const uint16_t *sg = sh + (size_t)(g >> shift) * KQ_ROWS;
         for (int m = 0; m < M; m++) {

@@ -46,8 +46,9 @@ static inline __attribute__((always_inline)) void k4_quarter(const uint8_t *wg, 
 #if KQ_HAVE_SDOT
 KQ_DOTPROD static inline __attribute__((always_inline)) void
 k4_tile_sdot(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *sh, int shift, int G,
-             vec16 *acc)
+             int pf, vec16 *acc)
 {
+    (void)pf; /* no software prefetch on this path (none measured) */
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
@@ -87,8 +88,9 @@ k4_tile_sdot(const kq_act *x, int t, int M, const uint8_t *wb, const uint16_t *s
 static inline __attribute__((always_inline)) void k4_tile_smull(const kq_act *x, int t, int M,
                                                                 const uint8_t *wb,
                                                                 const uint16_t *sh, int shift,
-                                                                int G, vec16 *acc)
+                                                                int G, int pf, vec16 *acc)
 {
+    (void)pf; /* no software prefetch on this path (none measured) */
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {

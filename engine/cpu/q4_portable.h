@@ -10,8 +10,9 @@
 
 static inline __attribute__((always_inline)) void k4_tile_c(const kq_act *x, int t, int M,
                                                             const uint8_t *wb, const uint16_t *sh,
-                                                            int shift, int G, vec16 *acc)
+                                                            int shift, int G, int pf, vec16 *acc)
 {
+    (void)pf; /* no software prefetch on this path (none measured) */
     for (int m = 0; m < M; m++) {
         const int8_t *xr = x->q + (size_t)(t + m) * x->K;
         const float *dr = x->d + (size_t)(t + m) * G;

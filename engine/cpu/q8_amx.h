@@ -56,10 +56,11 @@
 #ifndef KQ_AMX_MIN_T_Q8
 #define KQ_AMX_MIN_T_Q8 6
 #endif
-/* q4 from 8 rows: batch-8 decode of the 340M shape 1.06x with the tiles, batch 6 no faster
- * (bench/RESULTS.md, "Weights prefetched where they stream") */
+/* q4 from 12 rows: with the first tile of a pass prefetching its weights, vpdpbusd runs batch-8
+ * decode of the 340M shape 1.2-1.3x the tiles' rate and batch 10 1.06-1.10x, batch 12 is even
+ * and batch 16 0.88x (bench/RESULTS.md, "The first tile of a pass prefetches") */
 #ifndef KQ_AMX_MIN_T_Q4
-#define KQ_AMX_MIN_T_Q4 8
+#define KQ_AMX_MIN_T_Q4 12
 #endif
 /* Rows of x per pass over a task's weights (a multiple of 16): 16 to 128
  * measured, 64 the fastest within the noise (bench/RESULTS.md) */

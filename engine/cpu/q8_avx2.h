@@ -15,11 +15,12 @@
 
 #define KQ_TILE_T 2
 
-/* A single row streams the weights from memory: it prefetches them 2 KiB
- * ahead of the loads, as the AVX-512 kernels do (q8_avx512.h) */
-#define KQ256_PREFETCH(M, p, bytes)                                                                \
+/* The first tile of a block's rows of x reads its weights from memory: it
+ * prefetches them 2 KiB ahead of the loads, as the AVX-512 kernels do
+ * (q8_avx512.h); the tiles after it find them in the cache */
+#define KQ256_PREFETCH(pf, p, bytes)                                                               \
     do {                                                                                           \
-        if ((M) == 1)                                                                              \
+        if (pf)                                                                                    \
             for (int pf_ = 0; pf_ < (bytes); pf_ += 64)                                            \
                 _mm_prefetch((const char *)(p) + 2048 + pf_, _MM_HINT_T0);                         \
     } while (0)
@@ -37,15 +38,16 @@ static inline __attribute__((always_inline)) void kq_combine2(__m256i lo, __m256
                               acc->hi);
 }
 
-static inline __attribute__((always_inline)) void
-kq_tile_madd(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
+static inline __attribute__((always_inline)) void kq_tile_madd(const kq_act *x, int t, int M,
+                                                               const int8_t *wb, const float *sb,
+                                                               int G, int pf, vec16 *acc)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
         const int8_t *wg = wb + (size_t)g * 512;
-        KQ256_PREFETCH(M, wg, 512);
+        KQ256_PREFETCH(pf, wg, 512);
         const int8_t *xg[KQ_TILE_T];
         __m256i lo[KQ_TILE_T], hi[KQ_TILE_T];
         for (int m = 0; m < M; m++) {
@@ -70,14 +72,15 @@ kq_tile_madd(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, i
 }
 
 __attribute__((target("avxvnni"))) static inline __attribute__((always_inline)) void
-kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
+kq_tile_avxvnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, int pf,
+                vec16 *acc)
 {
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
         const int8_t *wg = wb + (size_t)g * 512;
-        KQ256_PREFETCH(M, wg, 512);
+        KQ256_PREFETCH(pf, wg, 512);
         const int8_t *xg[KQ_TILE_T];
         __m256i lo[KQ_TILE_T], hi[KQ_TILE_T];
         for (int m = 0; m < M; m++) {

@@ -26,23 +26,30 @@
 #define KQ512_COMBINE(s, sc, d, acc)                                                               \
     ((acc) = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps((sc), _mm512_set1_ps(d)), (acc)))
 
-/* A single row prefetches its weights this far ahead (bench_decode's batch 1) */
+/* How far ahead the prefetch runs (measured at batch 1, where every tile is a first) */
 #ifndef KQ_PREFETCH_BYTES
 #define KQ_PREFETCH_BYTES 2048
 #endif
 
+/* The first tile of a pass over a block reads its weights from memory (the
+ * only tile at batch 1): it prefetches them dist bytes ahead of its loads */
+#define KQ512_PREFETCH(pf, p, bytes, dist, hint)                                                   \
+    do {                                                                                           \
+        if (pf)                                                                                    \
+            for (int l_ = 0; l_ < (bytes); l_ += 64)                                               \
+                _mm_prefetch((const char *)(p) + (dist) + l_, (hint));                             \
+    } while (0)
+
 __attribute__((target("avx512vnni"))) static inline __attribute__((always_inline)) void
-kq_tile_vnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, __m512 *acc)
+kq_tile_vnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, int pf,
+             __m512 *acc)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int m = 0; m < M; m++)
         acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
         __m512i w[8];
-        if (M == 1) /* a single row streams the weights from memory */
-            for (int l = 0; l < 512; l += 64)
-                _mm_prefetch((const char *)wb + (size_t)g * 512 + KQ_PREFETCH_BYTES + l,
-                             _MM_HINT_T0);
+        KQ512_PREFETCH(pf, wb + (size_t)g * 512, 512, KQ_PREFETCH_BYTES, _MM_HINT_T0);
         for (int u = 0; u < 8; u++)
             w[u] = _mm512_xor_si512(_mm512_loadu_si512(wb + (size_t)g * 512 + u * 64), flip);
         __m512 sc = _mm512_loadu_ps(sb + (size_t)g * KQ_ROWS);
@@ -59,14 +66,16 @@ kq_tile_vnni(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, i
     }
 }
 
-static inline __attribute__((always_inline)) void
-kq_tile_bw(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, __m512 *acc)
+static inline __attribute__((always_inline)) void kq_tile_bw(const kq_act *x, int t, int M,
+                                                             const int8_t *wb, const float *sb,
+                                                             int G, int pf, __m512 *acc)
 {
     const __m512i ones = _mm512_set1_epi16(1), zero = _mm512_setzero_si512();
     for (int m = 0; m < M; m++)
         acc[m] = _mm512_setzero_ps();
     for (int g = 0; g < G; g++) {
         __m512i w[8];
+        KQ512_PREFETCH(pf, wb + (size_t)g * 512, 512, KQ_PREFETCH_BYTES, _MM_HINT_T0);
         for (int u = 0; u < 8; u++)
             w[u] = _mm512_loadu_si512(wb + (size_t)g * 512 + u * 64);
         __m512 sc = _mm512_loadu_ps(sb + (size_t)g * KQ_ROWS);

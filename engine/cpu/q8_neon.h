@@ -40,9 +40,12 @@ static inline __attribute__((always_inline)) void kq_combine4(const int32x4_t *s
 }
 
 #if KQ_HAVE_SDOT
-KQ_DOTPROD static inline __attribute__((always_inline)) void
-kq_tile_sdot(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
+KQ_DOTPROD static inline __attribute__((always_inline)) void kq_tile_sdot(const kq_act *x, int t,
+                                                                          int M, const int8_t *wb,
+                                                                          const float *sb, int G,
+                                                                          int pf, vec16 *acc)
 {
+    (void)pf; /* no software prefetch on this path (none measured) */
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {
@@ -78,9 +81,11 @@ kq_tile_sdot(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, i
 
 #endif
 
-static inline __attribute__((always_inline)) void
-kq_tile_smull(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
+static inline __attribute__((always_inline)) void kq_tile_smull(const kq_act *x, int t, int M,
+                                                                const int8_t *wb, const float *sb,
+                                                                int G, int pf, vec16 *acc)
 {
+    (void)pf; /* no software prefetch on this path (none measured) */
     for (int m = 0; m < M; m++)
         acc[m] = V_ZERO();
     for (int g = 0; g < G; g++) {

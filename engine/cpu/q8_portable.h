@@ -8,9 +8,11 @@
 
 #include <math.h>
 
-static inline __attribute__((always_inline)) void
-kq_tile_c(const kq_act *x, int t, int M, const int8_t *wb, const float *sb, int G, vec16 *acc)
+static inline __attribute__((always_inline)) void kq_tile_c(const kq_act *x, int t, int M,
+                                                            const int8_t *wb, const float *sb,
+                                                            int G, int pf, vec16 *acc)
 {
+    (void)pf; /* no software prefetch on this path (none measured) */
     for (int m = 0; m < M; m++) {
         const int8_t *xr = x->q + (size_t)(t + m) * x->K;
         const float *dr = x->d + (size_t)(t + m) * G;
