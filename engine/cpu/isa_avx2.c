@@ -13,6 +13,14 @@ typedef struct {
     __m256 lo, hi;
 } vec16;
 
+/* The tiles' prefetch of the weights goes to L2, as the single row's does:
+ * against L1, bf16 batch 2-8 decode ran 1.02-1.17x faster, bf16 batch 16-32,
+ * prefill and f32 batch 8-16 within the noise (bench/RESULTS.md, "The first
+ * tile of a pass prefetches") */
+#ifndef KB_TILE_PF_HINT
+#define KB_TILE_PF_HINT _MM_HINT_T1
+#endif
+
 /* 8 all-ones words then 8 zero words: mask of the first n lanes at 8 - n */
 static const int32_t kb_mask_src[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 
@@ -190,7 +198,7 @@ half_step(int packed, const float *xb, const float *const *xr, const float *cons
           size_t bps, __m256 acc[HALF_T][HALF_J])
 {
     if (*pp) {
-        _mm_prefetch(*pp, _MM_HINT_T0);
+        _mm_prefetch(*pp, KB_TILE_PF_HINT);
         *pp += bps;
     }
     __m256 wv[HALF_J];
@@ -350,7 +358,7 @@ static inline __attribute__((always_inline)) void tile_panel(const float *xt, co
             _Pragma("GCC unroll 8") for (int s = 0; s < S; s++)
             {
                 if (bps) {
-                    _mm_prefetch(p, _MM_HINT_T0);
+                    _mm_prefetch(p, KB_TILE_PF_HINT);
                     p += bps;
                 }
                 __m256 wv[HALF_J];
@@ -467,15 +475,18 @@ panel_tiles_bf16(const float *xp, int T, int K, const uint16_t *wh, float *y, in
 #ifndef KB_NARROW_PF_BYTES
 #define KB_NARROW_PF_BYTES (4 * 1024)
 #endif
-/* A half pass computes while the other streams nothing new: below 8 rows
- * of x the steps are bound by memory, and 2 x 2 tiles of two-half vectors
- * (8 accumulator halves, one pass) stream the weights better (batch 2-4
- * decode measured 10-25 % faster) */
+/* Below these rows of x, 2 x 2 tiles of two-half vectors (8 accumulator
+ * halves, one pass) stream the weights better than the 4 x 3 tiles. On the
+ * Xeon of bench/RESULTS.md ("The first tile of a pass prefetches"), the
+ * 4 x 3 tiles took bf16 batch 4-7 decode 1.16-1.32x faster, and with their
+ * prefetch into L2 f32 batch 6-7 1.0-1.10x; they lost f32 batch 4-5
+ * (0.93-0.98x) and bf16 batch 2-3 (0.6-0.8x) */
 #define KB_NARROW_T 2
-#define KB_SMALL_T 8
+#define KB_SMALL_T 6
+#define KB_SMALL_T_BF16 4
 #define KB_SMALL_TILE_T 2
 #define KB_SMALL_TILE_J 2
-#define KB_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define KB_PREFETCH(p) _mm_prefetch((const char *)(p), KB_TILE_PF_HINT)
 /* a single row's prefetch goes to L2 (measured faster than to L1: above) */
 #define KB_PREFETCH_NARROW(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
 /* AVX2-only parts have smaller L2s (Zen 2/3: 512 KiB per core) */

@@ -13,7 +13,8 @@
  *   packed for that kernel, or NULL, and where the tile from row t starts:
  *   xp, NULL where x was not packed),
  *   KB_NARROW_T (the fewest rows of x that go in tiles), KB_SMALL_T with
- *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x),
+ *   KB_SMALL_TILE_T x KB_SMALL_TILE_J (the tile below KB_SMALL_T rows of x;
+ *   below KB_SMALL_T_BF16 for bf16 weights, by default the same),
  *   KB_TILE_J1 (rows of w per tile against a
  * single row of x: the weight streams of batch-1 decode; KB_TILE_J1_F32 for f32
  *   weights), KB_PREFETCH(p) and KB_PF_BYTES (how far ahead it reaches),
@@ -54,6 +55,9 @@
  * (batch-1 decode); from it on, in tiles (the last rows of x in a shorter one). */
 #ifndef KB_NARROW_T
 #define KB_NARROW_T KB_TILE_T
+#endif
+#if defined(KB_SMALL_T) && !defined(KB_SMALL_T_BF16)
+#define KB_SMALL_T_BF16 KB_SMALL_T
 #endif
 
 static float kb_dot(const float *a, const float *b, int n)
@@ -512,7 +516,7 @@ static void kb_linear_any(const float *x, int T, int K, const float *wf, const u
         (bf16 ? (T == 1 ? kb_narrow1_bf16 : kb_narrow_bf16) : kb_narrow_f32)(x, T, K, wf, wh, j0,
                                                                              j1, y, ldy);
 #ifdef KB_SMALL_T
-    else if (T < KB_SMALL_T)
+    else if (T < (bf16 ? KB_SMALL_T_BF16 : KB_SMALL_T))
         (bf16 ? kb_small_bf16 : kb_small_f32)(x, T, K, wf, wh, j0, j1, y, ldy);
 #endif
     else
