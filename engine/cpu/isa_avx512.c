@@ -82,6 +82,12 @@ static inline __attribute__((always_inline)) void tile_store_4x4(vec16 acc[4][4]
 #ifndef F32_PF_HINT
 #define F32_PF_HINT _MM_HINT_T0
 #endif
+/* bf16 rows are prefetched into L2: against L1, batch 4-8 decode of the 340M shape ran
+ * 1.10-1.29x faster and prefill 1.03-1.10x; f32 rows stayed faster into L1 (bench/RESULTS.md,
+ * "The first tile of a pass prefetches") */
+#ifndef BF16_PF_HINT
+#define BF16_PF_HINT _MM_HINT_T1
+#endif
 static inline __attribute__((always_inline)) void tile_4x4(const float *x, const float *xt,
                                                            int packed, int K, const float *wf,
                                                            const uint16_t *wh, float *y, int ldy,
@@ -99,7 +105,7 @@ static inline __attribute__((always_inline)) void tile_4x4(const float *x, const
     for (; i + 16 <= K; i += 16) {
         if (pfd && bf16 && (i & 16) == 0) /* a line holds 32 bf16 */
             for (int j = 0; j < 4; j++)
-                _mm_prefetch((const char *)(wh + (size_t)j * K + i + pfd), _MM_HINT_T0);
+                _mm_prefetch((const char *)(wh + (size_t)j * K + i + pfd), BF16_PF_HINT);
         else if (pfd && !bf16 && i >> 4 == nxt) {
             nxt += n;
             for (int j = 0; j < 4; j++)
@@ -187,7 +193,7 @@ static inline __attribute__((always_inline)) void panel_widen(const uint16_t *wh
     for (int j = 0; j < 4; j++)
         for (int i = k0; i < k1; i += 16) {
             if (pf && (i & 16) == 0) /* a line holds 32 bf16 */
-                _mm_prefetch((const char *)(wh + (size_t)j * K + i + pf), _MM_HINT_T0);
+                _mm_prefetch((const char *)(wh + (size_t)j * K + i + pf), BF16_PF_HINT);
             _mm512_store_ps(wide + (size_t)j * PANEL_KB + (i - k0),
                             k1 - i >= 16 ? V_LOAD_BF16(wh + (size_t)j * K + i)
                                          : V_LOAD_BF16_TAIL(wh + (size_t)j * K + i, k1 - i));
