@@ -101,6 +101,11 @@ static inline bd_dot_op bd_dot_load(const uint16_t *r)
 #define bd_op bd_dot_op
 #define BD_LOAD(p) bd_dot_load(p)
 #define BD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* Only a single row prefetches: on an AMD Zen 4 the first tile of each pass
+ * prefetching too made batch 2-8 decode of the 340M shape 0.75-0.94x and a
+ * 96-token prefill 0.86x (bench/RESULTS.md, "Side by side on an AMD EPYC,
+ * Zen 4"); the fma kernels keep it */
+#define BD_PREFETCH_TILES 0
 #define BD_FALLBACK bd_linear_fma
 #define BD_FN bd_linear_dot
 #define BD_TILE_FN bd_tile_dot

@@ -10,6 +10,8 @@
  *   BD_TILE_T x BD_TILE_J   the register tile (rows of x by panels of w);
  *                  BD_TILE_J1 the panels against a single row (default J)
  *   BD_PREFETCH(p), BD_PREFETCH_BYTES   optional: a single row's prefetch
+ *   BD_PREFETCH_TILES   0 where only a single row prefetches, not the
+ *                       first tile of every pass (default 1)
  * and, for x in another form than f32 rows a pair of K at a time (the
  * default): BD_XT an element of x's rows, BD_X_ROWS(x) the rows (NULL where
  * they could not be had: BD_FALLBACK then runs), BD_X_STRIDE(Kp) their
@@ -26,6 +28,9 @@
 #endif
 #ifndef BD_TILE_JMAX
 #define BD_TILE_JMAX (BD_TILE_J1 > BD_TILE_J ? BD_TILE_J1 : BD_TILE_J)
+#endif
+#ifndef BD_PREFETCH_TILES
+#define BD_PREFETCH_TILES 1
 #endif
 #ifndef BD_X_BLOCK_BYTES
 #define BD_X_BLOCK_BYTES (256 * 1024)
@@ -74,7 +79,7 @@ BD_TILE_FN(const BD_XT *xr, int Kp, const uint16_t *w, float *y, int ldy, int M,
                 const uint16_t *wu = ws + (size_t)j * panel + (size_t)u * unit;
                 wv[j] = BD_LOAD(wu);
 #ifdef BD_PREFETCH
-                if (pf)
+                if (pf && (BD_PREFETCH_TILES || M == 1))
                     for (int l = 0; l < unit; l += 32)
                         BD_PREFETCH(wu + BD_PREFETCH_BYTES / 2 + l);
 #endif
@@ -173,3 +178,4 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
 #undef BD_TILE_J1
 #undef BD_TILE_JMAX
 #undef BD_PREFETCH
+#undef BD_PREFETCH_TILES
