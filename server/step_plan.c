@@ -59,6 +59,19 @@ static int cold_chunk(const srv_step_cost *c, double left, int cap)
     return tokens >= cap ? cap : tokens < 1 ? 1 : (int)tokens;
 }
 
+/* A prompt token's price beside decode rows: the mixed steps' fit. Where that
+ * says 0 but a block's close has a cost (a starved machine's slow steps all
+ * went into the closes), a decode row's, the same work for one more row of
+ * activations: priced at nothing, a chunk's closes went unpriced too, and on a
+ * machine giving the server a third of a core chunks of 256-785 tokens were
+ * planned at 27-79 ms beside a stream held to 10 ms. With neither priced (a
+ * few tokens rode on the rows' weight reads), 0: the chunks grow by GROWTH. */
+static double token_price(const srv_step_cost *c)
+{
+    double p = c->theta[SRV_COST_PER_TOKEN];
+    return p > 0 || c->theta[SRV_COST_PER_CLOSE] <= 0 ? p : c->theta[SRV_COST_PER_ROW];
+}
+
 int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode_rows)
 {
     int cap = l->max_tokens - decode_rows;
@@ -73,7 +86,7 @@ int srv_plan_budget(const srv_plan_limits *l, const srv_step_cost *c, int decode
     if (c->mixed_steps == 0)
         return cold_chunk(c, left, cap);
     cap = min_int(cap, GROWTH * (c->last_prefill > GROWTH_BASE ? c->last_prefill : GROWTH_BASE));
-    double per_token = c->theta[SRV_COST_PER_TOKEN];
+    double per_token = token_price(c);
     if (per_token <= 0)
         return cap;
     double tokens = left / per_token;
@@ -168,7 +181,7 @@ static int prompt_take(const srv_plan_limits *l, const srv_step_cost *c, int dec
 {
     int take = min_int(pr->remaining, budget);
     *cost = take;
-    double per_token = c->theta[SRV_COST_PER_TOKEN], per_close = c->theta[SRV_COST_PER_CLOSE];
+    double per_token = token_price(c), per_close = c->theta[SRV_COST_PER_CLOSE];
     if (l->target_s <= 0 || decode_rows == 0 || l->block_tokens <= 0 || per_token <= 0 ||
         per_close <= 0 || closes(l->block_tokens, pr->fed, take) == 0)
         return take;

@@ -615,6 +615,38 @@ static void test_close_chunks(void)
     }
 }
 
+/* The mixed steps' fit can say a prompt token costs nothing beside the rows: on a machine
+ * giving the server a third of a core it read 0 a token and 5-6 ms a close. The planner
+ * then prices a token as a decode row, so a chunk's closes still count: each step it plans
+ * beside the stream stays within the target at those prices, and the prompt moves. */
+static void test_free_tokens(void)
+{
+    srv_plan_limits l = {.target_s = 0.010, .max_tokens = 2048, .block_tokens = 64};
+    srv_step_cost c;
+    srv_step_cost_reset(&c, 0);
+    c.decode_steps = 1;
+    c.mixed_steps = 5;
+    c.since_decode = 1;
+    c.last_prefill = 400;
+    c.theta[SRV_COST_FIXED] = 0.0003;
+    c.theta[SRV_COST_PER_ROW] = 0.00005;
+    c.theta[SRV_COST_PER_TOKEN] = 0;
+    c.theta[SRV_COST_PER_CLOSE] = 0.0055;
+    const int fed[] = {0, 40, 63, 256};
+    for (size_t i = 0; i < sizeof fed / sizeof fed[0]; i++) {
+        srv_plan_prompt in[1] = {{1900 - fed[i], fed[i], 0.0}};
+        int order[1], chunk[1];
+        int planned = srv_plan_prefill(&l, &c, 1, in, 1, order, chunk);
+        int closes = (fed[i] + planned) / 64 - fed[i] / 64;
+        double price = c.theta[SRV_COST_PER_ROW];
+        double s = c.theta[SRV_COST_FIXED] + price * (1 + planned) + 0.0055 * closes;
+        CHECK(planned > 0 && s <= l.target_s + 1e-12,
+              "tokens priced at 0, closes at 5.5 ms, from token %d: %d tokens and %d closes "
+              "plan %.1f ms beside a row (target %.0f ms)",
+              fed[i], planned, closes, s * 1e3, l.target_s * 1e3);
+    }
+}
+
 static void test_token_budget(void)
 {
     sim s;
@@ -634,6 +666,7 @@ static void test_token_budget(void)
 int main(void)
 {
     test_learning();
+    test_free_tokens();
     test_budget_edges();
     test_starts();
     test_overtake(8, 2);
