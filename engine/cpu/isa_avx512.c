@@ -280,8 +280,11 @@ static __attribute__((noinline)) void panel_bf16(const float *xp, int T, int K, 
                       : 0)
 
 /* 16 accumulators, 4 + 4 operands: 24 of the 32 zmm registers. Against a
- * single row of x (batch-1 decode), 2 rows of bf16 w, prefetched 4 KiB ahead
- * in address order into L2 (prefetcht1): with the prefetch, fewer weight
+ * single row of x (batch-1 decode), 2 rows of bf16 w, prefetched 8 KiB ahead
+ * in address order into L2 (prefetcht1; on an AMD Zen 4 one thread's step ran
+ * at 26.5-29.2 tok/s with 4 KiB, 33.9-37.5 with 8 KiB, and two threads' at
+ * 61-63 % of the bandwidth read beside them with 4 KiB, 76.5 % with 8 KiB:
+ * bench/RESULTS.md, "Side by side on an AMD EPYC, Zen 4"): with the prefetch, fewer weight
  * streams read memory faster (8 rows slower than 4, 4 slower than 2, though
  * 2 FMA chains compute slower than 4: bench/RESULTS.md, "Batch-1 tiles of 2
  * rows"); into L1 (8 KiB ahead) the 340M shape's bf16 step ran at 61-62 % of
@@ -291,7 +294,7 @@ static __attribute__((noinline)) void panel_bf16(const float *xp, int T, int K, 
 #define KB_TILE_J 4
 #define KB_TILE_J1 2
 #ifndef KB_NARROW_PF_BYTES
-#define KB_NARROW_PF_BYTES (4 * 1024)
+#define KB_NARROW_PF_BYTES (8 * 1024)
 #endif
 /* 2 or 3 rows of x go against each row pair twice or three times: those tiles
  * compute more per byte, and 4 rows of w (prefetched as the wider tiles are)
