@@ -559,6 +559,22 @@ static void test_block_closes(void)
     close_s = 0;
 }
 
+/* Costs as if learned: past the cold steps, the last step beside decode rows fed
+ * last_prefill tokens. */
+static void learned_costs(srv_step_cost *c, int last_prefill, double fixed, double per_row,
+                          double per_token, double per_close)
+{
+    srv_step_cost_reset(c, 0);
+    c->decode_steps = 1;
+    c->mixed_steps = 5;
+    c->since_decode = 1;
+    c->last_prefill = last_prefill;
+    c->theta[SRV_COST_FIXED] = fixed;
+    c->theta[SRV_COST_PER_ROW] = per_row;
+    c->theta[SRV_COST_PER_TOKEN] = per_token;
+    c->theta[SRV_COST_PER_CLOSE] = per_close;
+}
+
 /* One prompt's chunk for a set of costs: decode 30 ms a row, a prompt token 2 ms, a close
  * close_ms, the target 100 ms (35 tokens' budget beside one row). */
 static int close_chunk(double close_ms, int decode_closes, int remaining, int fed)
@@ -568,14 +584,7 @@ static int close_chunk(double close_ms, int decode_closes, int remaining, int fe
                          .block_tokens = 64,
                          .decode_closes = decode_closes};
     srv_step_cost c;
-    srv_step_cost_reset(&c, 0);
-    c.decode_steps = 1;
-    c.mixed_steps = 5;
-    c.since_decode = 1;
-    c.last_prefill = 100;
-    c.theta[SRV_COST_FIXED] = c.theta[SRV_COST_PER_ROW] = 0.015;
-    c.theta[SRV_COST_PER_TOKEN] = 0.002;
-    c.theta[SRV_COST_PER_CLOSE] = close_ms * 1e-3;
+    learned_costs(&c, 100, 0.015, 0.015, 0.002, close_ms * 1e-3);
     srv_plan_prompt in[2] = {{remaining, fed, 0.01}, {4000, 0, 0.0}}; /* the first goes first */
     int order[2], chunk[2];
     srv_plan_prefill(&l, &c, 1, in, 2, order, chunk);
@@ -623,15 +632,7 @@ static void test_free_tokens(void)
 {
     srv_plan_limits l = {.target_s = 0.010, .max_tokens = 2048, .block_tokens = 64};
     srv_step_cost c;
-    srv_step_cost_reset(&c, 0);
-    c.decode_steps = 1;
-    c.mixed_steps = 5;
-    c.since_decode = 1;
-    c.last_prefill = 400;
-    c.theta[SRV_COST_FIXED] = 0.0003;
-    c.theta[SRV_COST_PER_ROW] = 0.00005;
-    c.theta[SRV_COST_PER_TOKEN] = 0;
-    c.theta[SRV_COST_PER_CLOSE] = 0.0055;
+    learned_costs(&c, 400, 0.0003, 0.00005, 0, 0.0055);
     const int fed[] = {0, 40, 63, 256};
     for (size_t i = 0; i < sizeof fed / sizeof fed[0]; i++) {
         srv_plan_prompt in[1] = {{1900 - fed[i], fed[i], 0.0}};
