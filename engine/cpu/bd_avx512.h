@@ -30,11 +30,16 @@ static inline __attribute__((always_inline)) bd512_pair bd512_split(__m512i v)
                     _mm512_castsi512_ps(_mm512_slli_epi32(v, 16))};
     return p;
 }
-/* 8 accumulators, 16 chains, 4 operands of w and 2 of x: 30 of the 32 zmm; a
- * single row against 4 panels: 8 chains (bf16dot_prefill.sh's batch 1) */
+/* 8 accumulators, 16 chains, 4 operands of w and 2 of x: 30 of the 32 zmm. A
+ * single row goes against one panel at a time, so its weights are one stream
+ * in address order: against 4 panels (4 streams), batch-1 decode of the 340M
+ * shape on an AMD Zen 4 read its products' weights at 73-76 % of the
+ * bandwidth read beside them, against one at 89-94 %, with either kernel
+ * (bench/RESULTS.md, "One weight stream for a single row"); 2 chains still
+ * compute several times faster than memory delivers. */
 #define BD_TILE_T 4
 #define BD_TILE_J 2
-#define BD_TILE_J1 4
+#define BD_TILE_J1 1
 /* A single row prefetches each panel 2 KiB ahead: batch-1 decode of the 340M
  * shape went from 87-88 % to 99-103 % of bench_decode's paired bandwidth reading
  * (1 and 4 KiB: 96-98 %) */
@@ -72,7 +77,7 @@ static const uint32_t *bd_dot_rows(const k_bd_rows *x)
 }
 
 #define BD_DOT_ATTR __attribute__((target("avx512bf16")))
-#define BD_TILE_J1 4
+#define BD_TILE_J1 1 /* one stream, as the fmas' */
 
 /* A unit of two pairs of K (k, k+1 and k+2, k+3) for vdpbf16ps: the panel's
  * two rows regrouped into the even chain's words (k << 16 | k+2) and the odd
