@@ -28,7 +28,7 @@ static inline __attribute__((always_inline)) bd256_pair bd256_load(const uint16_
 #define BD_TILE_T 2
 #define BD_TILE_J 1
 #ifndef BD_PREFETCH_BYTES
-#define BD_PREFETCH_BYTES 2048 /* a single row prefetches its panels, as bd_avx512.h */
+#define BD_PREFETCH_BYTES 4096 /* a single row prefetches its panel, as bd_avx512.h */
 #endif
 #define BD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define BD_FN bd_linear

@@ -40,11 +40,14 @@ static inline __attribute__((always_inline)) bd512_pair bd512_split(__m512i v)
 #define BD_TILE_T 4
 #define BD_TILE_J 2
 #define BD_TILE_J1 1
-/* A single row prefetches each panel 2 KiB ahead: batch-1 decode of the 340M
- * shape went from 87-88 % to 99-103 % of bench_decode's paired bandwidth reading
- * (1 and 4 KiB: 96-98 %) */
+/* A single row prefetches its panel 4 KiB ahead: on an Intel Xeon batch-1
+ * decode of the 340M shape went from 87-88 % to 99-103 % of bench_decode's
+ * paired bandwidth reading with 2 KiB (1 and 4 KiB: 96-98 %, 4 panels at a
+ * time); on an AMD Zen 4, one panel at a time, its products read 85-87 % with
+ * 2 KiB and 92-94 % with 4 (bench/RESULTS.md, "One weight stream for a single
+ * row") */
 #ifndef BD_PREFETCH_BYTES
-#define BD_PREFETCH_BYTES 2048
+#define BD_PREFETCH_BYTES 4096
 #endif
 #define BD_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #define BD_FN bd_linear_fma

@@ -461,19 +461,22 @@ panel_tiles_bf16(const float *xp, int T, int K, const uint16_t *wh, float *y, in
 #define HALF_PF_TILES 8
 #define KB_TILE_PF_SHARE(M, MJ) ((M) * (MJ) > 4 ? HALF_PF_TILES : 0)
 /* tiles of 4 x 3 in half passes (above); against a single row of x
- * (batch-1 decode), 2 rows of bf16 w prefetched 4 KiB ahead in address order
+ * (batch-1 decode), 2 rows of bf16 w prefetched 8 KiB ahead in address order
  * into L2, as on the avx512 path: fewer weight streams read memory faster.
  * Against 4 rows prefetched 16 KiB ahead (into L1), in-process A/B on the
  * 340M shape, batch-1 bf16 decode measured 1.05-1.09x with two threads and
  * 1.05 with one (bench/RESULTS.md, 2026-12-03); into L2 instead of L1 the
- * step went from 54-55 % to 78-81 % of the memory rate read beside it (2 KiB
- * ahead 77-81 %, 8 KiB 73-74 %, 16 KiB 73 %: bench/RESULTS.md, "The batch-1
- * prefetch into L2"). */
+ * step went from 54-55 % to 78-81 % of the memory rate read beside it on an
+ * Intel Xeon (4 KiB ahead; 2 KiB 77-81 %, 8 KiB 73-74 %, 16 KiB 73 %:
+ * bench/RESULTS.md, "The batch-1 prefetch into L2"). On an AMD Zen 4 the
+ * products read 61-67 % of the bandwidth beside them with 4 KiB, 80 % (one
+ * thread) and 90-91 % (two) with 8, 75 % with 16 (bench/RESULTS.md, "One
+ * weight stream for a single row"), the larger difference. */
 #define KB_TILE_T HALF_T
 #define KB_TILE_J HALF_J
 #define KB_TILE_J1 2
 #ifndef KB_NARROW_PF_BYTES
-#define KB_NARROW_PF_BYTES (4 * 1024)
+#define KB_NARROW_PF_BYTES (8 * 1024)
 #endif
 /* Below these rows of x, 2 x 2 tiles of two-half vectors (8 accumulator
  * halves, one pass) stream the weights better than the 4 x 3 tiles. On the
