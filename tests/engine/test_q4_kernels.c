@@ -290,14 +290,30 @@ static void rows_1_to(int T, const float *x, const k_q8_matrix *m, const float *
     }
 }
 
-/* A random [N, K] matrix in groups of wg and T random rows of x, quantized, and the defined
- * product's bits: rows_only, every row count from 1 to T on every path (rows_1_to); else
- * the accuracy and the T-row product on every path (near_exact, on_every_path). */
-static void q4_case(int N, int K, int wg, int T, int rows_only, tp_pool **pools, int n_pools)
+/* The largest sums a group gives: in each group of wg one weight 1 and the rest -7/8 (q 7,
+ * the nibble 15), against rows of x all 1 or all -1 (127 and -127), so each unit's pair sums
+ * and a group's total are at their bounds (q4_avx2.h adds 8 units' sums in 16 bits). */
+static void extreme(float *w, int N, int K, int wg, float *x, int T)
+{
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w[i] = (i % (size_t)K) % (size_t)wg == 0 ? 1.0f : -0.875f;
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++)
+            x[(size_t)t * K + k] = t % 2 ? -1.0f : 1.0f;
+}
+
+/* A random [N, K] matrix in groups of wg and T random rows of x (or extreme()'s), quantized,
+ * and the defined product's bits: rows_only, every row count from 1 to T on every path
+ * (rows_1_to); else the accuracy and the T-row product on every path (near_exact,
+ * on_every_path). */
+static void q4_case(int N, int K, int wg, int T, int rows_only, int at_bounds, tp_pool **pools,
+                    int n_pools)
 {
     float *w = malloc((size_t)N * K * sizeof *w), *x = malloc((size_t)T * K * sizeof *x);
     fill(w, (size_t)N * K);
     fill(x, (size_t)T * K);
+    if (at_bounds)
+        extreme(w, N, K, wg, x, T);
     size_t qb, sb;
     k_q4_sizes(N, K, wg, &qb, &sb);
     uint8_t *q = malloc(qb);
@@ -326,12 +342,12 @@ static void q4_case(int N, int K, int wg, int T, int rows_only, tp_pool **pools,
 
 static void products(int N, int K, int wg, tp_pool **pools, int n_pools)
 {
-    q4_case(N, K, wg, 37, 0, pools, n_pools);
+    q4_case(N, K, wg, 37, 0, 0, pools, n_pools);
 }
 
 static void row_counts(int N, int K, int wg, tp_pool **pools, int n_pools)
 {
-    q4_case(N, K, wg, 40, 1, pools, n_pools);
+    q4_case(N, K, wg, 40, 1, 0, pools, n_pools);
 }
 
 int main(int argc, char **argv)
@@ -359,6 +375,8 @@ int main(int argc, char **argv)
     row_counts(33, 64, 64, pools, n_pools);
     row_counts(45, 1024 + 32, 32, pools, n_pools);
     row_counts(45, 1024 + 128, 128, pools, n_pools);
+    q4_case(37, 256, 32, 8, 0, 1, pools, n_pools); /* sums at their bounds */
+    q4_case(20, 384, 128, 8, 0, 1, pools, n_pools);
     for (int i = 0; i < n_pools; i++)
         tp_free(pools[i]);
     if (failures)
