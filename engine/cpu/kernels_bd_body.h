@@ -138,7 +138,8 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
         if (j0 % P)
             BD_PART_FN(xr, Kp, w, j0 / P, j0 % P, P, t0, t1, y, ldy);
         /* whole tiles of rows, then the rows left over (all of them at batch 1) against
-         * BD_TILE_J1 panels at a time: chains enough to hide the instructions' latency */
+         * BD_TILE_J1 panels at a time: chains enough to hide the instructions' latency, or
+         * one panel where a single weight stream reads memory faster */
         int tt = t0 + (t1 - t0) / BD_TILE_T * BD_TILE_T, p = pa;
         for (; p + BD_TILE_J <= pb; p += BD_TILE_J)
             for (int t = t0; t < tt; t += BD_TILE_T)

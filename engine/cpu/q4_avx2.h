@@ -52,14 +52,23 @@ static inline __attribute__((always_inline)) void k4_units(const uint8_t *wg, in
     w[3] = _mm256_and_si256(_mm256_srli_epi16(vh, 4), low);
 }
 
-/* Each row's group sums start at -8 * sum(x) (the nibbles' offset) */
+/* Row t's quantized x of group g, and the value its group sums start at: -8 * sum(x), which
+ * takes the nibbles' offset back out */
+static inline __attribute__((always_inline)) const int8_t *k4_xg(const kq_act *x, int t, int g)
+{
+    return x->q + (size_t)t * x->K + g * KQ_GROUP;
+}
+static inline __attribute__((always_inline)) __m256i k4_offset(const kq_act *x, int t, int g, int G)
+{
+    return _mm256_set1_epi32(-8 * x->sum[(size_t)t * G + g]);
+}
+
 static inline __attribute__((always_inline)) void
 k4_start(const kq_act *x, int t, int M, int g, int G, const int8_t **xg, __m256i *lo, __m256i *hi)
 {
     for (int m = 0; m < M; m++) {
-        size_t row = (size_t)(t + m);
-        xg[m] = x->q + row * x->K + g * KQ_GROUP;
-        lo[m] = hi[m] = _mm256_set1_epi32(-8 * x->sum[row * G + g]);
+        xg[m] = k4_xg(x, t + m, g);
+        lo[m] = hi[m] = k4_offset(x, t + m, g, G);
     }
 }
 
@@ -83,7 +92,7 @@ static inline __attribute__((always_inline)) void k4_tile_madd(const kq_act *x, 
         const int8_t *xg[K4_TILE_T];
         __m256i sl[K4_TILE_T], sh16[K4_TILE_T], w[4];
         for (int m = 0; m < M; m++) {
-            xg[m] = x->q + (size_t)(t + m) * x->K + g * KQ_GROUP;
+            xg[m] = k4_xg(x, t + m, g);
             sl[m] = sh16[m] = _mm256_setzero_si256();
         }
         for (int u = 0; u < 4; u++) {
@@ -96,8 +105,8 @@ static inline __attribute__((always_inline)) void k4_tile_madd(const kq_act *x, 
                 }
         }
         const uint16_t *sg = sh + (size_t)(g >> shift) * KQ_ROWS;
-        for (int m = 0; m < M; m++) { /* each row's sums start at -8 * sum(x), as k4_start's */
-            __m256i start = _mm256_set1_epi32(-8 * x->sum[(size_t)(t + m) * G + g]);
+        for (int m = 0; m < M; m++) {
+            __m256i start = k4_offset(x, t + m, g, G);
             __m256i lo = _mm256_add_epi32(start, _mm256_madd_epi16(sl[m], ones));
             __m256i hi = _mm256_add_epi32(start, _mm256_madd_epi16(sh16[m], ones));
             k4_combine2(lo, hi, sg, x->d[(size_t)(t + m) * G + g], &acc[m]);
