@@ -112,6 +112,35 @@ BD_ATTR static void BD_PART_FN(const BD_XT *xr, int Kp, const uint16_t *w, int p
     }
 }
 
+/* Rows [t0, t1) of x against MJ panels from w, into y's columns from y: whole tiles, then
+ * the rows left over as one tile (M a constant at each call, so the tile's loops unroll). */
+#if BD_TILE_T > 4
+#error "the rows past the whole tiles take tiles of 1 to 3 rows"
+#endif
+#define BD_CAT_(a, b) a##b
+#define BD_CAT(a, b) BD_CAT_(a, b)
+#define BD_ROWS_FN BD_CAT(BD_TILE_FN, _rows)
+BD_ATTR static inline __attribute__((always_inline)) void
+BD_ROWS_FN(const BD_XT *xr, int Kp, const uint16_t *w, int t0, int t1, float *y, int ldy, int MJ)
+{
+    const size_t xs = (size_t)BD_X_STRIDE(Kp);
+    int t = t0;
+    for (; t + BD_TILE_T <= t1; t += BD_TILE_T)
+        BD_TILE_FN(xr + t * xs, Kp, w, y + (size_t)t * ldy, ldy, BD_TILE_T, MJ, t == t0);
+    switch (t1 - t) {
+#if BD_TILE_T > 3
+    case 3: BD_TILE_FN(xr + t * xs, Kp, w, y + (size_t)t * ldy, ldy, 3, MJ, t == t0); break;
+#endif
+#if BD_TILE_T > 2
+    case 2: BD_TILE_FN(xr + t * xs, Kp, w, y + (size_t)t * ldy, ldy, 2, MJ, t == t0); break;
+#endif
+#if BD_TILE_T > 1
+    case 1: BD_TILE_FN(xr + t * xs, Kp, w, y + (size_t)t * ldy, ldy, 1, MJ, t == t0); break;
+#endif
+    default: break;
+    }
+}
+
 /* Rows of x in blocks that stay in L2 while a task's panels stream past
  * them; whole tiles, then the rows and panels left over, and the panels
  * [j0, j1) only cuts. */
@@ -137,26 +166,22 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
         }
         if (j0 % P)
             BD_PART_FN(xr, Kp, w, j0 / P, j0 % P, P, t0, t1, y, ldy);
-        /* whole tiles of rows, then the rows left over (all of them at batch 1) against
-         * BD_TILE_J1 panels at a time: chains enough to hide the instructions' latency, or
-         * one panel where a single weight stream reads memory faster */
-        int tt = t0 + (t1 - t0) / BD_TILE_T * BD_TILE_T, p = pa;
-        for (; p + BD_TILE_J <= pb; p += BD_TILE_J)
-            for (int t = t0; t < tt; t += BD_TILE_T)
-                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
-                           BD_TILE_T, BD_TILE_J, t == t0);
+        /* a single row against BD_TILE_J1 panels at a time: chains enough to hide the
+         * instructions' latency, or one panel where a single weight stream reads memory
+         * faster; more rows BD_TILE_J panels at a time, the rows past the whole tiles a tile
+         * of their own while the panels are in cache (a pass of their own read them from
+         * memory again) */
+        int p = pa;
+        if (t1 - t0 == 1) {
+            for (; p + BD_TILE_J1 <= pb; p += BD_TILE_J1)
+                BD_TILE_FN(xr + t0 * xs, Kp, w + p * panel, y + (size_t)t0 * ldy + p * P, ldy, 1,
+                           BD_TILE_J1, 1);
+        } else {
+            for (; p + BD_TILE_J <= pb; p += BD_TILE_J)
+                BD_ROWS_FN(xr, Kp, w + p * panel, t0, t1, y + p * P, ldy, BD_TILE_J);
+        }
         for (; p < pb; p++)
-            for (int t = t0; t < tt; t += BD_TILE_T)
-                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy,
-                           BD_TILE_T, 1, t == t0);
-        for (p = pa; p + BD_TILE_J1 <= pb; p += BD_TILE_J1)
-            for (int t = tt; t < t1; t++)
-                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1,
-                           BD_TILE_J1, t == t0);
-        for (; p < pb; p++)
-            for (int t = tt; t < t1; t++)
-                BD_TILE_FN(xr + t * xs, Kp, w + p * panel, y + (size_t)t * ldy + p * P, ldy, 1, 1,
-                           t == t0);
+            BD_ROWS_FN(xr, Kp, w + p * panel, t0, t1, y + p * P, ldy, 1);
         if (j1 % P)
             BD_PART_FN(xr, Kp, w, pb, 0, j1 % P, t0, t1, y, ldy);
     }
@@ -165,6 +190,9 @@ BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1,
 #undef BD_FN
 #undef BD_TILE_FN
 #undef BD_PART_FN
+#undef BD_ROWS_FN
+#undef BD_CAT
+#undef BD_CAT_
 #undef BD_ATTR
 #undef bd_op
 #undef BD_LOAD

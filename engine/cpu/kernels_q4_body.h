@@ -21,6 +21,9 @@
 static inline int k4_shift(int wgroup) { return wgroup == 128 ? 2 : wgroup == 64 ? 1 : 0; }
 #endif
 
+#if K4_TILE_T > 4
+#error "the rows past the whole tiles take tiles of 1 to 3 rows"
+#endif
 K4_ATTR static void K4_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
                           int ldy)
 {
@@ -33,23 +36,29 @@ K4_ATTR static void K4_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, 
             const uint16_t *sh = w->scale_h + (size_t)b * GW * KQ_ROWS;
             int rows = w->N - b * KQ_ROWS < KQ_ROWS ? w->N - b * KQ_ROWS : KQ_ROWS;
             float *yb = y + (size_t)b * KQ_ROWS;
-            int t = t0;
             vec16 acc[K4_TILE_T];
-            for (; t + K4_TILE_T <= t1; t += K4_TILE_T) {
-                K4_TILE(x, t, K4_TILE_T, wb, sh, shift, G, t == t0, acc);
-                for (int m = 0; m < K4_TILE_T; m++) {
-                    if (rows == KQ_ROWS)
-                        V_STORE(yb + (size_t)(t + m) * ldy, acc[m]);
-                    else
-                        V_STORE_TAIL(yb + (size_t)(t + m) * ldy, acc[m], rows);
+            /* the rows past the last whole tile are a tile of their own, not a pass over
+             * the block's weights each: a pass repeats the loads of w for every row */
+            for (int t = t0, m; t < t1; t += m) {
+                m = t1 - t < K4_TILE_T ? t1 - t : K4_TILE_T;
+                switch (m) { /* M a constant in each call, so the tile's loops unroll */
+                case K4_TILE_T: K4_TILE(x, t, K4_TILE_T, wb, sh, shift, G, t == t0, acc); break;
+#if K4_TILE_T > 3
+                case 3: K4_TILE(x, t, 3, wb, sh, shift, G, t == t0, acc); break;
+#endif
+#if K4_TILE_T > 2
+                case 2: K4_TILE(x, t, 2, wb, sh, shift, G, t == t0, acc); break;
+#endif
+#if K4_TILE_T > 1
+                default: K4_TILE(x, t, 1, wb, sh, shift, G, t == t0, acc);
+#endif
                 }
-            }
-            for (; t < t1; t++) {
-                K4_TILE(x, t, 1, wb, sh, shift, G, t == t0, acc);
-                if (rows == KQ_ROWS)
-                    V_STORE(yb + (size_t)t * ldy, acc[0]);
-                else
-                    V_STORE_TAIL(yb + (size_t)t * ldy, acc[0], rows);
+                for (int r = 0; r < m; r++) {
+                    if (rows == KQ_ROWS)
+                        V_STORE(yb + (size_t)(t + r) * ldy, acc[r]);
+                    else
+                        V_STORE_TAIL(yb + (size_t)(t + r) * ldy, acc[r], rows);
+                }
             }
         }
     }

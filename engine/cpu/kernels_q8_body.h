@@ -22,6 +22,9 @@
 #define KQ_TOKEN_BLOCK 32
 #endif
 
+#if KQ_TILE_T > 4
+#error "the rows past the whole tiles take tiles of 1 to 3 rows"
+#endif
 KQ_ATTR static void KQ_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, int b1, float *y,
                           int ldy)
 {
@@ -33,23 +36,29 @@ KQ_ATTR static void KQ_FN(const kq_act *x, int T, const k_q8_matrix *w, int b0, 
             const float *sb = w->scale + (size_t)b * G * KQ_ROWS;
             int rows = w->N - b * KQ_ROWS < KQ_ROWS ? w->N - b * KQ_ROWS : KQ_ROWS;
             float *yb = y + (size_t)b * KQ_ROWS;
-            int t = t0;
             vec16 acc[KQ_TILE_T];
-            for (; t + KQ_TILE_T <= t1; t += KQ_TILE_T) {
-                KQ_TILE(x, t, KQ_TILE_T, wb, sb, G, t == t0, acc);
-                for (int m = 0; m < KQ_TILE_T; m++) {
-                    if (rows == KQ_ROWS)
-                        V_STORE(yb + (size_t)(t + m) * ldy, acc[m]);
-                    else
-                        V_STORE_TAIL(yb + (size_t)(t + m) * ldy, acc[m], rows);
+            /* the rows past the last whole tile are a tile of their own, not a pass over
+             * the block's weights each: a pass repeats the loads of w for every row */
+            for (int t = t0, m; t < t1; t += m) {
+                m = t1 - t < KQ_TILE_T ? t1 - t : KQ_TILE_T;
+                switch (m) { /* M a constant in each call, so the tile's loops unroll */
+                case KQ_TILE_T: KQ_TILE(x, t, KQ_TILE_T, wb, sb, G, t == t0, acc); break;
+#if KQ_TILE_T > 3
+                case 3: KQ_TILE(x, t, 3, wb, sb, G, t == t0, acc); break;
+#endif
+#if KQ_TILE_T > 2
+                case 2: KQ_TILE(x, t, 2, wb, sb, G, t == t0, acc); break;
+#endif
+#if KQ_TILE_T > 1
+                default: KQ_TILE(x, t, 1, wb, sb, G, t == t0, acc);
+#endif
                 }
-            }
-            for (; t < t1; t++) {
-                KQ_TILE(x, t, 1, wb, sb, G, t == t0, acc);
-                if (rows == KQ_ROWS)
-                    V_STORE(yb + (size_t)t * ldy, acc[0]);
-                else
-                    V_STORE_TAIL(yb + (size_t)t * ldy, acc[0], rows);
+                for (int r = 0; r < m; r++) {
+                    if (rows == KQ_ROWS)
+                        V_STORE(yb + (size_t)(t + r) * ldy, acc[r]);
+                    else
+                        V_STORE_TAIL(yb + (size_t)(t + r) * ldy, acc[r], rows);
+                }
             }
         }
     }

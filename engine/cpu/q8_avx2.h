@@ -13,7 +13,10 @@
 #include <immintrin.h>
 #include <stdlib.h>
 
-#define KQ_TILE_T 2
+/* 3 rows of x a tile share each unit's loads of w: vpmaddubsw's products at 8 to 512 rows
+ * ran 7-10 % faster than with 2 (AMD Zen 4 forced to AVX2, 4 rows no faster than 3);
+ * bench/RESULTS.md, "q8 on AVX2: tiles of 3 rows" */
+#define KQ_TILE_T 3
 
 /* The first tile of a block's rows of x reads its weights from memory: it
  * prefetches them 2 KiB ahead of the loads, as the AVX-512 kernels do
