@@ -142,8 +142,9 @@ BD_ROWS_FN(const BD_XT *xr, int Kp, const uint16_t *w, int t0, int t1, float *y,
 }
 
 /* Rows of x in blocks that stay in L2 while a task's panels stream past
- * them; whole tiles, then the rows and panels left over, and the panels
- * [j0, j1) only cuts. */
+ * them; against each group of panels the whole tiles and then the rows left
+ * over (BD_ROWS_FN), then the panels left over, and the panels [j0, j1)
+ * only cuts. */
 BD_ATTR static void BD_FN(const k_bd_rows *x, const uint16_t *w, int j0, int j1, float *y, int ldy)
 {
     const int Kp = x->Kp, T = x->T, P = K_BD_PANEL;
