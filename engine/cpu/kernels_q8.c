@@ -119,6 +119,7 @@ typedef struct {
     int8_t *q;
     float *d;
     int32_t *sum;
+    uint8_t *qa;
 } quant_job;
 
 static void quant_task(void *ctx, int task)
@@ -126,9 +127,14 @@ static void quant_task(void *ctx, int task)
     const quant_job *j = ctx;
     int t0 = (int)((long)j->T * task / j->n_tasks),
         t1 = (int)((long)j->T * (task + 1) / j->n_tasks);
-    for (int t = t0; t < t1; t++)
+    for (int t = t0; t < t1; t++) {
+        const int8_t *q = j->q + (size_t)t * j->K;
+        uint8_t *qa = j->qa + (size_t)t * j->K;
         k_q8_quantize_row(j->x + (size_t)t * j->K, j->K, j->q + (size_t)t * j->K,
                           j->d + (size_t)t * j->G, j->sum + (size_t)t * j->G);
+        for (int k = 0; k < j->K; k++) /* q is never -128 */
+            qa[k] = (uint8_t)(q[k] < 0 ? -q[k] : q[k]);
+    }
 }
 
 #define Q8_MAX_PARTS 4
@@ -181,10 +187,10 @@ static void q8_task(void *ctx, int task)
 
 /* x's rows quantized on the pool's threads */
 static void quantize_rows(const float *x, int T, int K, int G, tp_pool *pool, int8_t *q, float *d,
-                          int32_t *sum)
+                          int32_t *sum, uint8_t *qa)
 {
     int threads = tp_threads(pool);
-    quant_job qj = {x, T, K, G, threads > 1 && (long)T * K >= 16384 ? threads : 1, q, d, sum};
+    quant_job qj = {x, T, K, G, threads > 1 && (long)T * K >= 16384 ? threads : 1, q, d, sum, qa};
     if (qj.n_tasks > T)
         qj.n_tasks = T;
     tp_run(pool, qj.n_tasks, quant_task, &qj);
@@ -192,9 +198,9 @@ static void quantize_rows(const float *x, int T, int K, int G, tp_pool *pool, in
 
 size_t k_q8_rows_bytes(int T, int K)
 {
-    /* per row: its scales, its group sums, its int8 values */
+    /* per row: its scales, its group sums, its int8 values and their absolute values */
     size_t G = (size_t)K / KQ_GROUP;
-    return (size_t)T * ((size_t)K + G * (sizeof(float) + sizeof(int32_t)));
+    return (size_t)T * (2 * (size_t)K + G * (sizeof(float) + sizeof(int32_t)));
 }
 
 int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, int slot, k_q8_rows *out)
@@ -207,8 +213,9 @@ int k_q8_rows_make(const float *x, int T, int K, tp_pool *pool, int slot, k_q8_r
     float *d = (float *)buf;
     int32_t *sum = (int32_t *)(buf + (size_t)T * G * 4);
     int8_t *q = (int8_t *)(buf + (size_t)T * G * 8);
-    quantize_rows(x, T, K, (int)G, pool, q, d, sum);
-    *out = (k_q8_rows){.act = {K, (int)G, q, d, sum}, .T = T, .buf = buf, .own = own};
+    uint8_t *qa = (uint8_t *)q + (size_t)T * K;
+    quantize_rows(x, T, K, (int)G, pool, q, d, sum, qa);
+    *out = (k_q8_rows){.act = {K, (int)G, q, d, sum, qa}, .T = T, .buf = buf, .own = own};
     return 0;
 }
 

@@ -1,9 +1,11 @@
 /*
  * q8_avx2.h — the q8 product (kernels_q8.h) on AVX2: the 16 rows of a
  * block are two ymm halves (rows 0-7 and 8-15), a lane is a row. Without
- * AVX-VNNI, vpmaddubsw takes |x| as the unsigned side and w with x's sign
- * (vpsignb; w is never -128, pair sums stay within 2 * 127 * 127) and
- * vpmaddwd adds the pairs; with AVX-VNNI, vpdpbusd takes w + 128 and the
+ * AVX-VNNI, vpmaddubsw takes |x| as the unsigned side (kq_act's qa, made
+ * with the rows: a vpabsb here ran once per block of weights, and took
+ * 8-12 % of the products' time; bench/RESULTS.md, "|x| made once") and w
+ * with x's sign (vpsignb; w is never -128, pair sums stay within
+ * 2 * 127 * 127) and vpmaddwd adds the pairs; with AVX-VNNI, vpdpbusd takes w + 128 and the
  * sum starts at -128 * sum(x) (as in q8_avx512.h). Both give each group's
  * exact int32. Included by isa_avx2.c.
  */
@@ -52,16 +54,18 @@ static inline __attribute__((always_inline)) void kq_tile_madd(const kq_act *x, 
         const int8_t *wg = wb + (size_t)g * 512;
         KQ256_PREFETCH(pf, wg, 512);
         const int8_t *xg[KQ_TILE_T];
+        const uint8_t *ag[KQ_TILE_T];
         __m256i lo[KQ_TILE_T], hi[KQ_TILE_T];
         for (int m = 0; m < M; m++) {
             xg[m] = x->q + (size_t)(t + m) * x->K + g * KQ_GROUP;
+            ag[m] = x->qa + (size_t)(t + m) * x->K + g * KQ_GROUP;
             lo[m] = hi[m] = _mm256_setzero_si256();
         }
         for (int u = 0; u < 8; u++) {
             __m256i wl = _mm256_loadu_si256((const __m256i *)(wg + u * 64));
             __m256i wh = _mm256_loadu_si256((const __m256i *)(wg + u * 64 + 32));
             for (int m = 0; m < M; m++) {
-                __m256i xb = KQ256_UNIT(xg[m], u), xa = _mm256_abs_epi8(xb);
+                __m256i xb = KQ256_UNIT(xg[m], u), xa = KQ256_UNIT(ag[m], u);
                 __m256i pl = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(wl, xb));
                 __m256i ph = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(wh, xb));
                 lo[m] = _mm256_add_epi32(lo[m], _mm256_madd_epi16(pl, ones));

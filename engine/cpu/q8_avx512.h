@@ -82,11 +82,12 @@ static inline __attribute__((always_inline)) void kq_tile_bw(const kq_act *x, in
         for (int m = 0; m < M; m++) {
             size_t row = (size_t)(t + m);
             const int8_t *xg = x->q + row * x->K + g * KQ_GROUP;
+            const uint8_t *ag = x->qa + row * x->K + g * KQ_GROUP;
             __m512i s = _mm512_setzero_si512();
             for (int u = 0; u < 8; u++) {
                 __m512i xb = KQ512_UNIT(xg, u);
                 __m512i ws = _mm512_mask_sub_epi8(w[u], _mm512_movepi8_mask(xb), zero, w[u]);
-                __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(xb), ws);
+                __m512i p = _mm512_maddubs_epi16(KQ512_UNIT(ag, u), ws);
                 s = _mm512_add_epi32(s, _mm512_madd_epi16(p, ones));
             }
             KQ512_COMBINE(s, sc, x->d[row * G + g], acc[m]);
