@@ -128,11 +128,11 @@ static void quant_task(void *ctx, int task)
     int t0 = (int)((long)j->T * task / j->n_tasks),
         t1 = (int)((long)j->T * (task + 1) / j->n_tasks);
     for (int t = t0; t < t1; t++) {
-        const int8_t *q = j->q + (size_t)t * j->K;
+        int8_t *q = j->q + (size_t)t * j->K;
         uint8_t *qa = j->qa + (size_t)t * j->K;
-        k_q8_quantize_row(j->x + (size_t)t * j->K, j->K, j->q + (size_t)t * j->K,
-                          j->d + (size_t)t * j->G, j->sum + (size_t)t * j->G);
-        for (int k = 0; k < j->K; k++) /* q is never -128 */
+        k_q8_quantize_row(j->x + (size_t)t * j->K, j->K, q, j->d + (size_t)t * j->G,
+                          j->sum + (size_t)t * j->G);
+        for (int k = 0; k < j->K; k++) /* q is never -128; the row is still in cache */
             qa[k] = (uint8_t)(q[k] < 0 ? -q[k] : q[k]);
     }
 }

@@ -72,9 +72,10 @@ int k_linear_q8_multi(const float *x, int T, const k_q8_matrix *const *w, float 
                       void *after_ctx, tp_pool *pool);
 
 /* Quantized activation rows, as the per-path kernels read them: row t at
- * q + t*K, its absolute values at qa + t*K (AVX2's vpmaddubsw takes |x| as
- * its unsigned side; made once here, not once per block of weights), its
- * group scales at d + t*groups, its group sums at sum + t*groups. */
+ * q + t*K, its absolute values at qa + t*K (vpmaddubsw's unsigned side, on
+ * AVX2 and on AVX-512 without VNNI: made once here, not once for every
+ * block of weights a row meets), its group scales at d + t*groups, its
+ * group sums at sum + t*groups. */
 typedef struct {
     int K, groups;
     const int8_t *q;

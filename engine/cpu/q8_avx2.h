@@ -1,13 +1,14 @@
 /*
  * q8_avx2.h — the q8 product (kernels_q8.h) on AVX2: the 16 rows of a
  * block are two ymm halves (rows 0-7 and 8-15), a lane is a row. Without
- * AVX-VNNI, vpmaddubsw takes |x| as the unsigned side (kq_act's qa, made
- * with the rows: a vpabsb here ran once per block of weights, and took
- * 8-12 % of the products' time; bench/RESULTS.md, "|x| made once") and w
- * with x's sign (vpsignb; w is never -128, pair sums stay within
- * 2 * 127 * 127) and vpmaddwd adds the pairs; with AVX-VNNI, vpdpbusd takes w + 128 and the
- * sum starts at -128 * sum(x) (as in q8_avx512.h). Both give each group's
- * exact int32. Included by isa_avx2.c.
+ * AVX-VNNI, vpmaddubsw takes |x| as the unsigned side and w with x's sign
+ * (vpsignb; w is never -128, pair sums stay within 2 * 127 * 127) and
+ * vpmaddwd adds the pairs. |x| comes made with the rows (kq_act's qa): a
+ * vpabsb here ran once for every block of weights, and the products took
+ * 7-10 % less time at 8 to 512 rows without it (bench/RESULTS.md, "|x| made
+ * once"). With AVX-VNNI, vpdpbusd takes w + 128 and the sum starts at
+ * -128 * sum(x) (as in q8_avx512.h). Both give each group's exact int32.
+ * Included by isa_avx2.c.
  */
 #include "isa.h"
 

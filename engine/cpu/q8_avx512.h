@@ -6,10 +6,11 @@
  * With AVX512-VNNI, vpdpbusd multiplies unsigned by signed bytes: the
  * weights go in as w + 128 (a xor of the sign bit, in [1, 255]) and the
  * group's sum starts at -128 * sum(x), which takes the offset back out
- * exactly. Without VNNI, vpmaddubsw takes |x| as the unsigned side and w
- * with x's sign (w is never -128, so negating it cannot overflow; pair
- * sums stay within 2 * 127 * 127), then vpmaddwd adds the pairs. Both give
- * each group's exact int32, so the same bits. Included by isa_avx512.c.
+ * exactly. Without VNNI, vpmaddubsw takes |x| (made with the rows:
+ * kq_act's qa) as the unsigned side and w with x's sign (w is never -128,
+ * so negating it cannot overflow; pair sums stay within 2 * 127 * 127),
+ * then vpmaddwd adds the pairs. Both give each group's exact int32, so the
+ * same bits. Included by isa_avx512.c.
  */
 #include "isa.h"
 
