@@ -109,6 +109,7 @@ int mhla_engine_create(const mhla_model *model, const mhla_engine_options *opt, 
         .geo = eng_state_geometry(&model->cfg),
         .dtype = opt && opt->state_dtype == MHLA_STATE_BF16 ? KV_DTYPE_BF16 : KV_DTYPE_F32,
         .budget_bytes = opt ? opt->state_bytes : 0,
+        .prefault_bytes = opt ? opt->state_prefault_bytes : 0,
         .resume_slots = opt ? opt->resume_slots : 0,
     };
     kv_error ke;
@@ -248,6 +249,8 @@ void mhla_engine_state_stats(const mhla_engine *e, mhla_state_stats *out)
     out->evictions = k.evictions;
     out->resumes = k.resumes;
     out->resumed_tokens = k.resumed_tokens;
+    out->pages_prefaulted = k.pages_prefaulted;
+    out->prefault_seconds = k.prefault_seconds;
     eng_state_disk_stats(e, out);
 }
 

@@ -34,6 +34,7 @@ void mhla_server_options_default(mhla_server_options *o)
     o->request_timeout_s = 600;
     o->shutdown_timeout_s = 30;
     o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
+    o->state_prefault_mb = SRV_STATE_MEMORY_AUTO;
     o->speculate = SRV_SPEC_NGRAM;
     o->draft_state_memory_mb = SRV_STATE_MEMORY_AUTO;
     o->draft_max = 8;
@@ -71,6 +72,17 @@ static int parse_state_memory(const char *flag, const char *v, void *base, char 
     }
     o->state_memory_mb = (int)x;
     return 0;
+}
+
+/* --state-prefault: auto, or MiB (0: none). */
+static int parse_state_prefault(const char *flag, const char *v, void *base, char *err,
+                                size_t errlen)
+{
+    mhla_server_options *o = base;
+    int keep = o->state_memory_mb, rc = parse_state_memory(flag, v, base, err, errlen);
+    o->state_prefault_mb = o->state_memory_mb;
+    o->state_memory_mb = keep;
+    return rc;
 }
 
 /* --draft-state-memory: auto, or MiB (0: unbounded). */
@@ -244,6 +256,14 @@ static const mhla_opt rows[] = {
              "on a GPU its free memory, less weights, buffers and\n"
              "headroom (logged at start); 0: unbounded state per\n"
              "sequence, no prefix cache, no admission by memory"},
+    {.name = "state-prefault",
+     .kind = MHLA_OPT_CUSTOM,
+     .parse = parse_state_prefault,
+     .metavar = "auto|MB|0",
+     .help = "state pages made at start, before the server listens,\n"
+             "so that the first requests do not wait for new memory.\n"
+             "auto (default): 1024 MiB, at most the pool; 0: pages made\n"
+             "as needed. For pages of 2 MiB and more in host memory"},
     {.name = "state-dir",
      .kind = MHLA_OPT_STRING,
      .off = OPT(state_dir),
@@ -338,6 +358,13 @@ int mhla_server_parse_args(int argc, char **argv, mhla_server_options *o, char *
         o->api_key = NULL;
     if (o->allowed_origins && !o->allowed_origins[0])
         o->allowed_origins = NULL;
+    if (o->state_prefault_mb > 0 && o->state_memory_mb == 0) {
+        snprintf(err, errlen,
+                 "--state-prefault %d makes pages of the state pool, and --state-memory 0 has "
+                 "none: give --state-memory auto or MB",
+                 o->state_prefault_mb);
+        return -1;
+    }
     if ((o->speculate == SRV_SPEC_DRAFT) != (o->draft_model && o->draft_model[0])) {
         snprintf(err, errlen,
                  o->draft_model && o->draft_model[0]

@@ -192,6 +192,10 @@ typedef struct {
      * limit and no prefix cache (pages made as needed; a released page's
      * storage is kept for reuse while fewer pages are spare than in use). */
     size_t state_bytes;
+    /* Bytes of those pages made and faulted in when the engine is created (at most
+     * state_bytes; 0: each made when first needed). Only host memory with pages of 2 MiB
+     * and more makes them ahead (kvstate.h, prefault_bytes). */
+    size_t state_prefault_bytes;
     mhla_state_dtype state_dtype;
     /* Finished sequences (mhla_seq_finish) whose end state is kept for
      * resume; used only with state_bytes > 0. */
@@ -375,6 +379,8 @@ typedef struct {
     uint64_t evictions;
     uint64_t resumes;        /* matches that continued a finished sequence */
     uint64_t resumed_tokens; /* tokens not recomputed thanks to the three */
+    long pages_prefaulted;   /* made when the engine was created (state_prefault_bytes) */
+    double prefault_seconds; /* and the time that took */
     /* The disk tier (all 0 without one). */
     int disk;                    /* 1: the engine has one */
     uint64_t disk_hits;          /* pages loaded from it */

@@ -95,6 +95,11 @@ typedef struct {
      * budget / page_bytes pages; released pages are kept (free list or prefix
      * cache) and reused. */
     size_t budget_bytes;
+    /* Bytes of pages made at creation, faulted in, onto the free list (at most the budget):
+     * what a fresh pool would otherwise make in its first steps. Only a bounded pool in host
+     * memory whose pages are 2 MiB or more makes them (smaller pages come from the
+     * allocator's reused blocks, device memory has its own); others ignore it. */
+    size_t prefault_bytes;
     /* End states of finished sequences kept for resume (0: none). */
     int resume_slots;
 } kv_pool_options;
@@ -116,6 +121,8 @@ typedef struct {
     uint64_t evictions;      /* cached pages dropped to make room */
     uint64_t resumed_tokens; /* tokens skipped by prefix hits and resumes */
     uint64_t resumes;        /* lookups served from the resume store */
+    long pages_prefaulted;   /* pages made at creation (kv_pool_options.prefault_bytes) */
+    double prefault_seconds; /* and the time that took */
 } kv_stats;
 
 /* ---- pool ------------------------------------------------------------------ */

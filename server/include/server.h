@@ -51,6 +51,7 @@ typedef struct {
     int shutdown_timeout_s;         /* SIGTERM: how long running requests may still take */
     int state_memory_mb;   /* state pool with prefix cache (kvstate/README.md), MiB; 0: unbounded
                               per-sequence state; -1 (the default): auto */
+    int state_prefault_mb; /* of the pool, made at start (MiB); 0: none; -1 (default): auto */
     const char *state_dir; /* state pages on disk under the prefix cache; NULL: none */
     unsigned long long
         state_disk_max; /* bytes of it; 0: half its filesystem's free space at start */

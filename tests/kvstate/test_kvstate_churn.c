@@ -10,7 +10,8 @@
  * reference count equals the number of live tables holding it, reservations
  * add up, and every live sequence's pages and rows are right for its tokens.
  * Also: a sequence of a real model's size gets zero-filled, 2 MiB-aligned buffers, and its
- * pages whole huge pages where they fit them.
+ * pages whole huge pages where they fit them; pages are made ahead (the stash) and at
+ * creation (prefault_bytes).
  * Built also with AddressSanitizer and run under valgrind (fewer rounds).
  *
  * With DISK_DIR the pools have a disk tier there (write-behind, loads on
@@ -26,7 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define TEST_RNG_SEED 0x2545f4914f6cdd1dull
 #define CHECK_MAX_FAILURES 20
@@ -538,6 +542,154 @@ static void test_ready_pages(void)
     unsetenv("MHLA_STATE_READY_PAGES");
 }
 
+/* Bytes of [p, p + bytes) resident in memory (mincore), in whole 4 KiB pages */
+static size_t resident_bytes(const void *p, size_t bytes)
+{
+    size_t n = (bytes + 4095) / 4096, in = 0;
+    unsigned char *v = malloc(n);
+    if (!v || mincore((void *)p, bytes, v) != 0) {
+        free(v);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        in += v[i] & 1;
+    free(v);
+    return in * 4096;
+}
+
+/* Out of memory while making pages at creation: the pool is not made and says why. In a child
+ * whose address space ends 64 MiB past what it maps now; 1 when it behaved, 0 when not, -1
+ * when the check cannot run here (sanitizers and valgrind map memory of their own). */
+static int prefault_out_of_memory(const kv_pool_options *base)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)base;
+    return -1;
+#else
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload"))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1)
+            _exit(2);
+        fclose(f);
+        rlim_t cap = (rlim_t)pages * 4096 + ((rlim_t)64 << 20);
+        struct rlimit r = {cap, cap};
+        if (setrlimit(RLIMIT_AS, &r))
+            _exit(2);
+        kv_pool_options o = *base;
+        size_t pb = kv_page_floats(&o.geo) * 4;
+        o.budget_bytes = o.prefault_bytes = pb * 64; /* 256 MiB */
+        kv_pool *p;
+        kv_error err;
+        if (kv_pool_create(&o, &p, &err) == 0)
+            _exit(1);
+        _exit(err.code == KV_ERR_NOMEM && strstr(err.msg, "to make at start") ? 0 : 1);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) == 2)
+        return -1;
+    return WEXITSTATUS(st) == 0;
+#endif
+}
+
+/* prefault_bytes: that many whole pages (at most the budget) made at creation, resident,
+ * zero-filled, on the free list and handed out before any new one; the stash makes only what
+ * the budget leaves. Pools of small pages and unbounded pools make none; out of memory, the
+ * pool is not made. */
+static void test_prefault_pages(void)
+{
+    kv_pool_options o = {.geo = large_page_geo(8, 0), .dtype = KV_DTYPE_F32};
+    size_t pb = kv_page_floats(&o.geo) * 4;
+    o.budget_bytes = pb * 6;
+    o.prefault_bytes = pb * 3 + pb / 2; /* 3 whole pages */
+    kv_pool *p;
+    kv_error err;
+    if (kv_pool_create(&o, &p, &err)) {
+        CHECK(0, "prefault: pool: %s", err.msg);
+        return;
+    }
+    kv_stats st;
+    kv_pool_stats(p, &st);
+    CHECK(st.pages_prefaulted == 3 && p->n_pg == 3 && p->n_free == 3,
+          "prefault of 3.5 pages: %ld made (%d pages, %ld free)", st.pages_prefaulted, p->n_pg,
+          p->n_free);
+    CHECK(st.pages_free == 6 && st.pages_available == 6, "prefault: %ld free, %ld available of 6",
+          st.pages_free, st.pages_available);
+    void *made[3] = {0};
+    for (int i = 0; i < 3 && i < p->n_pg; i++) {
+        made[i] = p->pg[i].data;
+        CHECK(resident_bytes(made[i], pb) == pb, "made page %d: %zu of %zu bytes resident", i,
+              resident_bytes(made[i], pb), pb);
+    }
+    CHECK(kv_pool_check(p, &err) == 0, "prefault: at creation: %s", err.msg);
+    wait_ready(p, 3); /* the stash makes the 3 the budget leaves */
+    int32_t id[6];
+    for (int i = 0; i < 6; i++) {
+        if (kv_page_take(p, 0, &id[i], &err)) {
+            CHECK(0, "prefault: take %d: %s", i, err.msg);
+            kv_pool_release(p);
+            return;
+        }
+        unsigned char *d = p->pg[id[i]].data;
+        int was_made = d == made[0] || d == made[1] || d == made[2];
+        CHECK(was_made == (i < 3), "prefault: take %d %s a page made at creation", i,
+              was_made ? "got" : "did not get");
+        size_t nonzero = 0;
+        for (size_t j = 0; j < pb; j++)
+            nonzero += d[j] != 0;
+        CHECK(nonzero == 0, "prefault: page %d: %zu bytes not zero", i, nonzero);
+        memset(d, 0x21 * (i + 1), pb);
+    }
+    int ready;
+    long handed;
+    kv_stash_counts(p->stash, &ready, &handed);
+    CHECK(ready == 0 && handed == 3, "prefault: %d ready and %ld of 3 taken from the stash", ready,
+          handed);
+    int32_t extra;
+    CHECK(kv_page_take(p, 0, &extra, &err) != 0 && err.code == KV_ERR_FULL,
+          "prefault: a 7th page past a budget of 6 was given");
+    for (int i = 0; i < 6; i++)
+        kv_page_unref(p, id[i]);
+    CHECK(kv_pool_check(p, &err) == 0, "prefault: %s", err.msg);
+    kv_pool_release(p);
+
+    o.prefault_bytes = pb * 100; /* past the budget: the budget, and nothing left to stash */
+    if (kv_pool_create(&o, &p, &err) == 0) {
+        kv_pool_stats(p, &st);
+        CHECK(st.pages_prefaulted == 6 && p->stash == NULL,
+              "prefault past the budget: %ld of 6 made, stash %s", st.pages_prefaulted,
+              p->stash ? "running" : "none");
+        kv_pool_release(p);
+    }
+    o.budget_bytes = 0; /* unbounded */
+    if (kv_pool_create(&o, &p, &err) == 0) {
+        kv_pool_stats(p, &st);
+        CHECK(st.pages_prefaulted == 0 && p->n_pg == 0, "an unbounded pool made %ld pages",
+              st.pages_prefaulted);
+        kv_pool_release(p);
+    }
+    o.geo = GEO; /* small pages: the allocator's */
+    o.budget_bytes = o.prefault_bytes = kv_page_floats(&GEO) * 4 * 6;
+    if (kv_pool_create(&o, &p, &err) == 0) {
+        kv_pool_stats(p, &st);
+        CHECK(st.pages_prefaulted == 0 && p->n_pg == 0, "a pool of %zu-byte pages made %ld",
+              p->page_bytes, st.pages_prefaulted);
+        kv_pool_release(p);
+    }
+    o.geo = large_page_geo(8, 0);
+    int oom = prefault_out_of_memory(&o);
+    if (oom < 0)
+        printf("prefault out of memory: not checked here (sanitizer, valgrind or no fork)\n");
+    else
+        CHECK(oom == 1, "out of memory while making pages at creation: no clear failure");
+}
+
 /* An unbounded pool keeps a released page's storage while it holds fewer spare pages than pages
  * in use, hands that storage to the next take, and gives the rest back (kv_pool_check after each
  * step: a spare on the free list has storage, a descriptor without it sits on its own list). */
@@ -633,6 +785,7 @@ int main(int argc, char **argv)
     test_large_buffers();
     test_large_pages();
     test_ready_pages();
+    test_prefault_pages();
     test_unbounded_spares();
     for (int r = 0; r < ROOTS; r++)
         for (int i = 0; i < CTX; i++)
