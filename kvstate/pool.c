@@ -211,7 +211,7 @@ static int32_t grow(kv_pool *p, int populated, kv_error *err)
  * the engine's threads share: on a 2-vCPU guest a fresh server's served output rate rose 3-8 %
  * with its first 1 GiB made here (bench/RESULTS.md). Made here, the cost is paid once, before
  * the first request: 1 GiB took 0.1 s where the host had backed the guest's memory before,
- * 1.5-2.3 s where it had not. One thread: two made 14 GiB 1.3-2.2x slower (the populates
+ * 1.5-2.3 s where it had not. One thread: two made 14 GiB 1.8-2.4x slower (the populates
  * share the process's memory map).
  */
 static int prefault(kv_pool *p, size_t bytes, kv_error *err)
