@@ -132,6 +132,7 @@ int srv_drafter_create(const srv_drafter_options *o, srv_drafter **out, char *er
     d->cfg = mhla_model_config(d->model);
     mhla_engine_options eo = *o->engine_options;
     eo.state_bytes = pool_bytes(o, d->cfg);
+    eo.state_prefault_bytes = 0; /* --state-prefault is the model's pool's; the draft's grows */
     eo.resume_slots = 0;
     eo.state_dir = NULL; /* the draft's pages are cheap to recompute */
     d->bounded = eo.state_bytes > 0;
