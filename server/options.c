@@ -55,14 +55,13 @@ static int parse_speculate(const char *flag, const char *v, void *base, char *er
     return -1;
 }
 
-/* --state-memory: auto, or MiB (0: unbounded state, no prefix cache). */
-static int parse_state_memory(const char *flag, const char *v, void *base, char *err, size_t errlen)
+/* auto (SRV_STATE_MEMORY_AUTO), or MiB from 0 to 4 TiB, into *out. */
+static int parse_mib_or_auto(const char *flag, const char *v, int *out, char *err, size_t errlen)
 {
-    mhla_server_options *o = base;
     char *end;
     long x = strtol(v, &end, 10);
     if (strcmp(v, "auto") == 0) {
-        o->state_memory_mb = SRV_STATE_MEMORY_AUTO;
+        *out = SRV_STATE_MEMORY_AUTO;
         return 0;
     }
     if (end == v || *end || x < 0 || x > (1L << 22)) {
@@ -70,30 +69,30 @@ static int parse_state_memory(const char *flag, const char *v, void *base, char 
                  1 << 22, v);
         return -1;
     }
-    o->state_memory_mb = (int)x;
+    *out = (int)x;
     return 0;
+}
+
+/* --state-memory: auto, or MiB (0: unbounded state, no prefix cache). */
+static int parse_state_memory(const char *flag, const char *v, void *base, char *err, size_t errlen)
+{
+    return parse_mib_or_auto(flag, v, &((mhla_server_options *)base)->state_memory_mb, err, errlen);
 }
 
 /* --state-prefault: auto, or MiB (0: none). */
 static int parse_state_prefault(const char *flag, const char *v, void *base, char *err,
                                 size_t errlen)
 {
-    mhla_server_options *o = base;
-    int keep = o->state_memory_mb, rc = parse_state_memory(flag, v, base, err, errlen);
-    o->state_prefault_mb = o->state_memory_mb;
-    o->state_memory_mb = keep;
-    return rc;
+    return parse_mib_or_auto(flag, v, &((mhla_server_options *)base)->state_prefault_mb, err,
+                             errlen);
 }
 
 /* --draft-state-memory: auto, or MiB (0: unbounded). */
 static int parse_draft_state_memory(const char *flag, const char *v, void *base, char *err,
                                     size_t errlen)
 {
-    mhla_server_options *o = base;
-    int keep = o->state_memory_mb, rc = parse_state_memory(flag, v, base, err, errlen);
-    o->draft_state_memory_mb = o->state_memory_mb;
-    o->state_memory_mb = keep;
-    return rc;
+    return parse_mib_or_auto(flag, v, &((mhla_server_options *)base)->draft_state_memory_mb, err,
+                             errlen);
 }
 
 /* The words of the enum flags, in the order of their enum's values. */

@@ -14,7 +14,6 @@ The server (--device cuda, default --state-memory auto) logs the budget's arithm
 Without a usable GPU (real backend) it exits 77: skipped.
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -35,14 +34,6 @@ def check(ok, what):
     print("%s %s" % ("ok  " if ok else "FAIL", what), flush=True)
     if not ok:
         failures.append(what)
-
-
-def events(log_path, name):
-    out = []
-    for line in open(log_path, errors="replace"):
-        if '"event":"%s"' % name in line:
-            out.append(json.loads(line))
-    return out
 
 
 def serve(a, model, tag, fake_mib):
@@ -67,8 +58,8 @@ def serve(a, model, tag, fake_mib):
     finally:
         rc, _ = server_proc.stop(proc, 120)
         check(rc == 0, "%s: SIGTERM: exit 0 (got %s)" % (tag, rc))
-    ev = events(log, "state_memory")
-    ar = events(log, "state_memory_arithmetic")
+    ev = server_proc.log_events(log, "state_memory")
+    ar = server_proc.log_events(log, "state_memory_arithmetic")
     return (ev[0] if ev else None), (ar[0]["message"] if ar else ""), m, None
 
 

@@ -50,14 +50,6 @@ def rss_mib(pid):
     return 0.0
 
 
-def events(log, name):
-    out = []
-    for line in open(log, errors="replace"):
-        if '"event":"%s"' % name in line:
-            out.append(json.loads(line))
-    return out
-
-
 def complete(port):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=PACE.limit("gen", 1, 60))
     body = {"prompt": PROMPT, "max_tokens": 12, "temperature": 0, "ignore_eos": True,
@@ -115,7 +107,7 @@ def main():
         proc, port, log = serve(a, model, name, flags)
         try:
             rss = rss_mib(proc.pid)
-            ev = events(log, "state_prefault")
+            ev = server_proc.log_events(log, "state_prefault")
             made[name] = (ev[0]["pages"] if ev else 0, rss)
             m = server_metrics.fetch(port, PACE.limit("gen", 1, 60))
             pages = {k: m.get('mhla_state_pages{kind="%s"}' % k) for k in

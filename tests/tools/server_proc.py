@@ -52,3 +52,12 @@ def stop(proc, grace):
         proc.kill()
         proc.wait()
         return None, grace
+
+
+def log_events(log_path, name):
+    """The JSON log lines of event `name` in a server's log, parsed, in order."""
+    out = []
+    for line in open(log_path, errors="replace"):
+        if '"event":"%s"' % name in line:
+            out.append(json.loads(line))
+    return out
