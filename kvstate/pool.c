@@ -208,7 +208,7 @@ static int32_t grow(kv_pool *p, int populated, kv_error *err)
  * Pages made at creation: a fresh pool makes a page for nearly every block it closes until it
  * reaches its budget (released pages stay in the prefix cache), and memory new to the process
  * costs the kernel's zeroing and faults. The stash moves that off the step, but onto a core
- * the engine's threads share: on a 2-vCPU guest a fresh server's served output rate rose 3-8 %
+ * the engine's threads share: on a 2-vCPU guest a fresh server's served output rate rose 2-8 %
  * with its first 1 GiB made here (bench/RESULTS.md). Made here, the cost is paid once, before
  * the first request: 1 GiB took 0.1 s where the host had backed the guest's memory before,
  * 1.5-2.3 s where it had not. One thread: two made 14 GiB 1.8-2.4x slower (the populates
