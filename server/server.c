@@ -109,7 +109,10 @@ static int create_engine(server *sv, const mhla_server_options *o, char *err, si
     mhla_error e = {0};
     mhla_engine_options eo = engine_options(sv, o);
     if (mhla_engine_create(sv->model, &eo, &sv->engine, &e)) {
-        snprintf(err, errlen, "cannot create the engine: %s", e.msg);
+        /* the pages made at start are the likeliest to run out, and the flag can do without */
+        int hint = e.code == MHLA_ERR_NOMEM && eo.state_prefault_bytes > 0;
+        snprintf(err, errlen, "cannot create the engine: %s%s", e.msg,
+                 hint ? " (--state-prefault 0 makes state pages only as they are needed)" : "");
         return -1;
     }
     return 0;

@@ -11,7 +11,10 @@ On a checkpoint whose state pages are 2 MiB (8 layers of one 256 x 256 head), wi
      closes blocks gives the same tokens on both servers;
   3. auto (1 GiB) is capped at the pool: 32 pages;
   4. bad values are refused with a message naming the flag: -1, 12x, a number past the
-     limit, and --state-prefault 20 with --state-memory 0.
+     limit, and --state-prefault 20 with --state-memory 0;
+  5. out of memory while making them (an address-space limit 16 MiB over what the same
+     server with --state-prefault 0 peaks at, and 512 MiB to make), the server does not
+     start, and says which page ran out and that --state-prefault 0 does without.
 Small pages (under 2 MiB, made by the allocator) are checked in kvstate.churn.
 Limits derive from the time this machine took to write the checkpoint (tests/tools/pace.py).
 
@@ -21,6 +24,7 @@ import argparse
 import http.client
 import json
 import os
+import resource
 import subprocess
 import sys
 
@@ -61,15 +65,18 @@ def complete(port):
     return r.status, data
 
 
-def serve(a, model, name, flags):
-    """Starts a server, returns (proc, port, log) or fails the test with its log."""
+def serve(a, model, name, flags, pool=True):
+    """Starts a server (with --state-memory POOL_MIB where pool), returns (proc, port, log)
+    or fails the test with its log."""
     log = os.path.join(a.work, name + ".log")
     # no stash: the pages it makes ahead, a few at a time on its own thread, would add to the
     # resident memory of either server by the time it is read
     env = dict(os.environ, MHLA_STATE_READY_PAGES="0")
-    proc = server_proc.start_logged([os.path.join(a.bin, "mhla-server"), "--model", model,
-                                     "--device", "cpu", "--threads", "1", "--port", "0",
-                                     "--state-memory", str(POOL_MIB)] + flags, log, env)
+    argv = [os.path.join(a.bin, "mhla-server"), "--model", model, "--device", "cpu",
+            "--threads", "1", "--port", "0"]
+    if pool:
+        argv += ["--state-memory", str(POOL_MIB)]
+    proc = server_proc.start_logged(argv + flags, log, env)
     port, why = server_proc.listening_port(proc, log, PACE.limit("gen", 1, 60))
     if port is None:
         server_proc.stop(proc, 10)
@@ -83,6 +90,36 @@ def refused(a, model, flags, why):
     check(r.returncode != 0 and "--state-prefault" in r.stderr,
           "%s is refused naming the flag (exit %d: %s)" % (why, r.returncode,
                                                            r.stderr.strip()[-160:]))
+
+
+def vm_peak(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def out_of_memory(a, model):
+    """Item 5: the peak address space of a server with a 512 MiB pool made as needed, then
+    the same server asked to make all 512 MiB at start under a limit 16 MiB over that peak."""
+    flags = ["--state-memory", "512", "--state-prefault"]
+    proc, port, log = serve(a, model, "peak", flags + ["0"], pool=False)
+    peak = vm_peak(proc.pid)
+    server_proc.stop(proc, PACE.limit("gen", 1, 30))
+    cap = peak + (16 << 20)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    r = subprocess.run([os.path.join(a.bin, "mhla-server"), "--model", model, "--device", "cpu",
+                        "--threads", "1", "--port", "0"] + flags + ["512"],
+                       env=dict(os.environ, MHLA_STATE_READY_PAGES="0"), preexec_fn=limit,
+                       capture_output=True, text=True, timeout=PACE.limit("gen", 1, 60))
+    last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    check(r.returncode != 0 and "to make at start" in last and "--state-prefault 0" in last,
+          "out of memory making pages at start: no start, the page and the flag named "
+          "(address space %d MiB; exit %d: %s)" % (cap >> 20, r.returncode, last[-200:]))
 
 
 def main():
@@ -139,6 +176,7 @@ def main():
         refused(a, model, ["--state-prefault", v], "--state-prefault %s" % v)
     refused(a, model, ["--state-prefault", "20", "--state-memory", "0"],
             "--state-prefault 20 with --state-memory 0")
+    out_of_memory(a, model)
 
     if FAILURES:
         print("%d failure(s)" % len(FAILURES))
