@@ -71,6 +71,15 @@ static int geometry_ok(const kv_geometry *g)
 
 static int bounded_setup(kv_pool *p, const kv_pool_options *opt, kv_error *err);
 
+/* A page with storage onto the free list */
+static void free_push(kv_pool *p, int32_t id)
+{
+    p->pg[id].state = PG_FREE;
+    p->pg[id].next = p->free_head;
+    p->free_head = id;
+    p->n_free++;
+}
+
 int kv_pool_create(const kv_pool_options *opt, kv_pool **out, kv_error *err)
 {
     *out = NULL;
@@ -229,10 +238,7 @@ static int prefault(kv_pool *p, size_t bytes, kv_error *err)
                               "out of memory for state page %ld of the %ld to make at start "
                               "(%zu bytes each)",
                               i + 1, n, p->page_bytes);
-        p->pg[id].state = PG_FREE;
-        p->pg[id].next = p->free_head;
-        p->free_head = id;
-        p->n_free++;
+        free_push(p, id);
     }
     p->ctr.pages_prefaulted = n;
     p->ctr.prefault_seconds = mhla_now() - t0;
@@ -344,8 +350,8 @@ void kv_page_unref(kv_pool *p, int32_t id)
         lru_push_tail(p, id);
         return;
     }
-    d->state = PG_FREE;
     if (!p->bounded && p->n_free >= p->n_used) {
+        d->state = PG_FREE;
         kv_mem_release_page(p, d->data);
         d->data = NULL;
         d->next = p->bare_head;
@@ -353,9 +359,7 @@ void kv_page_unref(kv_pool *p, int32_t id)
         p->n_bare++;
         return;
     }
-    p->n_free++;
-    d->next = p->free_head;
-    p->free_head = id;
+    free_push(p, id);
 }
 
 void kv_pool_set_hash_bits(kv_pool *p, int bits)
@@ -370,10 +374,7 @@ void kv_pool_set_hash_bits(kv_pool *p, int bits)
             if (p->pg[i].state == PG_CACHED) {
                 lru_unlink(p, i);
                 p->n_cached--;
-                p->pg[i].state = PG_FREE;
-                p->pg[i].next = p->free_head;
-                p->free_head = i;
-                p->n_free++;
+                free_push(p, i);
             }
         }
     p->hash_mask = bits <= 0 || bits >= 64 ? ~0ull : (1ull << bits) - 1;

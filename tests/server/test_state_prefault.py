@@ -46,12 +46,13 @@ def check(cond, what):
         FAILURES.append(what)
 
 
-def rss_mib(pid):
+def status_bytes(pid, key):
+    """A "key: N kB" line of /proc/PID/status, in bytes (0 when absent)."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def complete(port):
@@ -92,20 +93,12 @@ def refused(a, model, flags, why):
                                                            r.stderr.strip()[-160:]))
 
 
-def vm_peak(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmPeak:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def out_of_memory(a, model):
     """Item 5: the peak address space of a server with a 512 MiB pool made as needed, then
     the same server asked to make all 512 MiB at start under a limit 16 MiB over that peak."""
     flags = ["--state-memory", "512", "--state-prefault"]
     proc, port, log = serve(a, model, "peak", flags + ["0"], pool=False)
-    peak = vm_peak(proc.pid)
+    peak = status_bytes(proc.pid, "VmPeak")
     server_proc.stop(proc, PACE.limit("gen", 1, 30))
     cap = peak + (16 << 20)
 
@@ -143,7 +136,7 @@ def main():
                         ("auto", [])):
         proc, port, log = serve(a, model, name, flags)
         try:
-            rss = rss_mib(proc.pid)
+            rss = status_bytes(proc.pid, "VmRSS") / 1048576.0
             ev = server_proc.log_events(log, "state_prefault")
             made[name] = (ev[0]["pages"] if ev else 0, rss)
             m = server_metrics.fetch(port, PACE.limit("gen", 1, 60))
