@@ -68,13 +68,16 @@ static const uint32_t *bd_dot_rows(const k_bd_rows *x)
     uint32_t *buf = (uint32_t *)k_x_pack_buffer((size_t)x->T * half);
     if (!buf)
         return NULL;
+    /* the words above, 32 elements at a time (Kp is a multiple of K_BD_STEP) */
+    const __m512i order =
+        _mm512_set_epi16(29, 31, 28, 30, 25, 27, 24, 26, 21, 23, 20, 22, 17, 19, 16, 18, 13, 15, 12,
+                         14, 9, 11, 8, 10, 5, 7, 4, 6, 1, 3, 0, 2);
     for (int t = 0; t < x->T; t++) {
         const uint16_t *r = x->x + (size_t)t * x->Kp;
         uint32_t *o = buf + (size_t)t * half;
-        for (int k = 0; k < x->Kp; k += 4) {
-            o[k / 2] = (uint32_t)r[k] << 16 | r[k + 2];
-            o[k / 2 + 1] = (uint32_t)r[k + 1] << 16 | r[k + 3];
-        }
+        for (int k = 0; k < x->Kp; k += 32)
+            _mm512_storeu_si512((void *)(o + k / 2),
+                                _mm512_permutexvar_epi16(order, _mm512_loadu_si512(r + k)));
     }
     return buf;
 }

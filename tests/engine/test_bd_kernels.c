@@ -12,12 +12,19 @@
  *     threads, K with and without a tail, values from 2^-56 to 2^60 with
  *     infinities and cancelling sums; and it stays within bf16's rounding of
  *     the f32 product.
- * Run once as is and once with MHLA_CPU_BF16_NO_DOT=1 (without AMX tiles).
+ *   - with MHLA_CPU_BF16_DOT=1 on a CPU with avx512_bf16, the avx512 path
+ *     runs vdpbf16ps: a kernel that failed the check at start would
+ *     otherwise fall back to the fmas unseen, and every check above pass.
+ * Run once as is, once with MHLA_CPU_BF16_NO_DOT=1, and once with
+ * MHLA_CPU_BF16_NO_AMX=1 MHLA_CPU_BF16_DOT=1.
  */
 #include "cpu/isa.h"
 #include "cpu/kernels.h"
 #include "cpu/kernels_bd.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +205,29 @@ static void accuracy(void)
     CHECK(fabs(got - exact) <= mag * (2.0 / 256 + 1e-6), "%g against %g", got, exact);
 }
 
+/* Asked for vdpbf16ps (MHLA_CPU_BF16_DOT=1) where the CPU has it, the avx512 path must run it. */
+static void dot_taken(void)
+{
+    const char *want = getenv("MHLA_CPU_BF16_DOT"), *no = getenv("MHLA_CPU_BF16_NO_DOT");
+    int has = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b, c, d; /* cpuid 7.1 eax bit 5: AVX512_BF16 */
+    has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
+#endif
+    char err[200];
+    if (!want || want[0] != '1' || (no && no[0] == '1') || !has ||
+        !strstr(k_isa_runnable(), "avx512") || k_isa_select("avx512", err, sizeof err)) {
+        printf("vdpbf16ps not asked for, or this CPU lacks avx512_bf16: not checked\n");
+        return;
+    }
+    CHECK(strstr(k_bd_kernel_name(), "vdpbf16ps") != NULL,
+          "this CPU has avx512_bf16 and MHLA_CPU_BF16_DOT=1 asks for vdpbf16ps, but the avx512 "
+          "path runs %s: the vdpbf16ps kernel failed the check at start",
+          k_bd_kernel_name());
+    if (strstr(k_bd_kernel_name(), "vdpbf16ps"))
+        printf("avx512 runs %s, as asked\n", k_bd_kernel_name());
+}
+
 /* argv[1] = 1: one thread only (under qemu-user, whose pthread_create can hang) */
 int main(int argc, char **argv)
 {
@@ -224,6 +254,7 @@ int main(int argc, char **argv)
     products(33, 48, 64, pools);
     products(70, 53, 288, pools);
     products(150, 35, 96, pools); /* past a block of 128 rows */
+    dot_taken();
     tp_free(pools[0]);
     if (!one)
         tp_free(pools[1]);
