@@ -17,6 +17,11 @@
  * fresh process otherwise pays for memory new to it (the state pages its
  * block boundary takes: on a 2-vCPU KVM guest one boundary step of 16
  * sequences took ~530 ms the first time and ~70 ms after, bench/RESULTS.md).
+ * With --warmup 1 or more, a prefill of 1,900 tokens (the longest call) also
+ * runs untimed on a sequence of its own before the timed ones, as llama-bench
+ * runs a warm-up prompt of the length it times: the first call of that size
+ * otherwise pays for the activations' memory and the state's pages (prefill
+ * 2,000 on an AMD Zen 4 guest, bf16dot: median 388 tok/s cold, 465 warm).
  *
  * Next to each rate it prints the bound memory bandwidth sets: a decode step
  * reads every weight once (the bytes the device holds them in) and, per
@@ -396,7 +401,8 @@ static const mhla_opt rows[] = {
      .lo = 0,
      .hi = 1000,
      .metavar = "1",
-     .help = "untimed windows @~100 before a batch size's rounds"},
+     .help = "untimed windows @~100 before a batch size's rounds (1+: and a "
+             "1,900-token prefill)"},
     {.name = "threads",
      .kind = MHLA_OPT_INT,
      .off = ENG(n_threads),
@@ -567,6 +573,11 @@ int main(int argc, char **argv)
     mhla_seq *at_lo, *at_hi, *tmp;
     check(mhla_engine_seq_create(e, &at_lo, &err), &err);
     check(mhla_engine_seq_create(e, &at_hi, &err), &err);
+    if (a.warmup > 0) { /* llama-bench's warm-up prompt run: the longest call, untimed */
+        check(mhla_engine_seq_create(e, &tmp, &err), &err);
+        printf("prefill warm-up: %d tokens untimed in %.3f s\n", hi, feed(e, tmp, hi, V, &seed));
+        mhla_seq_free(tmp);
+    }
     feed(e, at_lo, lo, V, &seed);
     double t_hi = feed(e, at_hi, hi, V, &seed), cpu_hi = feed_cpu;
     for (int pi = 0; pi < n_prefills; pi++) {

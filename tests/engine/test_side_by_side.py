@@ -26,6 +26,7 @@ skip and plan paths, and its reading of bench_decode's output.
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 
@@ -220,6 +221,18 @@ def check_script(src, binp):
     got = ms.parse_bench_decode(out)
     want = ["pp64", "pp200", "b1@100", "b1@1900", "b16@100", "b16@1900"]
     check(all(got.get(p, 0) > 0 for p in want), "bench_decode read as %s" % got)
+    # the timed prefills follow an untimed one, as llama-bench's follow its warm-up prompt
+    warm = re.compile(r"^prefill warm-up: 1900 tokens untimed", re.M)
+    first = re.search(r"^prefill: ", out, re.M)
+    w = warm.search(out)
+    check(w is not None and first is not None and w.start() < first.start(),
+          "no untimed prefill before the timed ones with --warmup 1:\n%s" % out[:2000])
+    out = subprocess.run([exe, os.path.join(src, "models/brown-mhla"), "--batch", "1",
+                          "--steps", "4", "--rounds", "1", "--threads", "2", "--prefill", "64",
+                          "--weights", "q8", "--warmup", "0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True).stdout
+    check(warm.search(out) is None and ms.parse_bench_decode(out).get("pp64", 0) > 0,
+          "--warmup 0 still ran the untimed prefill, or timed none:\n%s" % out[:2000])
 
 
 def main():
