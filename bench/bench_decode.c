@@ -21,7 +21,7 @@
  * runs untimed on a sequence of its own before the timed ones, as llama-bench
  * runs a warm-up prompt of the length it times: the first call of that size
  * otherwise pays for the activations' memory and the state's pages (prefill
- * 2,000 on an AMD Zen 4 guest, bf16dot: median 388 tok/s cold, 465 warm).
+ * 2,000 on an AMD Zen 4 guest, bf16dot: median 389 tok/s cold, 465 warm).
  *
  * Next to each rate it prints the bound memory bandwidth sets: a decode step
  * reads every weight once (the bytes the device holds them in) and, per
