@@ -22,9 +22,6 @@
 #include "cpu/kernels.h"
 #include "cpu/kernels_bd.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,14 +206,10 @@ static void accuracy(void)
 static void dot_taken(void)
 {
     const char *want = getenv("MHLA_CPU_BF16_DOT"), *no = getenv("MHLA_CPU_BF16_NO_DOT");
-    int has = 0;
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a = 0, b, c, d; /* cpuid 7.1 eax bit 5: AVX512_BF16 */
-    has = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
-#endif
     char err[200];
-    if (!want || want[0] != '1' || (no && no[0] == '1') || !has ||
-        !strstr(k_isa_runnable(), "avx512") || k_isa_select("avx512", err, sizeof err)) {
+    /* the path's reason names the CPU's extras as the engine probed them */
+    if (!want || want[0] != '1' || (no && no[0] == '1') || !strstr(k_isa_runnable(), "avx512") ||
+        k_isa_select("avx512", err, sizeof err) || !strstr(k_isa_reason(), "avx512_bf16")) {
         printf("vdpbf16ps not asked for, or this CPU lacks avx512_bf16: not checked\n");
         return;
     }

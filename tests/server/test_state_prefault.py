@@ -66,6 +66,11 @@ def complete(port):
     return r.status, data
 
 
+def server_argv(a, model):
+    return [os.path.join(a.bin, "mhla-server"), "--model", model, "--device", "cpu",
+            "--threads", "1", "--port", "0"]
+
+
 def serve(a, model, name, flags, pool=True):
     """Starts a server (with --state-memory POOL_MIB where pool), returns (proc, port, log)
     or fails the test with its log."""
@@ -73,8 +78,7 @@ def serve(a, model, name, flags, pool=True):
     # no stash: the pages it makes ahead, a few at a time on its own thread, would add to the
     # resident memory of either server by the time it is read
     env = dict(os.environ, MHLA_STATE_READY_PAGES="0")
-    argv = [os.path.join(a.bin, "mhla-server"), "--model", model, "--device", "cpu",
-            "--threads", "1", "--port", "0"]
+    argv = server_argv(a, model)
     if pool:
         argv += ["--state-memory", str(POOL_MIB)]
     proc = server_proc.start_logged(argv + flags, log, env)
@@ -105,8 +109,7 @@ def out_of_memory(a, model):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
-    r = subprocess.run([os.path.join(a.bin, "mhla-server"), "--model", model, "--device", "cpu",
-                        "--threads", "1", "--port", "0"] + flags + ["512"],
+    r = subprocess.run(server_argv(a, model) + flags + ["512"],
                        env=dict(os.environ, MHLA_STATE_READY_PAGES="0"), preexec_fn=limit,
                        capture_output=True, text=True, timeout=PACE.limit("gen", 1, 60))
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
